@@ -1,0 +1,82 @@
+import { existsSync } from 'node:fs';
+import { appEntry } from './paths.js';
+import { freePort } from './ports.js';
+import { type ManagedProcess, spawnManaged, waitUntil } from './processes.js';
+
+/** A running app (sim or gateway) reachable over HTTP on 127.0.0.1. */
+export interface AppHandle extends ManagedProcess {
+  readonly url: string;
+  readonly port: number;
+}
+
+export type FlagValues = Record<string, string | number | boolean | undefined>;
+
+/** `{ 'alpha-ms': 20, stream: true }` -> `['--alpha-ms', '20', '--stream']`. */
+export function toFlags(values: FlagValues): string[] {
+  const flags: string[] = [];
+  for (const [name, value] of Object.entries(values)) {
+    if (value === undefined || value === false) continue;
+    flags.push(`--${name}`);
+    if (value !== true) flags.push(String(value));
+  }
+  return flags;
+}
+
+export interface StartAppOptions {
+  /** Extra CLI flags (object form, or raw strings). */
+  args?: FlagValues | string[];
+  env?: Record<string, string | undefined>;
+  /** Fixed port; a free one is picked when omitted. */
+  port?: number;
+  /** Health path polled for readiness. */
+  healthPath?: string;
+  readyTimeoutMs?: number;
+}
+
+export async function startApp(app: string, options: StartAppOptions = {}): Promise<AppHandle> {
+  const entry = appEntry(app);
+  if (!existsSync(entry)) {
+    throw new Error(
+      `${entry} is missing: run \`npm run build\` first (tests run built apps as child processes)`,
+    );
+  }
+  const port = options.port ?? (await freePort());
+  const url = `http://127.0.0.1:${port}`;
+  const extra = Array.isArray(options.args) ? options.args : toFlags(options.args ?? {});
+  const child = spawnManaged({
+    name: `${app}:${port}`,
+    command: process.execPath,
+    args: [entry, '--port', String(port), ...extra],
+    env: options.env ?? {},
+    exitWithStdin: true,
+  });
+  const health = `${url}${options.healthPath ?? '/health'}`;
+  const probe = async () => (await fetch(health, { signal: AbortSignal.timeout(1_000) })).ok;
+  try {
+    await waitUntil(`${app} at ${url}`, probe, {
+      process: child,
+      timeoutMs: options.readyTimeoutMs ?? 15_000,
+    });
+  } catch (error) {
+    await child.kill();
+    throw error;
+  }
+  return {
+    name: child.name,
+    pid: child.pid,
+    url,
+    port,
+    logs: child.logs,
+    get exited() {
+      return child.exited;
+    },
+    exit: child.exit,
+    stop: child.stop,
+    kill: child.kill,
+  };
+}
+
+/** A simulated vLLM pod (`fairgate-sim`) on a free port, ready when /health answers. */
+export function startSim(options: StartAppOptions = {}): Promise<AppHandle> {
+  return startApp('vllm-sim', { healthPath: '/health', ...options });
+}

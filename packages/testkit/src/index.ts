@@ -1,0 +1,24 @@
+export {
+  type AppHandle,
+  type FlagValues,
+  type StartAppOptions,
+  startApp,
+  startSim,
+  toFlags,
+} from './apps.js';
+export { appEntry, repoRoot } from './paths.js';
+export { freePort } from './ports.js';
+export {
+  type ManagedProcess,
+  type SpawnOptions,
+  spawnManaged,
+  stopAll,
+  waitUntil,
+} from './processes.js';
+export {
+  findRedisServer,
+  pingRedis,
+  REDIS_MISSING_HELP,
+  type RedisHandle,
+  startRedis,
+} from './redis.js';
