@@ -1,0 +1,192 @@
+import { z } from 'zod';
+
+/**
+ * The gateway configuration file (YAML). One schema; every field has a default
+ * except tenants and pods. Keys are snake_case as written in the file.
+ * docs/config.md documents each key; keep the two in step.
+ */
+
+const sha256Hex = z
+  .string()
+  .regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex sha256 digest (64 characters)');
+
+/** Default SLO classes and priorities (llm-d / GIE): priority < 0 is sheddable. */
+export const DEFAULT_SLO_CLASSES: Record<string, number> = {
+  critical: 4,
+  standard: 3,
+  batch: -1,
+  sheddable: -2,
+  background: -3,
+};
+
+const idPattern = /^[A-Za-z0-9._-]+$/;
+const identifier = (what: string) =>
+  z
+    .string()
+    .min(1)
+    .max(64)
+    .regex(idPattern, `${what} may only use letters, digits, '.', '_' and '-'`);
+
+export const quotasSchema = z.strictObject({
+  /** Most requests of this tenant in flight at once, pool-wide. */
+  max_concurrent: z.number().int().positive().optional(),
+  /** Most KV-cache blocks (ceil((input + max_tokens) / block_size)) held at once, pool-wide. */
+  max_kv_blocks: z.number().int().positive().optional(),
+});
+
+export const tenantSchema = z.strictObject({
+  id: identifier('tenant id'),
+  /** sha256 hex digests of the tenant's API keys (never the keys themselves). */
+  api_key_sha256: z.array(sha256Hex).min(1),
+  weight: z.number().int().min(1).max(1000).default(1),
+  queue_max: z.number().int().min(0).default(100),
+  default_class: z.string().default('standard'),
+  max_class: z.string().optional(),
+  quotas: quotasSchema.default({}),
+});
+
+export const podSchema = z.strictObject({
+  name: identifier('pod name'),
+  url: z.url({ protocol: /^https?$/ }),
+  /** Most requests the gateway sends this pod at once. */
+  cap: z.number().int().positive().default(64),
+});
+
+export const schedulerSchema = z.strictObject({
+  /** Initial global concurrency budget (the controller tunes it later). */
+  budget: z.number().int().positive().default(64),
+  fairness: z.enum(['drr', 'round-robin', 'global-strict']).default('drr'),
+  order: z.enum(['fifo', 'slo-deadline']).default('fifo'),
+  /** DRR quantum: credit a tenant earns per turn is weight x quantum. */
+  quantum: z.number().int().positive().default(1),
+  /** Queue TTL: a request waiting longer leaves with 429 queue_timeout. */
+  queue_ttl_ms: z.number().int().positive().default(1_000),
+  lease_ttl_ms: z.number().int().positive().default(30_000),
+  heartbeat_ms: z.number().int().positive().default(1_000),
+  max_queue_depth: z.number().int().positive().default(10_000),
+  band_capacity: z.number().int().positive().default(5_000),
+  tick_ms: z.number().int().positive().default(1),
+  kv_block_size: z.number().int().positive().default(16),
+});
+
+export const upstreamSchema = z.strictObject({
+  connect_timeout_ms: z.number().int().positive().default(2_000),
+  /** Time to the upstream's response headers (504 when exceeded). */
+  headers_timeout_ms: z.number().int().positive().default(60_000),
+  /** Longest gap between two body chunks of a stream. */
+  body_timeout_ms: z.number().int().positive().default(60_000),
+  health_interval_ms: z.number().int().positive().default(1_000),
+  /** Consecutive failed checks before a pod is ejected. */
+  unhealthy_after: z.number().int().positive().default(2),
+  /** Retries on another pod for failures before the first byte. */
+  retries: z.number().int().min(0).max(3).default(1),
+  keepalive_connections: z.number().int().positive().default(128),
+});
+
+export const telemetrySchema = z.strictObject({
+  service_name: z.string().min(1).default('fairgate'),
+  /** Traces go to OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (standard OTEL_* env) is set. */
+  traces: z.boolean().default(true),
+});
+
+export const configSchema = z
+  .strictObject({
+    /** Pool name: the Redis hash tag {fg:<pool>} every key lives under. */
+    pool: identifier('pool').default('default'),
+    listen: z
+      .strictObject({
+        host: z.string().min(1).default('0.0.0.0'),
+        port: z.number().int().min(0).max(65_535).default(8080),
+      })
+      .default({ host: '0.0.0.0', port: 8080 }),
+    /** Absent: one replica on the embedded LocalScheduler. */
+    redis: z.strictObject({ url: z.url({ protocol: /^rediss?$/ }) }).optional(),
+    admin: z.strictObject({ token_sha256: sha256Hex.optional() }).default({}),
+    limits: z
+      .strictObject({
+        max_body_bytes: z
+          .number()
+          .int()
+          .positive()
+          .default(4 * 1024 * 1024),
+      })
+      .default({ max_body_bytes: 4 * 1024 * 1024 }),
+    slo_classes: z
+      .record(identifier('class'), z.number().int().min(-100).max(100))
+      .default(DEFAULT_SLO_CLASSES),
+    tenants: z.array(tenantSchema).min(1),
+    pods: z.array(podSchema).min(1),
+    scheduler: schedulerSchema.default(schedulerSchema.parse({})),
+    upstream: upstreamSchema.default(upstreamSchema.parse({})),
+    telemetry: telemetrySchema.default(telemetrySchema.parse({})),
+  })
+  .superRefine((config, ctx) => {
+    const unique = (
+      values: string[],
+      path: (index: number) => (string | number)[],
+      what: string,
+    ) => {
+      const seen = new Map<string, number>();
+      values.forEach((value, index) => {
+        const first = seen.get(value);
+        if (first !== undefined) {
+          ctx.addIssue({
+            code: 'custom',
+            path: path(index),
+            message: `duplicate ${what} '${value}' (also at index ${first})`,
+          });
+        } else seen.set(value, index);
+      });
+    };
+    unique(
+      config.tenants.map((t) => t.id),
+      (i) => ['tenants', i, 'id'],
+      'tenant id',
+    );
+    unique(
+      config.pods.map((p) => p.name),
+      (i) => ['pods', i, 'name'],
+      'pod name',
+    );
+    const digests = config.tenants.flatMap((t, i) => t.api_key_sha256.map((d, j) => ({ d, i, j })));
+    const owner = new Map<string, number>();
+    for (const { d, i, j } of digests) {
+      const other = owner.get(d);
+      if (other !== undefined && other !== i) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['tenants', i, 'api_key_sha256', j],
+          message: `API key digest already belongs to tenant '${config.tenants[other]?.id}'`,
+        });
+      }
+      owner.set(d, i);
+    }
+    config.tenants.forEach((tenant, i) => {
+      for (const key of ['default_class', 'max_class'] as const) {
+        const name = tenant[key];
+        if (name !== undefined && !(name in config.slo_classes)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['tenants', i, key],
+            message: `unknown SLO class '${name}' (known: ${Object.keys(config.slo_classes).join(', ')})`,
+          });
+        }
+      }
+      const max = tenant.max_class ?? tenant.default_class;
+      const dflt = config.slo_classes[tenant.default_class];
+      const ceiling = config.slo_classes[max];
+      if (dflt !== undefined && ceiling !== undefined && dflt > ceiling) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['tenants', i, 'default_class'],
+          message: `default class '${tenant.default_class}' is above max class '${max}'`,
+        });
+      }
+    });
+  });
+
+export type FairgateConfig = z.infer<typeof configSchema>;
+export type TenantConfig = z.infer<typeof tenantSchema>;
+export type PodConfig = z.infer<typeof podSchema>;
+export type SchedulerConfig = z.infer<typeof schedulerSchema>;
+export type UpstreamConfig = z.infer<typeof upstreamSchema>;
