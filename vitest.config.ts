@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config';
 // "@fairgate/source" export condition, so `vitest` needs no build of the library
 // packages. Child processes (sims, gateways) run the built dist/ entry points,
 // which is why `npm test` builds first.
-const sourceConditions = ['@fairgate/source', 'import', 'module', 'node', 'default'];
+const sourceConditions = ['@fairgate/source', 'node', 'import', 'default'];
 
 export default defineConfig({
   resolve: { conditions: sourceConditions },

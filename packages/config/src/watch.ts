@@ -1,4 +1,4 @@
-import { type StatWatcher, unwatchFile, watchFile } from 'node:fs';
+import { type StatWatcher, statSync, unwatchFile, watchFile } from 'node:fs';
 import { ConfigError, loadConfigFile } from './load.js';
 import type { FairgateConfig } from './schema.js';
 
@@ -17,13 +17,25 @@ export interface ConfigWatcherEvents {
 export class ConfigWatcher {
   #current: FairgateConfig;
   #watcher: StatWatcher | undefined;
+  /** Stat of the file as last read (good or bad): a change is a difference from it. */
+  #seen: { mtimeMs: number; size: number };
 
   constructor(
     readonly path: string,
     private readonly events: ConfigWatcherEvents = {},
     private readonly env: NodeJS.ProcessEnv = process.env,
   ) {
+    this.#seen = this.#stat();
     this.#current = loadConfigFile(path, env);
+  }
+
+  #stat(): { mtimeMs: number; size: number } {
+    try {
+      const { mtimeMs, size } = statSync(this.path);
+      return { mtimeMs, size };
+    } catch {
+      return { mtimeMs: 0, size: -1 };
+    }
   }
 
   get current(): FairgateConfig {
@@ -49,6 +61,7 @@ export class ConfigWatcher {
 
   /** Re-reads the file now; returns true when the new config took effect. */
   reload(): boolean {
+    this.#seen = this.#stat();
     try {
       const next = loadConfigFile(this.path, this.env);
       const previous = this.#current;

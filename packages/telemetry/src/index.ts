@@ -1,0 +1,12 @@
+export { createGatewayMetrics, type GatewayMetrics, LATENCY_BUCKETS } from './metrics.js';
+export { exportRequested, startTelemetry, type Telemetry, type TelemetryOptions } from './sdk.js';
+export {
+  Attr,
+  endSpan,
+  SpanEvents,
+  SpanKind,
+  SpanNames,
+  startChildSpan,
+  startServerSpan,
+  traceHeaders,
+} from './spans.js';

@@ -1,0 +1,63 @@
+import { ProxyTracerProvider, type Tracer, trace } from '@opentelemetry/api';
+import { NodeSDK } from '@opentelemetry/sdk-node';
+import { NoopSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+
+export interface TelemetryOptions {
+  serviceName: string;
+  serviceVersion?: string;
+  /** Extra processors (tests pass a SimpleSpanProcessor over an InMemorySpanExporter). */
+  spanProcessors?: SpanProcessor[];
+  env?: NodeJS.ProcessEnv;
+}
+
+export interface Telemetry {
+  readonly tracer: Tracer;
+  /** True when spans leave the process (an OTLP/other exporter is configured). */
+  readonly exporting: boolean;
+  /** Exports every ended span now (span export waits for async resource detection). */
+  flush(): Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+/** Standard OTEL_* variables that ask for span export. */
+export function exportRequested(env: NodeJS.ProcessEnv): boolean {
+  const exporter = env.OTEL_TRACES_EXPORTER?.trim();
+  if (exporter === 'none') return false;
+  return Boolean(
+    exporter || env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+  );
+}
+
+/**
+ * Starts the OpenTelemetry NodeSDK. Export is configured only by the standard
+ * OTEL_* environment variables (e.g. OTEL_EXPORTER_OTLP_ENDPOINT=http://jaeger:4318,
+ * OTEL_EXPORTER_OTLP_PROTOCOL); with none set, spans are still created (so W3C
+ * traceparent is propagated to pods) but dropped at the end. No auto-
+ * instrumentation: fairgate creates its spans explicitly (t1..t7).
+ */
+export function startTelemetry(options: TelemetryOptions): Telemetry {
+  const env = options.env ?? process.env;
+  const exporting = exportRequested(env);
+  const extra = options.spanProcessors ?? [];
+  // Passing spanProcessors disables the SDK's env-driven exporter; only pass
+  // them when env export is not requested or tests bring their own.
+  const spanProcessors =
+    extra.length > 0 ? extra : exporting ? undefined : [new NoopSpanProcessor()];
+  const sdk = new NodeSDK({
+    serviceName: options.serviceName,
+    instrumentations: [],
+    ...(spanProcessors ? { spanProcessors } : {}),
+  });
+  sdk.start();
+  return {
+    tracer: trace.getTracer('fairgate', options.serviceVersion),
+    exporting: exporting && extra.length === 0,
+    flush: async () => {
+      const provider = trace.getTracerProvider();
+      const delegate = provider instanceof ProxyTracerProvider ? provider.getDelegate() : provider;
+      const flushable = delegate as { forceFlush?: () => Promise<void> };
+      await flushable.forceFlush?.();
+    },
+    shutdown: () => sdk.shutdown(),
+  };
+}
