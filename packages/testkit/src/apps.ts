@@ -80,3 +80,17 @@ export async function startApp(app: string, options: StartAppOptions = {}): Prom
 export function startSim(options: StartAppOptions = {}): Promise<AppHandle> {
   return startApp('vllm-sim', { healthPath: '/health', ...options });
 }
+
+export interface StartGatewayOptions extends StartAppOptions {
+  /** Path of the gateway config file. */
+  config: string;
+  replicaId?: string;
+}
+
+/** A gateway replica (`fairgate`) on a free port, ready when /healthz answers. */
+export function startGatewayProcess(options: StartGatewayOptions): Promise<AppHandle> {
+  const extra = Array.isArray(options.args) ? options.args : toFlags(options.args ?? {});
+  const flags = ['--config', options.config, '--host', '127.0.0.1'];
+  if (options.replicaId) flags.push('--replica-id', options.replicaId);
+  return startApp('gateway', { ...options, args: [...flags, ...extra], healthPath: '/healthz' });
+}

@@ -2,7 +2,9 @@ export {
   type AppHandle,
   type FlagValues,
   type StartAppOptions,
+  type StartGatewayOptions,
   startApp,
+  startGatewayProcess,
   startSim,
   toFlags,
 } from './apps.js';

@@ -1,0 +1,83 @@
+import type { TenantConfig } from '@fairgate/config';
+import {
+  estimatePromptTokens,
+  type GenerationRequest,
+  kvBlocksFor,
+  requestedMaxTokens,
+} from '@fairgate/openai';
+import { badRequest } from './errors.js';
+
+/** What the scheduler needs to know about a request (t1 classification). */
+export interface Classification {
+  sloClass: string;
+  /** Priority of the class = the band the request waits in (higher first). */
+  priority: number;
+  /** Absolute deadline for first token (ms since epoch), from x-slo-ttft-ms. */
+  deadlineMs: number | undefined;
+  inputTokens: number;
+  /** Output tokens assumed for KV sizing: max_tokens, or the default when unset. */
+  maxTokens: number;
+  kvBlocks: number;
+}
+
+export interface ClassifyInput {
+  tenant: TenantConfig;
+  sloClasses: Record<string, number>;
+  request: GenerationRequest;
+  /** Raw header values (undefined when absent). */
+  classHeader: string | undefined;
+  ttftHeader: string | undefined;
+  nowMs: number;
+  blockSize: number;
+  /** Output tokens assumed when a chat request names no max_tokens. */
+  defaultMaxTokens: number;
+}
+
+export const SLO_CLASS_HEADER = 'x-slo-class';
+export const SLO_TTFT_HEADER = 'x-slo-ttft-ms';
+
+/**
+ * Resolves the request's SLO class: the tenant's default, or the class named in
+ * x-slo-class, capped at the tenant's max class (a header can lower a request's
+ * priority freely and never raise it above the tenant's ceiling). An unknown
+ * class name or a malformed deadline is a 400 naming the header.
+ */
+export function classify(input: ClassifyInput): Classification {
+  const { tenant, sloClasses } = input;
+  const maxClass = tenant.max_class ?? tenant.default_class;
+  const ceiling = sloClasses[maxClass] ?? Number.POSITIVE_INFINITY;
+  let sloClass = tenant.default_class;
+  if (input.classHeader !== undefined) {
+    const asked = input.classHeader.trim();
+    if (!(asked in sloClasses)) {
+      throw badRequest(
+        `Unknown SLO class '${asked}' in ${SLO_CLASS_HEADER} (known: ${Object.keys(sloClasses).join(', ')})`,
+        SLO_CLASS_HEADER,
+        'unknown_slo_class',
+      );
+    }
+    sloClass = sloClasses[asked]! > ceiling ? maxClass : asked;
+  }
+  let deadlineMs: number | undefined;
+  if (input.ttftHeader !== undefined) {
+    const ms = Number(input.ttftHeader.trim());
+    if (!Number.isInteger(ms) || ms <= 0 || ms > 86_400_000) {
+      throw badRequest(
+        `${SLO_TTFT_HEADER} must be a positive integer number of milliseconds`,
+        SLO_TTFT_HEADER,
+        'invalid_slo_ttft',
+      );
+    }
+    deadlineMs = input.nowMs + ms;
+  }
+  const inputTokens = estimatePromptTokens(input.request);
+  const maxTokens = requestedMaxTokens(input.request) ?? input.defaultMaxTokens;
+  return {
+    sloClass,
+    priority: sloClasses[sloClass] ?? 0,
+    deadlineMs,
+    inputTokens,
+    maxTokens,
+    kvBlocks: kvBlocksFor(inputTokens + maxTokens, input.blockSize),
+  };
+}

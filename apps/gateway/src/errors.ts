@@ -1,0 +1,104 @@
+import { OpenAIHttpError } from '@fairgate/openai';
+
+/**
+ * Every failure the gateway answers with is an OpenAIHttpError (status, OpenAI
+ * error body, extra headers); one onError handler renders it. These factories
+ * are the only place statuses and error types are chosen.
+ */
+
+export const DROP_REASON_HEADER = 'x-fairgate-drop-reason';
+
+/** A flow-control drop: 429, Retry-After and the drop reason header. */
+export function flowControlDrop(
+  reason: string,
+  message: string,
+  retryAfterMs = 1_000,
+): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 429,
+    type: 'rate_limit_error',
+    message,
+    code: reason,
+    headers: {
+      'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1_000))),
+      'retry-after-ms': String(Math.max(1, Math.round(retryAfterMs))),
+      [DROP_REASON_HEADER]: reason,
+    },
+  });
+}
+
+export function unauthorized(message: string): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 401,
+    type: 'authentication_error',
+    message,
+    code: 'invalid_api_key',
+  });
+}
+
+export function notFound(path: string): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 404,
+    type: 'invalid_request_error',
+    message: `Unknown route: ${path}`,
+    code: 'unknown_url',
+  });
+}
+
+export function payloadTooLarge(limit: number): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 413,
+    type: 'invalid_request_error',
+    message: `Request body exceeds the limit of ${limit} bytes`,
+    code: 'payload_too_large',
+  });
+}
+
+export function badRequest(
+  message: string,
+  param: string | null = null,
+  code = 'invalid_value',
+): OpenAIHttpError {
+  return new OpenAIHttpError({ status: 400, type: 'invalid_request_error', message, param, code });
+}
+
+export function noHealthyPod(): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 503,
+    type: 'service_unavailable_error',
+    message: 'No healthy inference pod is available',
+    code: 'no_healthy_pod',
+    headers: { 'retry-after': '1' },
+  });
+}
+
+export function upstreamFailure(message: string, code = 'upstream_error'): OpenAIHttpError {
+  return new OpenAIHttpError({ status: 502, type: 'upstream_error', message, code });
+}
+
+export function upstreamTimeout(message: string): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 504,
+    type: 'timeout_error',
+    message,
+    code: 'upstream_timeout',
+  });
+}
+
+export function internalError(message = 'Internal gateway error'): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 500,
+    type: 'server_error',
+    message,
+    code: 'internal_error',
+  });
+}
+
+export function adminUnauthorized(): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 401,
+    type: 'authentication_error',
+    message: 'Admin endpoints need `Authorization: Bearer <admin token>`',
+    code: 'invalid_admin_token',
+  });
+}

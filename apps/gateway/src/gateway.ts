@@ -1,0 +1,155 @@
+import { hostname } from 'node:os';
+import { ConfigWatcher, type FairgateConfig } from '@fairgate/config';
+import { createGatewayMetrics, startTelemetry, type Telemetry } from '@fairgate/telemetry';
+import { type ServerType, serve } from '@hono/node-server';
+import type { Hono } from 'hono';
+import { createGatewayApp } from './app.js';
+import type { GatewayDeps } from './context.js';
+import { GrantBroker } from './grants.js';
+import { applyConfig, createScheduler } from './scheduler-setup.js';
+import { installClientErrorHandler } from './server-errors.js';
+import { TenantDirectory } from './tenants.js';
+import { PodPool } from './upstream/pods.js';
+
+export interface GatewayOptions {
+  configPath: string;
+  port?: number;
+  host?: string;
+  replicaId?: string;
+  /** Tests pass their own (in-memory exporter); otherwise started from OTEL_* env. */
+  telemetry?: Telemetry;
+  env?: NodeJS.ProcessEnv;
+  log?: (line: string) => void;
+}
+
+export interface RunningGateway {
+  readonly url: string;
+  readonly port: number;
+  readonly replica: string;
+  readonly app: Hono;
+  readonly deps: GatewayDeps;
+  /** Stops accepting, waits for in-flight requests (up to graceMs), then closes everything. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export function defaultReplicaId(): string {
+  return `${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9._:@/-]/g, '-');
+}
+
+/** Builds and starts one gateway replica. A bad config throws a ConfigError naming the key. */
+export async function startGateway(options: GatewayOptions): Promise<RunningGateway> {
+  const log = options.log ?? ((line: string) => console.log(line));
+  const env = options.env ?? process.env;
+  const replica = options.replicaId ?? defaultReplicaId();
+  let tenants: TenantDirectory | undefined;
+  let pods: PodPool | undefined;
+  let scheduler: GatewayDeps['scheduler'] | undefined;
+  const watcher = new ConfigWatcher(
+    options.configPath,
+    {
+      onReload: (next: FairgateConfig) => {
+        tenants = new TenantDirectory(next);
+        pods?.update(next.pods);
+        if (scheduler && pods) {
+          const pool = pods;
+          void applyConfig(scheduler, next, (pod) => pool.get(pod)?.healthy ?? true).catch(
+            (error) => log(`fairgate: applying reloaded config failed: ${String(error)}`),
+          );
+        }
+        log(`fairgate: config reloaded from ${options.configPath}`);
+      },
+      onRejected: (error) =>
+        log(`fairgate: config reload refused, keeping the old one: ${error.message}`),
+    },
+    env,
+  );
+  const config = watcher.current;
+  tenants = new TenantDirectory(config);
+  const created = createScheduler(config);
+  scheduler = created.scheduler;
+  const sharedScheduler = created.scheduler;
+  const metrics = createGatewayMetrics({ replica });
+  pods = new PodPool(config.pods, config.upstream, {
+    onHealthChange: (pod, healthy) => {
+      metrics.podHealthy.set({ pod }, healthy ? 1 : 0);
+      log(`fairgate: pod ${pod} is ${healthy ? 'healthy again' : 'unhealthy: ejected'}`);
+      const pool = pods!;
+      void applyConfig(
+        sharedScheduler,
+        watcher.current,
+        (name) => pool.get(name)?.healthy ?? true,
+      ).catch(() => metrics.redisErrors.inc({ operation: 'upsertPods' }));
+    },
+  });
+  for (const pod of config.pods) metrics.podHealthy.set({ pod: pod.name }, 1);
+  const podPool = pods;
+  await applyConfig(sharedScheduler, config, (name) => podPool.get(name)?.healthy ?? true);
+  const telemetry =
+    options.telemetry ?? startTelemetry({ serviceName: config.telemetry.service_name, env });
+  const ownsTelemetry = options.telemetry === undefined;
+  const broker = new GrantBroker({
+    scheduler: sharedScheduler,
+    replica,
+    tickMs: config.scheduler.tick_ms,
+    heartbeatMs: config.scheduler.heartbeat_ms,
+    onError: (operation) => metrics.redisErrors.inc({ operation }),
+  });
+  const deps: GatewayDeps = {
+    replica,
+    config: () => watcher.current,
+    tenants: () => tenants!,
+    scheduler: sharedScheduler,
+    broker,
+    pods: podPool,
+    tracer: telemetry.tracer,
+    metrics,
+    mode: created.mode,
+  };
+  const app = createGatewayApp(deps);
+  broker.start();
+  podPool.startHealthChecks();
+  watcher.start();
+
+  const host = options.host ?? config.listen.host;
+  const requestedPort = options.port ?? config.listen.port;
+  const { server, port } = await new Promise<{ server: ServerType; port: number }>(
+    (resolve, reject) => {
+      const started = serve({ fetch: app.fetch, hostname: host, port: requestedPort }, (info) =>
+        resolve({ server: started, port: info.port }),
+      );
+      started.once('error', reject);
+    },
+  );
+  installClientErrorHandler(server);
+  const shownHost = host === '0.0.0.0' ? '127.0.0.1' : host;
+  const url = `http://${shownHost}:${port}`;
+  log(
+    `fairgate: replica ${replica} listening on ${url} (${created.mode} scheduler, ${config.pods.length} pods)`,
+  );
+
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    port,
+    replica,
+    app,
+    deps,
+    close(graceMs = 10_000) {
+      closing ??= (async () => {
+        watcher.stop();
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          const deadline = setTimeout(() => {
+            (server as { closeAllConnections?: () => void }).closeAllConnections?.();
+          }, graceMs);
+          deadline.unref();
+        });
+        broker.close();
+        await podPool.close();
+        await sharedScheduler.close();
+        if (ownsTelemetry) await telemetry.shutdown();
+      })();
+      return closing;
+    },
+  };
+}

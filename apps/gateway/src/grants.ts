@@ -1,0 +1,176 @@
+import type { OpenAIHttpError } from '@fairgate/openai';
+import type { Notice, Scheduler } from '@fairgate/scheduler';
+import { flowControlDrop } from './errors.js';
+
+/**
+ * This replica's side of the grant protocol. A request that was queued at
+ * enqueue waits here for its notice:
+ * - a 1 ms tick calls scheduler.poll(replica) (a dispatch pass + this
+ *   replica's notices) while anything waits, and stops when nothing does;
+ * - a blocking wait on a dedicated connection wakes a waiter at once when a
+ *   release on another replica granted it;
+ * - a heartbeat every heartbeat_ms keeps the replica alive and extends the
+ *   leases of its in-flight requests; ids the scheduler no longer knows are
+ *   aborted (the slot was reclaimed).
+ * Notices for ids nobody waits for (the client left between enqueue and the
+ * grant) are ended at once, so a slot is never leaked.
+ */
+export interface GrantBrokerOptions {
+  scheduler: Scheduler;
+  replica: string;
+  tickMs: number;
+  heartbeatMs: number;
+  /** Reported on errors of the background loops (they keep running). */
+  onError?: (operation: string, error: unknown) => void;
+}
+
+/** Abort reason of an in-flight request whose slot the scheduler took back. */
+export class EvictedError extends Error {
+  constructor(message = 'evicted by flow control') {
+    super(message);
+    this.name = 'EvictedError';
+  }
+}
+
+interface Waiter {
+  resolve: (pod: string) => void;
+  reject: (error: OpenAIHttpError) => void;
+}
+
+export class GrantBroker {
+  readonly #waiters = new Map<string, Waiter>();
+  /** Granted, not yet released requests of this replica -> abort on eviction. */
+  readonly #inflight = new Map<string, AbortController>();
+  #tickTimer: NodeJS.Timeout | undefined;
+  #heartbeatTimer: NodeJS.Timeout | undefined;
+  #blockingWait = false;
+  #polling = false;
+  #closed = false;
+
+  constructor(private readonly options: GrantBrokerOptions) {}
+
+  get waiting(): number {
+    return this.#waiters.size;
+  }
+
+  get inflight(): number {
+    return this.#inflight.size;
+  }
+
+  start(): void {
+    const beat = async () => {
+      try {
+        const { lost } = await this.options.scheduler.heartbeat(this.options.replica, [
+          ...this.#inflight.keys(),
+        ]);
+        for (const id of lost) this.#inflight.get(id)?.abort(new EvictedError('lease lost'));
+      } catch (error) {
+        this.options.onError?.('heartbeat', error);
+      }
+      if (!this.#closed) this.#heartbeatTimer = setTimeout(beat, this.options.heartbeatMs).unref();
+    };
+    void beat();
+  }
+
+  /** Registers a granted request so heartbeats extend its lease; returns its abort signal. */
+  track(id: string): AbortController {
+    const controller = new AbortController();
+    this.#inflight.set(id, controller);
+    return controller;
+  }
+
+  untrack(id: string): void {
+    this.#inflight.delete(id);
+  }
+
+  /** Waits for the grant of a queued request; rejects with a 429 on queue TTL expiry. */
+  waitForGrant(id: string): Promise<string> {
+    return new Promise<string>((resolve, reject) => {
+      this.#waiters.set(id, { resolve, reject });
+      this.#ensureLoops();
+    });
+  }
+
+  /** Stops waiting for `id` (the caller then cancels it in the scheduler). */
+  forget(id: string): void {
+    this.#waiters.delete(id);
+  }
+
+  #ensureLoops(): void {
+    if (!this.#tickTimer && !this.#closed) {
+      this.#tickTimer = setTimeout(() => this.#tick(), this.options.tickMs);
+    }
+    if (!this.#blockingWait && !this.#closed) void this.#blockingLoop();
+  }
+
+  async #tick(): Promise<void> {
+    this.#tickTimer = undefined;
+    if (this.#waiters.size === 0 || this.#closed) return;
+    if (!this.#polling) {
+      this.#polling = true;
+      try {
+        this.#deliver(await this.options.scheduler.poll(this.options.replica));
+      } catch (error) {
+        this.options.onError?.('poll', error);
+      } finally {
+        this.#polling = false;
+      }
+    }
+    if (this.#waiters.size > 0 && !this.#closed) {
+      this.#tickTimer = setTimeout(() => this.#tick(), this.options.tickMs);
+    }
+  }
+
+  async #blockingLoop(): Promise<void> {
+    this.#blockingWait = true;
+    try {
+      while (this.#waiters.size > 0 && !this.#closed) {
+        try {
+          this.#deliver(await this.options.scheduler.waitForNotices(this.options.replica, 1_000));
+        } catch (error) {
+          if (this.#closed) break;
+          this.options.onError?.('waitForNotices', error);
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      }
+    } finally {
+      this.#blockingWait = false;
+    }
+  }
+
+  #deliver(notices: readonly Notice[]): void {
+    for (const notice of notices) {
+      const waiter = this.#waiters.get(notice.id);
+      if (notice.kind === 'grant') {
+        if (waiter) {
+          this.#waiters.delete(notice.id);
+          waiter.resolve(notice.pod);
+        } else {
+          // Nobody waits any more (client left): give the slot back at once.
+          void this.options.scheduler
+            .release(notice.id, { outcome: 'cancelled' })
+            .catch((error) => this.options.onError?.('release', error));
+        }
+      } else if (notice.kind === 'expired') {
+        if (waiter) {
+          this.#waiters.delete(notice.id);
+          waiter.reject(
+            flowControlDrop('queue_ttl', 'The request waited longer than the queue TTL'),
+          );
+        }
+      } else {
+        this.#inflight.get(notice.id)?.abort(new EvictedError());
+        if (waiter) {
+          this.#waiters.delete(notice.id);
+          waiter.reject(flowControlDrop('evicted', 'The request was evicted by flow control'));
+        }
+      }
+    }
+  }
+
+  close(): void {
+    this.#closed = true;
+    if (this.#tickTimer) clearTimeout(this.#tickTimer);
+    if (this.#heartbeatTimer) clearTimeout(this.#heartbeatTimer);
+  }
+}

@@ -1,0 +1,8 @@
+export { createGatewayApp } from './app.js';
+export type { GatewayDeps } from './context.js';
+export {
+  defaultReplicaId,
+  type GatewayOptions,
+  type RunningGateway,
+  startGateway,
+} from './gateway.js';

@@ -1,0 +1,101 @@
+import type { Context } from 'hono';
+import type { GatewayDeps } from '../context.js';
+import { adminUnauthorized, unauthorized } from '../errors.js';
+import { adminTokenMatches, bearerToken } from '../tenants.js';
+
+/** GET /healthz: the process is up. */
+export function healthz(c: Context): Response {
+  return c.json({ status: 'ok' });
+}
+
+/** GET /readyz: the scheduler answers and at least one pod is healthy. */
+export function readyz(deps: GatewayDeps) {
+  return async function ready(c: Context): Promise<Response> {
+    const healthyPods = deps.pods.healthyPods().length;
+    let scheduler = true;
+    try {
+      await deps.scheduler.heartbeat(deps.replica);
+    } catch {
+      scheduler = false;
+    }
+    const ok = scheduler && healthyPods > 0;
+    return c.json(
+      { status: ok ? 'ready' : 'not_ready', scheduler, healthy_pods: healthyPods },
+      ok ? 200 : 503,
+    );
+  };
+}
+
+/** GET /metrics: Prometheus text. */
+export function metrics(deps: GatewayDeps) {
+  return async function metricsRoute(c: Context): Promise<Response> {
+    return c.body(await deps.metrics.registry.metrics(), 200, {
+      'content-type': deps.metrics.registry.contentType,
+    });
+  };
+}
+
+interface ModelEntry {
+  id: string;
+  object: 'model';
+  created: number;
+  owned_by: string;
+  [key: string]: unknown;
+}
+
+/** GET /v1/models: the union of the models the healthy pods serve (cached briefly). */
+export function models(deps: GatewayDeps) {
+  let cache: { at: number; data: ModelEntry[] } | undefined;
+  return async function modelsRoute(c: Context): Promise<Response> {
+    const token = bearerToken(c.req.header('authorization'));
+    if (!token || !deps.tenants().authenticate(token))
+      throw unauthorized('Incorrect or missing API key');
+    if (!cache || performance.now() - cache.at > 5_000) {
+      const byId = new Map<string, ModelEntry>();
+      await Promise.all(
+        deps.pods.healthyPods().map(async (pod) => {
+          try {
+            const response = await pod.pool.request({
+              method: 'GET',
+              path: '/v1/models',
+              headersTimeout: 2_000,
+            });
+            const body = (await response.body.json()) as { data?: ModelEntry[] };
+            for (const model of body.data ?? []) if (!byId.has(model.id)) byId.set(model.id, model);
+          } catch {
+            // an unreachable pod contributes nothing
+          }
+        }),
+      );
+      cache = { at: performance.now(), data: [...byId.values()] };
+    }
+    return c.json({ object: 'list', data: cache.data });
+  };
+}
+
+/** GET /admin/state: the pool as this replica sees it (admin token required). */
+export function adminState(deps: GatewayDeps) {
+  return async function adminStateRoute(c: Context): Promise<Response> {
+    const token = bearerToken(c.req.header('authorization'));
+    if (!adminTokenMatches(token, deps.config().admin.token_sha256)) throw adminUnauthorized();
+    const snapshot = await deps.scheduler.snapshot();
+    return c.json({
+      replica: deps.replica,
+      mode: deps.mode,
+      budget: snapshot.budget,
+      inflight: snapshot.inflight,
+      waiting: snapshot.waiting,
+      waiting_by_band: snapshot.waitingByBand,
+      tenants: snapshot.tenants,
+      pods: snapshot.pods.map((pod) => ({
+        ...pod,
+        reachable: deps.pods.get(pod.name)?.healthy ?? false,
+      })),
+      replicas: snapshot.replicas,
+      leader: snapshot.leader,
+      epoch: snapshot.epoch,
+      counters: snapshot.counters,
+      local: { waiting: deps.broker.waiting, inflight: deps.broker.inflight },
+    });
+  };
+}

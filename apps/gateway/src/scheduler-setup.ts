@@ -1,0 +1,63 @@
+import type { FairgateConfig } from '@fairgate/config';
+import {
+  LocalScheduler,
+  RedisScheduler,
+  type Scheduler,
+  type PodConfig as SchedulerPod,
+  type SchedulerSettings,
+  type TenantConfig as SchedulerTenant,
+} from '@fairgate/scheduler';
+
+/** The embedded LocalScheduler without `redis:`; RedisScheduler (shared by all replicas) with it. */
+export function createScheduler(config: FairgateConfig): {
+  scheduler: Scheduler;
+  mode: 'redis' | 'embedded';
+} {
+  if (!config.redis) return { scheduler: new LocalScheduler(), mode: 'embedded' };
+  return {
+    scheduler: new RedisScheduler({ pool: config.pool, connection: config.redis.url }),
+    mode: 'redis',
+  };
+}
+
+export function schedulerSettings(config: FairgateConfig): Partial<SchedulerSettings> {
+  const s = config.scheduler;
+  return {
+    fairness: s.fairness,
+    order: s.order,
+    quantum: s.quantum,
+    bandCapacity: s.band_capacity,
+    maxQueueDepth: s.max_queue_depth,
+    queueTtlMs: s.queue_ttl_ms,
+    leaseTtlMs: s.lease_ttl_ms,
+    initialBudget: s.budget,
+  };
+}
+
+export function schedulerTenants(config: FairgateConfig): SchedulerTenant[] {
+  return config.tenants.map((t) => ({
+    id: t.id,
+    weight: t.weight,
+    queueMax: t.queue_max,
+    maxConcurrent: t.quotas.max_concurrent ?? null,
+    maxKvBlocks: t.quotas.max_kv_blocks ?? null,
+  }));
+}
+
+export function schedulerPods(
+  config: FairgateConfig,
+  healthy: (pod: string) => boolean,
+): SchedulerPod[] {
+  return config.pods.map((p) => ({ name: p.name, cap: p.cap, healthy: healthy(p.name) }));
+}
+
+/** Writes settings, tenants and pods of `config` into the (shared) scheduler state. */
+export async function applyConfig(
+  scheduler: Scheduler,
+  config: FairgateConfig,
+  healthy: (pod: string) => boolean,
+): Promise<void> {
+  await scheduler.configure(schedulerSettings(config));
+  await scheduler.upsertTenants(schedulerTenants(config));
+  await scheduler.upsertPods(schedulerPods(config, healthy));
+}

@@ -1,0 +1,56 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FairgateConfig, TenantConfig } from '@fairgate/config';
+
+/**
+ * API key -> tenant. Keys are never stored: the config holds sha256 digests.
+ * Lookup hashes the presented key, finds the digest in a map and confirms the
+ * match with a constant-time compare; the map is keyed by the digest, whose
+ * bits an attacker cannot steer, so lookup timing reveals nothing about keys.
+ */
+export class TenantDirectory {
+  readonly #byDigest = new Map<string, { digest: Buffer; tenant: TenantConfig }>();
+  readonly #byId = new Map<string, TenantConfig>();
+
+  constructor(config: Pick<FairgateConfig, 'tenants'>) {
+    for (const tenant of config.tenants) {
+      this.#byId.set(tenant.id, tenant);
+      for (const hex of tenant.api_key_sha256) {
+        this.#byDigest.set(hex, { digest: Buffer.from(hex, 'hex'), tenant });
+      }
+    }
+  }
+
+  /** The tenant owning `apiKey`, or undefined. */
+  authenticate(apiKey: string): TenantConfig | undefined {
+    const digest = createHash('sha256').update(apiKey, 'utf8').digest();
+    const entry = this.#byDigest.get(digest.toString('hex'));
+    if (!entry || !timingSafeEqual(entry.digest, digest)) return undefined;
+    return entry.tenant;
+  }
+
+  get(id: string): TenantConfig | undefined {
+    return this.#byId.get(id);
+  }
+
+  get all(): TenantConfig[] {
+    return [...this.#byId.values()];
+  }
+}
+
+/** The token of an `Authorization: Bearer <token>` header, or undefined. */
+export function bearerToken(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
+  return match?.[1];
+}
+
+/** Constant-time check of an admin token against its configured digest. */
+export function adminTokenMatches(
+  token: string | undefined,
+  digestHex: string | undefined,
+): boolean {
+  if (!token || !digestHex) return false;
+  const presented = createHash('sha256').update(token, 'utf8').digest();
+  const expected = Buffer.from(digestHex, 'hex');
+  return expected.length === presented.length && timingSafeEqual(expected, presented);
+}

@@ -1,0 +1,300 @@
+import {
+  createSseDecoder,
+  encodeSseError,
+  errorBody,
+  SSE_DONE,
+  SSE_DONE_DATA,
+  type Usage,
+} from '@fairgate/openai';
+import { errors as undiciErrors } from 'undici';
+import type { PodState } from './pods.js';
+
+/**
+ * One upstream exchange with a pod. The request body is forwarded with every
+ * field the client sent (vLLM extras included); for streams
+ * `stream_options.include_usage` is forced on so the gateway always learns the
+ * actual usage, and the usage chunk is hidden again from clients that did not
+ * ask for it.
+ */
+export interface UpstreamRequest {
+  path: string;
+  body: Record<string, unknown>;
+  stream: boolean;
+  headers: Record<string, string>;
+  /** Aborted when the client goes away or the gateway evicts the request. */
+  signal: AbortSignal;
+}
+
+export interface StreamEnd {
+  outcome: 'completed' | 'upstream_error' | 'cancelled';
+  usage: Usage | undefined;
+  /** performance.now() of the last chunk written (t6). */
+  lastChunkAt: number | undefined;
+  error?: Error;
+}
+
+export interface UpstreamHooks {
+  /** t4: status and headers received. */
+  onHeaders?: (status: number) => void;
+  /** t5: the first chunk carrying content was handed to the client. */
+  onFirstToken?: () => void;
+}
+
+export type UpstreamResponse =
+  | { kind: 'json'; status: number; contentType: string; text: string; usage: Usage | undefined }
+  | { kind: 'stream'; status: number; body: ReadableStream<Uint8Array>; end: Promise<StreamEnd> };
+
+/** A failure before any byte reached the client: safe to retry on another pod. */
+export class UpstreamUnavailable extends Error {
+  constructor(
+    message: string,
+    readonly kind: 'connect' | 'timeout' | 'status' | 'reset',
+    readonly status?: number,
+    readonly responseText?: string,
+  ) {
+    super(message);
+    this.name = 'UpstreamUnavailable';
+  }
+}
+
+/** Body as sent upstream: usage always requested for streams. */
+export function upstreamBody(request: UpstreamRequest): string {
+  if (!request.stream) return JSON.stringify(request.body);
+  const options = (request.body.stream_options ?? {}) as Record<string, unknown>;
+  return JSON.stringify({ ...request.body, stream_options: { ...options, include_usage: true } });
+}
+
+function classify(error: unknown): UpstreamUnavailable {
+  if (error instanceof UpstreamUnavailable) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  if (
+    error instanceof undiciErrors.HeadersTimeoutError ||
+    error instanceof undiciErrors.ConnectTimeoutError
+  ) {
+    return new UpstreamUnavailable(`upstream timed out: ${message}`, 'timeout');
+  }
+  if (error instanceof undiciErrors.SocketError) {
+    return new UpstreamUnavailable(`upstream connection reset: ${message}`, 'reset');
+  }
+  return new UpstreamUnavailable(`upstream unreachable: ${message}`, 'connect');
+}
+
+export async function callUpstream(
+  pod: PodState,
+  request: UpstreamRequest,
+  clientWantsUsage: boolean,
+  hooks: UpstreamHooks = {},
+): Promise<UpstreamResponse> {
+  let response: Awaited<ReturnType<typeof pod.pool.request>>;
+  try {
+    response = await pod.pool.request({
+      method: 'POST',
+      path: request.path,
+      headers: { 'content-type': 'application/json', ...request.headers },
+      body: upstreamBody(request),
+      signal: request.signal,
+    });
+  } catch (error) {
+    if (request.signal.aborted) throw error;
+    throw classify(error);
+  }
+  const status = response.statusCode;
+  hooks.onHeaders?.(status);
+  if (status >= 500 || status === 429) {
+    const text = await response.body.text().catch(() => '');
+    throw new UpstreamUnavailable(
+      `upstream ${pod.config.name} answered ${status}`,
+      'status',
+      status,
+      text,
+    );
+  }
+  const contentType = String(response.headers['content-type'] ?? 'application/json');
+  if (!request.stream || status !== 200 || !contentType.includes('text/event-stream')) {
+    let text: string;
+    try {
+      text = await response.body.text();
+    } catch (error) {
+      if (request.signal.aborted) throw error;
+      throw classify(error);
+    }
+    hooks.onFirstToken?.();
+    return {
+      kind: 'json',
+      status,
+      contentType,
+      text,
+      usage: status === 200 ? usageOf(text) : undefined,
+    };
+  }
+  return relayStream(response.body, request.signal, clientWantsUsage, hooks);
+}
+
+function usageOf(text: string): Usage | undefined {
+  try {
+    const usage = (JSON.parse(text) as { usage?: Usage }).usage;
+    return usage ?? undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const NULL_USAGE_SUFFIX = ',"usage":null}';
+const encoder = new TextEncoder();
+
+/**
+ * Relays SSE events from the pod to the client one by one, as they arrive (no
+ * buffering beyond one event). Cheap per chunk: JSON is parsed only until the
+ * first content token is seen and for the final usage chunk. A content chunk's
+ * `"usage":null` tail (present because usage was forced on) is cut for clients
+ * that did not ask — it can only be the object's last key, and inside JSON
+ * strings quotes are escaped, so the suffix cannot occur in content.
+ *
+ * The first event is read before the response is handed back, so a pod that
+ * fails before its first byte is still retryable on another pod; after that
+ * the client has a 200 and a failure ends the stream with an SSE error event.
+ */
+async function relayStream(
+  source: AsyncIterable<Buffer>,
+  signal: AbortSignal,
+  clientWantsUsage: boolean,
+  hooks: UpstreamHooks,
+): Promise<UpstreamResponse> {
+  let resolveEnd!: (end: StreamEnd) => void;
+  const end = new Promise<StreamEnd>((resolve) => {
+    resolveEnd = resolve;
+  });
+  let usage: Usage | undefined;
+  let lastChunkAt: number | undefined;
+  let sawFirstToken = false;
+  let sawDone = false;
+  let finished = false;
+  const finish = (outcome: StreamEnd['outcome'], error?: Error) => {
+    if (finished) return;
+    finished = true;
+    resolveEnd({ outcome, usage, lastChunkAt, ...(error ? { error } : {}) });
+  };
+
+  const pending: string[] = [];
+  const decoder = createSseDecoder((event) => {
+    const data = event.data;
+    if (data === SSE_DONE_DATA) {
+      sawDone = true;
+      pending.push(SSE_DONE);
+      return;
+    }
+    if (data.includes('"usage":{')) {
+      try {
+        const parsed = JSON.parse(data) as { usage?: Usage; choices?: unknown[] };
+        if (parsed.usage) usage = parsed.usage;
+        if (!clientWantsUsage && parsed.choices?.length === 0) return; // hidden usage chunk
+      } catch {
+        // not JSON: relay as is
+      }
+    }
+    if (!sawFirstToken && hasContent(data)) {
+      sawFirstToken = true;
+      hooks.onFirstToken?.();
+    }
+    const relayed =
+      !clientWantsUsage && data.endsWith(NULL_USAGE_SUFFIX)
+        ? `${data.slice(0, -NULL_USAGE_SUFFIX.length)}}`
+        : data;
+    pending.push(`data: ${relayed}\n\n`);
+  });
+  const iterator = source[Symbol.asyncIterator]();
+
+  /** Reads until at least one event is ready; '' at the end of the upstream body. */
+  async function nextBatch(): Promise<string> {
+    while (pending.length === 0) {
+      const next = await iterator.next();
+      if (next.done) {
+        decoder.end();
+        break;
+      }
+      decoder.feed(next.value);
+    }
+    const text = pending.join('');
+    pending.length = 0;
+    return text;
+  }
+
+  let first: string;
+  try {
+    first = await nextBatch();
+  } catch (error) {
+    if (signal.aborted) throw error;
+    throw classify(error);
+  }
+  if (first === '')
+    throw new UpstreamUnavailable('upstream closed the stream before any event', 'reset');
+
+  let buffered: string | undefined = first;
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      let text: string;
+      if (buffered !== undefined) {
+        text = buffered;
+        buffered = undefined;
+      } else {
+        try {
+          text = await nextBatch();
+        } catch (error) {
+          if (signal.aborted) {
+            finish('cancelled');
+            controller.close();
+            return;
+          }
+          const message = `upstream stream failed: ${error instanceof Error ? error.message : String(error)}`;
+          controller.enqueue(
+            encoder.encode(
+              encodeSseError(errorBody(message, 'upstream_error', null, 'upstream_reset')),
+            ),
+          );
+          lastChunkAt = performance.now();
+          finish('upstream_error', new Error(message));
+          controller.close();
+          return;
+        }
+      }
+      if (text !== '') {
+        controller.enqueue(encoder.encode(text));
+        lastChunkAt = performance.now();
+      }
+      if (sawDone) {
+        finish('completed');
+        controller.close();
+        await iterator.return?.();
+      } else if (text === '') {
+        const message = 'upstream stream ended without [DONE]';
+        controller.enqueue(
+          encoder.encode(
+            encodeSseError(errorBody(message, 'upstream_error', null, 'upstream_truncated')),
+          ),
+        );
+        finish('upstream_error', new Error(message));
+        controller.close();
+      }
+    },
+    async cancel() {
+      // The client went away: stop reading; the caller aborts the upstream request.
+      finish('cancelled');
+      await iterator.return?.().catch(() => {});
+    },
+  });
+  return { kind: 'stream', status: 200, body, end };
+}
+
+/** True when a chunk's JSON carries generated text (chat delta content or completion text). */
+function hasContent(data: string): boolean {
+  if (!data.includes('"content":"') && !data.includes('"text":"')) return false;
+  try {
+    const chunk = JSON.parse(data) as {
+      choices?: Array<{ delta?: { content?: string }; text?: string }>;
+    };
+    const choice = chunk.choices?.[0];
+    return Boolean(choice?.delta?.content || choice?.text);
+  } catch {
+    return false;
+  }
+}

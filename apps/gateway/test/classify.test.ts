@@ -1,0 +1,107 @@
+import { configSchema, DEFAULT_SLO_CLASSES, type TenantConfig } from '@fairgate/config';
+import {
+  OpenAIHttpError,
+  parseChatCompletionRequest,
+  parseCompletionRequest,
+} from '@fairgate/openai';
+import { describe, expect, it } from 'vitest';
+import { classify } from '../src/classify.js';
+
+const digest = 'a'.repeat(64);
+function tenant(overrides: Partial<TenantConfig> = {}): TenantConfig {
+  const config = configSchema.parse({
+    tenants: [{ id: 't', api_key_sha256: [digest], ...overrides }],
+    pods: [{ name: 'p', url: 'http://127.0.0.1:1' }],
+  });
+  return config.tenants[0]!;
+}
+
+const chat = parseChatCompletionRequest({
+  model: 'm',
+  messages: [{ role: 'user', content: 'x'.repeat(100) }],
+  max_tokens: 50,
+});
+
+function run(t: TenantConfig, classHeader?: string, ttftHeader?: string) {
+  return classify({
+    tenant: t,
+    sloClasses: DEFAULT_SLO_CLASSES,
+    request: chat,
+    classHeader,
+    ttftHeader,
+    nowMs: 1_000,
+    blockSize: 16,
+    defaultMaxTokens: 256,
+  });
+}
+
+describe('SLO class resolution', () => {
+  it.each([
+    // default, max, header -> class
+    ['standard', undefined, undefined, 'standard'],
+    ['standard', 'critical', undefined, 'standard'],
+    ['standard', 'critical', 'critical', 'critical'],
+    ['standard', undefined, 'critical', 'standard'], // cannot raise above max (= default)
+    ['standard', undefined, 'batch', 'batch'], // may lower
+    ['batch', 'batch', 'standard', 'batch'],
+    ['batch', 'standard', 'sheddable', 'sheddable'],
+    ['critical', 'critical', ' background ', 'background'],
+  ])('default %s, max %s, header %s -> %s', (dflt, max, header, expected) => {
+    const result = run(tenant({ default_class: dflt, ...(max ? { max_class: max } : {}) }), header);
+    expect(result.sloClass).toBe(expected);
+    expect(result.priority).toBe(DEFAULT_SLO_CLASSES[expected]);
+  });
+
+  it('an unknown class is a 400 naming the header', () => {
+    expect(() => run(tenant(), 'platinum')).toThrowError(OpenAIHttpError);
+    try {
+      run(tenant(), 'platinum');
+    } catch (error) {
+      expect((error as OpenAIHttpError).param).toBe('x-slo-class');
+      expect((error as OpenAIHttpError).status).toBe(400);
+    }
+  });
+});
+
+describe('deadline', () => {
+  it.each([
+    [undefined, undefined],
+    ['250', 1_250],
+    [' 40 ', 1_040],
+  ])('x-slo-ttft-ms %s -> %s', (header, deadline) => {
+    expect(run(tenant(), undefined, header).deadlineMs).toBe(deadline);
+  });
+
+  it.each(['0', '-5', '1.5', 'soon', ''])('rejects x-slo-ttft-ms %j', (header) => {
+    expect(() => run(tenant(), undefined, header)).toThrowError(/x-slo-ttft-ms/);
+  });
+});
+
+describe('size estimates', () => {
+  it('uses the shared token estimate and KV blocks of input + max_tokens', () => {
+    const result = run(tenant());
+    // '<|user|>\n' + 100 x + '\n<|assistant|>\n' = 9 + 100 + 15 = 124 chars -> 31 tokens
+    expect(result.inputTokens).toBe(31);
+    expect(result.maxTokens).toBe(50);
+    expect(result.kvBlocks).toBe(Math.ceil((31 + 50) / 16));
+  });
+
+  it('falls back to the default output budget for chat without max_tokens, 16 for completions', () => {
+    const noMax = parseChatCompletionRequest({
+      model: 'm',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
+    const base = {
+      tenant: tenant(),
+      sloClasses: DEFAULT_SLO_CLASSES,
+      classHeader: undefined,
+      ttftHeader: undefined,
+      nowMs: 0,
+      blockSize: 16,
+      defaultMaxTokens: 256,
+    };
+    expect(classify({ ...base, request: noMax }).maxTokens).toBe(256);
+    const completion = parseCompletionRequest({ model: 'm', prompt: 'abcd' });
+    expect(classify({ ...base, request: completion }).maxTokens).toBe(16);
+  });
+});
