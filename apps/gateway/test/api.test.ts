@@ -3,11 +3,18 @@ import {
   isOpenAIErrorBody,
   parseChatCompletionRequest,
 } from '@fairgate/openai';
-import { type AppHandle, type RedisHandle, startRedis, startSim } from '@fairgate/testkit';
+import {
+  type AppHandle,
+  type RedisHandle,
+  sha256Hex,
+  startRedis,
+  startSim,
+  TEST_KEYS,
+  writeGatewayConfig,
+} from '@fairgate/testkit';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningGateway, startGateway } from '../src/index.js';
-import { KEYS, writeTestConfig } from './harness.js';
 
 /**
  * The OpenAI SDK against one gateway replica in front of a real sim, on both
@@ -26,7 +33,7 @@ describe.each(['embedded', 'redis'] as const)(
         args: { 'alpha-ms': 2, 'beta-ms': 0.01, 'gamma-ms': 0.0001, model: 'sim-model' },
       });
       if (mode === 'redis') redis = await startRedis();
-      const config = writeTestConfig({
+      const config = writeGatewayConfig({
         pods: [{ name: 'pod-a', url: sim.url }],
         ...(redis ? { redisUrl: redis.url } : {}),
       });
@@ -36,7 +43,11 @@ describe.each(['embedded', 'redis'] as const)(
         replicaId: `api-${mode}`,
         log: () => {},
       });
-      client = new OpenAI({ baseURL: `${gateway.url}/v1`, apiKey: KEYS.paying, maxRetries: 0 });
+      client = new OpenAI({
+        baseURL: `${gateway.url}/v1`,
+        apiKey: TEST_KEYS.paying,
+        maxRetries: 0,
+      });
     });
     afterAll(async () => {
       await gateway?.close(1_000);
@@ -69,7 +80,10 @@ describe.each(['embedded', 'redis'] as const)(
     it('hides the usage chunk from a stream that did not ask for it', async () => {
       const response = await fetch(`${gateway.url}/v1/chat/completions`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${KEYS.paying}`, 'content-type': 'application/json' },
+        headers: {
+          authorization: `Bearer ${TEST_KEYS.paying}`,
+          'content-type': 'application/json',
+        },
         body: JSON.stringify({
           model: 'sim-model',
           messages: [{ role: 'user', content: 'hi' }],
@@ -135,11 +149,10 @@ describe.each(['embedded', 'redis'] as const)(
         }),
       ).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
       await expect(
-        // @ts-expect-error deliberately wrong type
         client.chat.completions.create({
           model: 'sim-model',
           messages: [{ role: 'user', content: 'x' }],
-          max_tokens: 'ten',
+          max_tokens: 'ten' as unknown as number, // deliberately wrong type
         }),
       ).rejects.toBeInstanceOf(OpenAI.BadRequestError);
     });
@@ -159,7 +172,7 @@ describe.each(['embedded', 'redis'] as const)(
       expect(denied.status).toBe(401);
       expect(isOpenAIErrorBody(await denied.json())).toBe(true);
       const state = await fetch(`${gateway.url}/admin/state`, {
-        headers: { authorization: `Bearer ${KEYS.admin}` },
+        headers: { authorization: `Bearer ${TEST_KEYS.admin}` },
       });
       expect(state.status).toBe(200);
       const body = (await state.json()) as {
@@ -176,7 +189,7 @@ describe.each(['embedded', 'redis'] as const)(
       await expect
         .poll(async () => {
           const state = await fetch(`${gateway.url}/admin/state`, {
-            headers: { authorization: `Bearer ${KEYS.admin}` },
+            headers: { authorization: `Bearer ${TEST_KEYS.admin}` },
           });
           return ((await state.json()) as { inflight: number }).inflight;
         })
@@ -192,13 +205,13 @@ describe('flow-control drops', () => {
   beforeAll(async () => {
     // A slow pod and a budget of 1 with no queue: a second concurrent request is dropped.
     sim = await startSim({ args: { 'alpha-ms': 100, model: 'sim-model' } });
-    const config = writeTestConfig({
+    const config = writeGatewayConfig({
       pods: [{ name: 'pod-a', url: sim.url }],
       budget: 1,
       tenants: [
         {
           id: 'paying',
-          api_key_sha256: [(await import('@fairgate/config')).apiKeyDigest(KEYS.paying)],
+          api_key_sha256: [sha256Hex(TEST_KEYS.paying)],
           queue_max: 0,
         },
       ],
@@ -218,7 +231,7 @@ describe('flow-control drops', () => {
   it('is a RateLimitError with Retry-After, which the SDK honours on retry', async () => {
     const noRetry = new OpenAI({
       baseURL: `${gateway.url}/v1`,
-      apiKey: KEYS.paying,
+      apiKey: TEST_KEYS.paying,
       maxRetries: 0,
     });
     const request = {
@@ -237,7 +250,7 @@ describe('flow-control drops', () => {
     await first;
     const retrying = new OpenAI({
       baseURL: `${gateway.url}/v1`,
-      apiKey: KEYS.paying,
+      apiKey: TEST_KEYS.paying,
       maxRetries: 2,
     });
     const third = noRetry.chat.completions.create(request);

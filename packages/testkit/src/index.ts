@@ -8,6 +8,13 @@ export {
   startSim,
   toFlags,
 } from './apps.js';
+export {
+  defaultTestTenants,
+  type GatewayConfigOptions,
+  sha256Hex,
+  TEST_KEYS,
+  writeGatewayConfig,
+} from './gateway-config.js';
 export { appEntry, repoRoot } from './paths.js';
 export { freePort } from './ports.js';
 export {

@@ -1,0 +1,72 @@
+import { decodeSseStream } from '@fairgate/openai';
+import {
+  type AppHandle,
+  type RedisHandle,
+  startRedis,
+  startSim,
+  TEST_KEYS,
+  writeGatewayConfig,
+} from '@fairgate/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RunningGateway, startGateway } from '../src/index.js';
+
+async function simRunning(sim: AppHandle): Promise<number> {
+  const text = await (await fetch(`${sim.url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith('vllm:num_requests_running'));
+  return Number(line?.split(' ').at(-1) ?? Number.NaN);
+}
+
+describe('a client that disconnects mid-stream', () => {
+  let redis: RedisHandle;
+  let sim: AppHandle;
+  let gateway: RunningGateway;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    sim = await startSim({ args: { 'alpha-ms': 20, model: 'sim-model' } });
+    const config = writeGatewayConfig({
+      redisUrl: redis.url,
+      pods: [{ name: 'pod-a', url: sim.url }],
+    });
+    gateway = await startGateway({
+      configPath: config,
+      port: 0,
+      replicaId: 'disconnect',
+      log: () => {},
+    });
+  });
+  afterAll(async () => {
+    await gateway?.close(1_000);
+    await sim?.stop();
+    await redis?.stop();
+  });
+
+  it('closes the upstream within 500 ms and frees the slot', async () => {
+    const client = new AbortController();
+    const response = await fetch(`${gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_KEYS.paying}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'sim-model',
+        messages: [{ role: 'user', content: 'x' }],
+        max_tokens: 500,
+        stream: true,
+      }),
+      signal: client.signal,
+    });
+    let events = 0;
+    for await (const _ of decodeSseStream(response.body!)) {
+      if (++events === 3) break;
+    }
+    expect(await simRunning(sim)).toBe(1);
+    const abortedAt = performance.now();
+    client.abort();
+    await expect.poll(() => simRunning(sim), { timeout: 2_000, interval: 10 }).toBe(0);
+    const closedMs = performance.now() - abortedAt;
+    console.log(`sim saw the disconnect after ${closedMs.toFixed(0)} ms`);
+    expect(closedMs).toBeLessThan(500);
+    await expect.poll(async () => (await gateway.deps.scheduler.snapshot()).inflight).toBe(0);
+    const counters = (await gateway.deps.scheduler.snapshot()).counters;
+    expect(counters.some((c) => c.outcomes.cancelled === 1)).toBe(true);
+  });
+});

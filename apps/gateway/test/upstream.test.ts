@@ -1,0 +1,144 @@
+import { decodeSseStream } from '@fairgate/openai';
+import {
+  type AppHandle,
+  startSim,
+  stopAll,
+  TEST_KEYS,
+  writeGatewayConfig,
+} from '@fairgate/testkit';
+import { afterAll, describe, expect, it } from 'vitest';
+import { type RunningGateway, startGateway } from '../src/index.js';
+
+const chat = (extra: Record<string, unknown> = {}) => ({
+  model: 'sim-model',
+  messages: [{ role: 'user', content: 'hi' }],
+  max_tokens: 6,
+  ...extra,
+});
+
+function post(gateway: RunningGateway, body: unknown): Promise<Response> {
+  return fetch(`${gateway.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TEST_KEYS.paying}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+}
+
+async function gatewayWith(
+  pods: AppHandle[],
+  options: { upstream?: Record<string, unknown> } = {},
+): Promise<RunningGateway> {
+  const config = writeGatewayConfig({
+    pods: pods.map((sim, i) => ({ name: `pod-${i}`, url: sim.url })),
+    ...options,
+  });
+  return startGateway({
+    configPath: config,
+    port: 0,
+    replicaId: `up-${Math.random()}`.slice(0, 12),
+    log: () => {},
+  });
+}
+
+async function outcomes(gateway: RunningGateway): Promise<Record<string, number>> {
+  const totals: Record<string, number> = {};
+  for (const row of (await gateway.deps.scheduler.snapshot()).counters) {
+    for (const [outcome, n] of Object.entries(row.outcomes))
+      totals[outcome] = (totals[outcome] ?? 0) + n;
+  }
+  return totals;
+}
+
+describe('upstream failures', () => {
+  const gateways: RunningGateway[] = [];
+  afterAll(async () => {
+    await Promise.all(gateways.map((g) => g.close(500)));
+    await stopAll();
+  });
+
+  it('retries a failure before the first byte once on another pod', async () => {
+    const failing = await startSim({ args: { 'fail-rate': 1, model: 'sim-model' } });
+    const healthy = await startSim({ args: { 'alpha-ms': 1, model: 'sim-model' } });
+    const gateway = await gatewayWith([failing, healthy]);
+    gateways.push(gateway);
+    const statuses = await Promise.all(
+      Array.from({ length: 12 }, () => post(gateway, chat()).then((r) => r.status)),
+    );
+    expect(statuses.every((s) => s === 200)).toBe(true);
+    const metrics = await (await fetch(`${gateway.url}/metrics`)).text();
+    expect(metrics).toMatch(
+      /fairgate_upstream_errors_total\{[^}]*pod="pod-0"[^}]*kind="status"[^}]*\} [1-9]/,
+    );
+  });
+
+  it('answers 502 when the only pod fails, and counts upstream_error', async () => {
+    const failing = await startSim({ args: { 'fail-rate': 1, model: 'sim-model' } });
+    const gateway = await gatewayWith([failing]);
+    gateways.push(gateway);
+    const response = await post(gateway, chat());
+    expect(response.status).toBe(502);
+    expect(((await response.json()) as { error: { type: string } }).error.type).toBe(
+      'upstream_error',
+    );
+    await expect.poll(async () => (await outcomes(gateway)).upstream_error).toBe(1);
+  });
+
+  it('answers 504 when the pod does not send headers in time', async () => {
+    const stalled = await startSim({ args: { 'stall-ms': 2_000, model: 'sim-model' } });
+    const gateway = await gatewayWith([stalled], {
+      upstream: { headers_timeout_ms: 200, retries: 0 },
+    });
+    gateways.push(gateway);
+    const response = await post(gateway, chat());
+    expect(response.status).toBe(504);
+  });
+
+  it('ends a stream that breaks after the first byte with an SSE error event', async () => {
+    const resetting = await startSim({
+      args: { 'reset-after-tokens': 3, 'alpha-ms': 2, model: 'sim-model' },
+    });
+    const gateway = await gatewayWith([resetting]);
+    gateways.push(gateway);
+    const response = await post(gateway, chat({ stream: true, max_tokens: 20 }));
+    expect(response.status).toBe(200);
+    const events: string[] = [];
+    for await (const event of decodeSseStream(response.body!)) events.push(event.data);
+    const error = events.find((data) => data.includes('"error"'));
+    expect(error).toBeDefined();
+    expect(JSON.parse(error!).error.type).toBe('upstream_error');
+    expect(events.at(-1)).toBe('[DONE]');
+    await expect.poll(async () => (await outcomes(gateway)).upstream_error).toBe(1);
+    expect((await gateway.deps.scheduler.snapshot()).inflight).toBe(0);
+  });
+
+  it('ejects a pod that stops answering health checks and keeps serving on the others', async () => {
+    const doomed = await startSim({ args: { 'alpha-ms': 1, model: 'sim-model' } });
+    const survivor = await startSim({ args: { 'alpha-ms': 1, model: 'sim-model' } });
+    const gateway = await gatewayWith([doomed, survivor]);
+    gateways.push(gateway);
+    await doomed.kill();
+    await expect
+      .poll(() => gateway.deps.pods.get('pod-0')?.healthy, { timeout: 3_000 })
+      .toBe(false);
+    const snapshot = await gateway.deps.scheduler.snapshot();
+    expect(snapshot.pods.find((p) => p.name === 'pod-0')?.healthy).toBe(false);
+    const statuses = await Promise.all(
+      Array.from({ length: 8 }, () => post(gateway, chat()).then((r) => r.status)),
+    );
+    expect(statuses).toEqual(Array(8).fill(200));
+    expect((await fetch(`${gateway.url}/readyz`)).status).toBe(200);
+  });
+
+  it('answers 503 when no pod is healthy', async () => {
+    const lonely = await startSim({ args: { model: 'sim-model' } });
+    const gateway = await gatewayWith([lonely]);
+    gateways.push(gateway);
+    await lonely.kill();
+    await expect
+      .poll(() => gateway.deps.pods.get('pod-0')?.healthy, { timeout: 3_000 })
+      .toBe(false);
+    const response = await post(gateway, chat());
+    expect(response.status).toBe(503);
+    expect((await fetch(`${gateway.url}/readyz`)).status).toBe(503);
+  });
+});

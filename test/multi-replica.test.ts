@@ -1,0 +1,155 @@
+import {
+  type AppHandle,
+  type RedisHandle,
+  startGatewayProcess,
+  startRedis,
+  startSim,
+  stopAll,
+  TEST_KEYS,
+  writeGatewayConfig,
+} from '@fairgate/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+/**
+ * Three gateway processes share one redis-server and two sims. Tenant paying
+ * (weight 2) sends only through replica 1, tenant free (weight 1) only through
+ * replica 2; replica 3 serves nobody but takes part in the shared state. Both
+ * tenants offer more than the budget, so grants follow the weights across
+ * replicas.
+ */
+const BUDGET = 8;
+const CONCURRENCY_PER_TENANT = 16;
+const CONTENTION_MS = 8_000;
+
+interface Counter {
+  completed: number;
+  failed: number;
+}
+
+/** Closed-loop client: keeps `concurrency` requests open until `stop` is set. */
+async function closedLoop(
+  url: string,
+  apiKey: string,
+  concurrency: number,
+  control: { stop: boolean; deadline: number },
+  counter: Counter,
+): Promise<void> {
+  const worker = async () => {
+    while (!control.stop && Date.now() < control.deadline) {
+      const response = await fetch(`${url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: 'sim-model',
+          messages: [{ role: 'user', content: 'hi' }],
+          max_tokens: 4,
+        }),
+      }).catch(() => undefined);
+      if (response?.ok) counter.completed++;
+      else counter.failed++;
+      await response?.arrayBuffer().catch(() => undefined);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+}
+
+async function simMaxConcurrency(sim: AppHandle): Promise<number> {
+  const debug = (await (await fetch(`${sim.url}/debug/last-traceparent`)).json()) as {
+    max_concurrent_requests?: number;
+  };
+  if (typeof debug.max_concurrent_requests !== 'number')
+    throw new Error('sim lacks max_concurrent_requests');
+  return debug.max_concurrent_requests;
+}
+
+async function adminState(
+  gateway: AppHandle,
+): Promise<{ inflight: number; tenants: Array<{ tenant: string; inflight: number }> }> {
+  const response = await fetch(`${gateway.url}/admin/state`, {
+    headers: { authorization: `Bearer ${TEST_KEYS.admin}` },
+  });
+  return (await response.json()) as {
+    inflight: number;
+    tenants: Array<{ tenant: string; inflight: number }>;
+  };
+}
+
+describe('three gateway replicas on one Redis', () => {
+  let redis: RedisHandle;
+  let sims: AppHandle[];
+  let gateways: AppHandle[];
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    sims = await Promise.all(
+      ['a', 'b'].map(() =>
+        startSim({ args: { 'alpha-ms': 10, 'beta-ms': 0.01, model: 'sim-model' } }),
+      ),
+    );
+    const config = writeGatewayConfig({
+      redisUrl: redis.url,
+      budget: BUDGET,
+      pods: sims.map((sim, i) => ({ name: `pod-${i}`, url: sim.url, cap: BUDGET })),
+      // Queues deep enough that nobody is dropped; TTL long enough for the whole run.
+      scheduler: { queue_ttl_ms: 30_000 },
+      tenants: undefined,
+    });
+    gateways = await Promise.all(
+      [1, 2, 3].map((n) => startGatewayProcess({ config, replicaId: `replica-${n}` })),
+    );
+  }, 60_000);
+
+  afterAll(async () => {
+    await stopAll();
+    await redis?.stop();
+  });
+
+  it('grants 2:1 across replicas within ±5%, never exceeds the budget, and gives A everything when B stops', async () => {
+    const [r1, r2] = gateways as [AppHandle, AppHandle, AppHandle];
+    const paying: Counter = { completed: 0, failed: 0 };
+    const free: Counter = { completed: 0, failed: 0 };
+    const payingControl = { stop: false, deadline: Date.now() + 30_000 };
+    const freeControl = { stop: false, deadline: Date.now() + 30_000 };
+    const payingLoop = closedLoop(
+      r1.url,
+      TEST_KEYS.paying,
+      CONCURRENCY_PER_TENANT,
+      payingControl,
+      paying,
+    );
+    const freeLoop = closedLoop(r2.url, TEST_KEYS.free, CONCURRENCY_PER_TENANT, freeControl, free);
+
+    // Measure shares over a window where both are saturated (skip the ramp-up).
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const start = { paying: paying.completed, free: free.completed };
+    await new Promise((resolve) => setTimeout(resolve, CONTENTION_MS));
+    const served = { paying: paying.completed - start.paying, free: free.completed - start.free };
+    const share = served.paying / (served.paying + served.free);
+    console.log(
+      `granted: paying ${served.paying}, free ${served.free}, paying share ${(share * 100).toFixed(1)}%`,
+    );
+    expect(served.paying + served.free).toBeGreaterThan(600);
+    expect(Math.abs(share - 2 / 3)).toBeLessThanOrEqual(0.05);
+
+    // B stops: A alone fills the whole budget.
+    freeControl.stop = true;
+    await freeLoop;
+    await expect
+      .poll(
+        async () => (await adminState(r1)).tenants.find((t) => t.tenant === 'paying')?.inflight,
+        {
+          timeout: 5_000,
+          interval: 50,
+        },
+      )
+      .toBe(BUDGET);
+    payingControl.stop = true;
+    await payingLoop;
+    expect(paying.failed + free.failed).toBe(0);
+
+    const peaks = await Promise.all(sims.map(simMaxConcurrency));
+    console.log(`sim peak concurrency: ${peaks.join(' + ')} (budget ${BUDGET})`);
+    expect(peaks.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(BUDGET);
+    await expect.poll(async () => (await adminState(r1)).inflight).toBe(0);
+  }, 60_000);
+});
