@@ -146,7 +146,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
         });
         broker.close();
         await podPool.close();
-        await sharedScheduler.close();
+        await created.close();
         if (ownsTelemetry) await telemetry.shutdown();
       })();
       return closing;

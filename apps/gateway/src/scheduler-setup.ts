@@ -1,4 +1,5 @@
 import type { FairgateConfig } from '@fairgate/config';
+import { Redis } from 'ioredis';
 import {
   LocalScheduler,
   RedisScheduler,
@@ -8,15 +9,33 @@ import {
   type TenantConfig as SchedulerTenant,
 } from '@fairgate/scheduler';
 
-/** The embedded LocalScheduler without `redis:`; RedisScheduler (shared by all replicas) with it. */
-export function createScheduler(config: FairgateConfig): {
+export interface CreatedScheduler {
   scheduler: Scheduler;
   mode: 'redis' | 'embedded';
-} {
-  if (!config.redis) return { scheduler: new LocalScheduler(), mode: 'embedded' };
+  /** Closes the scheduler and the connection made for it. */
+  close(): Promise<void>;
+}
+
+/**
+ * The embedded LocalScheduler without `redis:`; RedisScheduler (shared by all
+ * replicas) with it. The Redis connection uses ioredis auto-pipelining: the
+ * scripts of concurrent requests issued in one event-loop tick leave in one
+ * write, which matters when a socket write is the dominant cost per call.
+ */
+export function createScheduler(config: FairgateConfig): CreatedScheduler {
+  if (!config.redis) {
+    const scheduler = new LocalScheduler();
+    return { scheduler, mode: 'embedded', close: () => scheduler.close() };
+  }
+  const connection = new Redis(config.redis.url, { enableAutoPipelining: true });
+  const scheduler = new RedisScheduler({ pool: config.pool, connection });
   return {
-    scheduler: new RedisScheduler({ pool: config.pool, connection: config.redis.url }),
+    scheduler,
     mode: 'redis',
+    close: async () => {
+      await scheduler.close();
+      connection.disconnect();
+    },
   };
 }
 

@@ -31,6 +31,8 @@ export interface StartAppOptions {
   /** Health path polled for readiness. */
   healthPath?: string;
   readyTimeoutMs?: number;
+  /** Node flags placed before the entry point, e.g. ['--cpu-prof'] for profiling. */
+  nodeArgs?: string[];
 }
 
 export async function startApp(app: string, options: StartAppOptions = {}): Promise<AppHandle> {
@@ -46,7 +48,7 @@ export async function startApp(app: string, options: StartAppOptions = {}): Prom
   const child = spawnManaged({
     name: `${app}:${port}`,
     command: process.execPath,
-    args: [entry, '--port', String(port), ...extra],
+    args: [...(options.nodeArgs ?? []), entry, '--port', String(port), ...extra],
     env: options.env ?? {},
     exitWithStdin: true,
   });
