@@ -1,0 +1,288 @@
+/**
+ * Scheduler benchmark (issue 3): one private redis-server on this machine, RedisScheduler
+ * through ioredis. Bounded in count and time; prints each result next to its goal and ratios
+ * against baselines measured in the same run.
+ *
+ *   cd loadtest && node --conditions=@fairgate/source --import tsx bench/scheduler.ts
+ *
+ * 1. enqueue+release pairs per second, every request granted at once (goal >= 10,000/s)
+ * 2. p50/p99 of an enqueue that is granted at once (sequential, one connection)
+ * 3. Redis calls per unqueued request, from INFO commandstats deltas (goal 2)
+ * 4. dispatch rate with 10,000 idle tenants vs 10 (goal: within 20%)
+ */
+import { loadavg } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import { RedisScheduler } from '@fairgate/scheduler';
+import { startRedis } from '@fairgate/testkit';
+import { Redis } from 'ioredis';
+
+const PAIRS_SECONDS = 5;
+const PAIRS_MAX = 200_000;
+const CONNECTIONS = 2;
+const WORKERS_PER_CONNECTION = 64;
+const LATENCY_SAMPLES = 3_000;
+const CALL_COUNT_PAIRS = 2_000;
+const ACTIVE_TENANTS = 10;
+const IDLE_TENANTS = 10_000;
+const DISPATCH_ROUNDS = 5;
+const DISPATCHES_PER_ROUND = 1_000;
+
+const redisHandle = await startRedis();
+const url = redisHandle.url;
+const admin = new Redis(url);
+const opened: RedisScheduler[] = [];
+const connections: Redis[] = [admin];
+
+/** A connection that pipelines whatever is issued in the same tick (several workers share it). */
+function pipelinedConnection(): Redis {
+  const connection = new Redis(url, { enableAutoPipelining: true });
+  connections.push(connection);
+  return connection;
+}
+
+function open(pool: string, connection: Redis | string = url): RedisScheduler {
+  const scheduler = new RedisScheduler({ pool, connection });
+  opened.push(scheduler);
+  return scheduler;
+}
+
+async function preparePool(
+  scheduler: RedisScheduler,
+  budget: number,
+  tenants: number,
+  settings: { queueTtlMs?: number } = {},
+): Promise<string[]> {
+  await scheduler.configure({ initialBudget: budget, queueTtlMs: settings.queueTtlMs ?? 60_000 });
+  const ids = Array.from({ length: tenants }, (_, i) => `tenant-${i}`);
+  for (let i = 0; i < ids.length; i += 500) {
+    await scheduler.upsertTenants(ids.slice(i, i + 500).map((id) => ({ id })));
+  }
+  await scheduler.upsertPods([
+    { name: 'pod-0', cap: 1_000_000 },
+    { name: 'pod-1', cap: 1_000_000 },
+  ]);
+  return ids;
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+}
+
+async function commandStats(): Promise<Map<string, { calls: number; usec: number }>> {
+  const info = await admin.info('commandstats');
+  const stats = new Map<string, { calls: number; usec: number }>();
+  for (const [, name, calls, usec] of info.matchAll(/cmdstat_(\S+):calls=(\d+),usec=(\d+)/g)) {
+    stats.set(name as string, { calls: Number(calls), usec: Number(usec) });
+  }
+  return stats;
+}
+
+function delta(
+  before: Map<string, { calls: number; usec: number }>,
+  after: Map<string, { calls: number; usec: number }>,
+  name: string,
+): { calls: number; usec: number } {
+  const a = after.get(name) ?? { calls: 0, usec: 0 };
+  const b = before.get(name) ?? { calls: 0, usec: 0 };
+  return { calls: a.calls - b.calls, usec: a.usec - b.usec };
+}
+
+const fmt = (n: number, digits = 0) =>
+  n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+const report = (line: string) => console.log(line);
+
+// 1. Pairs per second --------------------------------------------------------------------
+async function pairsPerSecond(): Promise<number> {
+  const schedulers = Array.from({ length: CONNECTIONS }, () =>
+    open('pairs', pipelinedConnection()),
+  );
+  const tenants = await preparePool(schedulers[0] as RedisScheduler, 1_000_000, 16);
+  let done = 0;
+  let serial = 0;
+  const deadline = performance.now() + PAIRS_SECONDS * 1000;
+  const worker = async (scheduler: RedisScheduler, replica: string) => {
+    while (done < PAIRS_MAX && performance.now() < deadline) {
+      serial += 1;
+      const id = `p${serial}`;
+      const result = await scheduler.enqueue({
+        id,
+        tenant: tenants[serial % tenants.length] as string,
+        band: 3,
+        replica,
+      });
+      if (result.status !== 'granted') throw new Error(`expected a grant, got ${result.status}`);
+      await scheduler.release(id, { outcome: 'completed' });
+      done += 1;
+    }
+  };
+  const started = performance.now();
+  await Promise.all(
+    schedulers.flatMap((scheduler, c) =>
+      Array.from({ length: WORKERS_PER_CONNECTION }, () => worker(scheduler, `bench-${c}`)),
+    ),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  return done / seconds;
+}
+
+// 2. Latency of an enqueue granted at once ------------------------------------------------
+async function grantLatency(): Promise<{ p50: number; p99: number }> {
+  const scheduler = open('latency');
+  const tenants = await preparePool(scheduler, 1_000_000, 4);
+  const samples: number[] = [];
+  for (let i = 0; i < LATENCY_SAMPLES + 200; i += 1) {
+    const id = `l${i}`;
+    const started = performance.now();
+    const result = await scheduler.enqueue({
+      id,
+      tenant: tenants[i % 4] as string,
+      band: 3,
+      replica: 'lat',
+    });
+    const elapsed = performance.now() - started;
+    if (result.status !== 'granted') throw new Error('latency run: expected a grant');
+    if (i >= 200) samples.push(elapsed);
+    await scheduler.release(id, { outcome: 'completed' });
+  }
+  samples.sort((a, b) => a - b);
+  return { p50: percentile(samples, 50), p99: percentile(samples, 99) };
+}
+
+// 3. Redis calls per unqueued request -----------------------------------------------------
+async function callsPerRequest(): Promise<{ clientCalls: number; scriptCommands: number }> {
+  const scheduler = open('calls');
+  await preparePool(scheduler, 1_000_000, 4);
+  await scheduler.enqueue({ id: 'warm', tenant: 'tenant-0', band: 3, replica: 'calls' });
+  await scheduler.release('warm', { outcome: 'completed' });
+  const before = await commandStats();
+  for (let i = 0; i < CALL_COUNT_PAIRS; i += 1) {
+    await scheduler.enqueue({ id: `c${i}`, tenant: 'tenant-0', band: 3, replica: 'calls' });
+    await scheduler.release(`c${i}`, { outcome: 'completed' });
+  }
+  const after = await commandStats();
+  let scripts = 0;
+  let inside = 0;
+  for (const name of new Set([...after.keys(), ...before.keys()])) {
+    const calls = delta(before, after, name).calls;
+    if (name === 'evalsha' || name === 'eval') scripts += calls;
+    else if (name !== 'info') inside += calls;
+  }
+  return { clientCalls: scripts / CALL_COUNT_PAIRS, scriptCommands: inside / CALL_COUNT_PAIRS };
+}
+
+// 4. Dispatch rate: idle tenants cost nothing ---------------------------------------------
+interface DispatchPool {
+  name: string;
+  scheduler: RedisScheduler;
+  held: string[];
+  tenantOf: Map<string, string>;
+  serial: number;
+}
+
+async function dispatchPool(name: string, idle: number): Promise<DispatchPool> {
+  const scheduler = open(name, pipelinedConnection());
+  const budget = 8;
+  const tenants = await preparePool(scheduler, budget, ACTIVE_TENANTS + idle);
+  // Idle tenants have a history (a request came and went) but nothing waiting now.
+  const idleIds = tenants.slice(ACTIVE_TENANTS);
+  for (let i = 0; i < idleIds.length; i += 1_000) {
+    await Promise.all(
+      idleIds.slice(i, i + 1_000).map(async (tenant) => {
+        await scheduler.enqueue({ id: `idle-${tenant}`, tenant, band: 3, replica: 'warmup' });
+        await scheduler.release(`idle-${tenant}`, { outcome: 'completed' });
+      }),
+    );
+  }
+  const pool: DispatchPool = { name, scheduler, held: [], tenantOf: new Map(), serial: 0 };
+  for (let round = 0; round < 40; round += 1) {
+    for (const tenant of tenants.slice(0, ACTIVE_TENANTS)) await enqueueFor(pool, tenant);
+  }
+  if (pool.held.length !== budget) throw new Error(`${name}: expected ${budget} initial grants`);
+  return pool;
+}
+
+async function enqueueFor(pool: DispatchPool, tenant: string): Promise<void> {
+  pool.serial += 1;
+  const id = `${tenant}-${pool.serial}`;
+  pool.tenantOf.set(id, tenant);
+  const result = await pool.scheduler.enqueue({ id, tenant, band: 3, replica: 'disp' });
+  if (result.status === 'granted') pool.held.push(id);
+}
+
+/** Frees one slot at a time; each release runs the dispatch pass that grants the next. */
+async function dispatchRound(
+  pool: DispatchPool,
+): Promise<{ perSecond: number; redisUsecPerDispatch: number }> {
+  const before = await commandStats();
+  const started = performance.now();
+  for (let made = 0; made < DISPATCHES_PER_ROUND; made += 1) {
+    await pool.scheduler.release(pool.held.shift() as string, { outcome: 'completed' });
+    const notices = await pool.scheduler.poll('disp');
+    const granted = notices[0];
+    if (notices.length !== 1 || granted?.kind !== 'grant') throw new Error('expected one grant');
+    pool.held.push(granted.id);
+    await enqueueFor(pool, pool.tenantOf.get(granted.id) as string);
+    pool.tenantOf.delete(granted.id);
+  }
+  const seconds = (performance.now() - started) / 1000;
+  const after = await commandStats();
+  return {
+    perSecond: DISPATCHES_PER_ROUND / seconds,
+    redisUsecPerDispatch: delta(before, after, 'evalsha').usec / DISPATCHES_PER_ROUND,
+  };
+}
+
+const median = (values: number[]) =>
+  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
+const load = () =>
+  loadavg()
+    .map((n) => n.toFixed(2))
+    .join(' ');
+
+try {
+  console.log(`scheduler benchmark: redis-server ${url}`);
+  console.log(`machine load average at start: ${load()} (2 cores shared with other work)\n`);
+  const pairs = await pairsPerSecond();
+  report(
+    `enqueue+release pairs/s      ${fmt(pairs)}  (${CONNECTIONS} connections x ${WORKERS_PER_CONNECTION} in flight; goal >= 10,000, ratio ${fmt(pairs / 10_000, 2)})`,
+  );
+
+  const latency = await grantLatency();
+  report(
+    `granted-at-once enqueue      p50 ${fmt(latency.p50 * 1000)} us  p99 ${fmt(latency.p99 * 1000)} us  (sequential, one connection)`,
+  );
+
+  const calls = await callsPerRequest();
+  report(
+    `Redis calls per request      ${fmt(calls.clientCalls, 2)}  (goal 2: enqueue + release; commands run inside the two scripts: ${fmt(calls.scriptCommands, 1)})`,
+  );
+
+  const baseline = await dispatchPool('dispatch-10', 0);
+  const crowded = await dispatchPool('dispatch-10k', IDLE_TENANTS);
+  // Alternating rounds and medians, so background load hits both configurations alike.
+  const rates = { baseline: [] as number[], crowded: [] as number[] };
+  const costs = { baseline: [] as number[], crowded: [] as number[] };
+  for (let round = 0; round < DISPATCH_ROUNDS; round += 1) {
+    for (const [key, pool] of [
+      ['baseline', baseline],
+      ['crowded', crowded],
+    ] as const) {
+      const result = await dispatchRound(pool);
+      rates[key].push(result.perSecond);
+      costs[key].push(result.redisUsecPerDispatch);
+    }
+  }
+  const [base, crowdedRate] = [median(rates.baseline), median(rates.crowded)];
+  const [baseCost, crowdedCost] = [median(costs.baseline), median(costs.crowded)];
+  report(
+    `dispatch rate, 10 tenants    ${fmt(base)} dispatches/s, ${fmt(baseCost, 1)} us Redis time per dispatch  (baseline; release + poll + enqueue each, sequential)`,
+  );
+  report(
+    `dispatch rate, +10,000 idle  ${fmt(crowdedRate)} dispatches/s, ${fmt(crowdedCost, 1)} us Redis time per dispatch  (rate ratio ${fmt(crowdedRate / base, 3)}, Redis-time ratio ${fmt(crowdedCost / baseCost, 3)}; goal 0.80-1.20)`,
+  );
+  console.log(`\nmachine load average at end: ${load()}`);
+} finally {
+  await Promise.all(opened.map((scheduler) => scheduler.close().catch(() => {})));
+  for (const connection of connections) connection.disconnect();
+  await redisHandle.stop();
+}

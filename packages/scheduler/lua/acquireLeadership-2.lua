@@ -1,0 +1,29 @@
+#!lua
+--[[
+  Takes the leader lease if it is free. Each new leadership increments the epoch, which
+  fences every controller write (setControl-3.lua): a paused old leader holds a stale epoch.
+  Asking again while holding the lease renews it and keeps the epoch.
+
+  Input:
+    KEYS[1] leader string (holder replica, PX lease)
+    KEYS[2] leader epoch counter
+    ARGV[1] replica
+    ARGV[2] lease TTL (ms)
+
+  Output:
+    {1, epoch}          this replica leads in epoch
+    {0, epoch, holder}  another replica holds the lease
+]]
+local rcall = redis.call
+local leaderKey = KEYS[1]
+local leaderEpochKey = KEYS[2]
+local replica = ARGV[1]
+
+local holder = rcall('GET', leaderKey)
+if holder == replica then
+  rcall('PEXPIRE', leaderKey, ARGV[2])
+  return { 1, tonumber(rcall('GET', leaderEpochKey)) }
+end
+if holder then return { 0, tonumber(rcall('GET', leaderEpochKey)) or 0, holder } end
+rcall('SET', leaderKey, replica, 'PX', ARGV[2])
+return { 1, rcall('INCR', leaderEpochKey) }

@@ -1,0 +1,121 @@
+#!lua
+--[[
+  Admits a request: grants it at once when nothing waits and there is room, otherwise
+  queues it and runs a dispatch pass (which may grant it, or others). Idempotent by id: a
+  retry of a live request reports its state and counts nothing again.
+
+  Input:
+    KEYS[1..15]  the engine keyspace (includes/engineKeys.lua)
+    ARGV[1]  request id
+    ARGV[2]  tenant
+    ARGV[3]  band (integer; higher dispatches first)
+    ARGV[4]  owner replica
+    ARGV[5]  SLO class (counter label)
+    ARGV[6]  cost (DRR units, integer >= 1)
+    ARGV[7]  KV blocks (integer >= 0)
+    ARGV[8]  deadline in ms from now, '' for none (slo-deadline order)
+    ARGV[9]  queue TTL in ms, '' for the pool default
+    ARGV[10] preferred pod, '' for none
+
+  Output:
+    {1, pod, retried}   granted on pod (retried = 1 when the id was already live)
+    {0, false, retried} queued; a 'grant', 'expired' or 'evict' notice follows
+    Code.TenantQueueFull | BandFull | GlobalQueueFull   a queue cap is reached
+    Code.QuotaConcurrencyNeverFits | QuotaKvBlocksNeverFits   can never be dispatched
+    Code.NoHealthyPod    no pod is healthy
+    Code.NotConfigured | UnknownTenant   configuration errors (nothing counted)
+]]
+local rcall = redis.call
+--- @include "includes/engineKeys"
+--- @include "includes/codes"
+--- @include "includes/serverTime"
+--- @include "includes/config"
+--- @include "includes/dispatch"
+
+local now = serverNowMs()
+local cfg = loadConfig()
+if not cfg then return Code.NotConfigured end
+
+local req = {
+  id = ARGV[1],
+  tenant = ARGV[2],
+  band = ARGV[3],
+  owner = ARGV[4],
+  class = ARGV[5],
+  cost = tonumber(ARGV[6]),
+  kvBlocks = tonumber(ARGV[7]),
+  hint = ARGV[10],
+}
+touchReplica(req.owner, now, cfg)
+
+local requestKey = requestPrefix .. req.id
+local existing = rcall('HMGET', requestKey, 'state', 'pod')
+if existing[1] == 'granted' then return { 1, existing[2], 1 } end
+if existing[1] == 'queued' then return { 0, false, 1 } end
+
+local tenant = loadTenant(req.tenant)
+if not tenant then return Code.UnknownTenant end
+countFlow('offered', req.tenant, req.class)
+
+local function reject(code)
+  countRejection(req.tenant, req.class, code)
+  return code
+end
+
+if tenant.maxConcurrent == 0 then return reject(Code.QuotaConcurrencyNeverFits) end
+if tenant.maxKvBlocks and req.kvBlocks > tenant.maxKvBlocks then
+  return reject(Code.QuotaKvBlocksNeverFits)
+end
+local pods = loadPods()
+if not anyHealthyPod(pods) then return reject(Code.NoHealthyPod) end
+
+local ttlMs = tonumber(ARGV[9]) or cfg.queueTtlMs
+req.expiresAt = now + ttlMs
+req.seq = 0
+
+-- Fast path: with nothing waiting anywhere the pass would pick this request first, so
+-- grant it without touching queues or rings (same state as the long way round).
+local gauges = rcall('HMGET', ctlKey, 'waiting', 'inflight', 'budget')
+if (tonumber(gauges[1]) or 0) == 0 and not tenantAtQuota(tenant, req.kvBlocks) then
+  local pod = (tonumber(gauges[2]) or 0) < (tonumber(gauges[3]) or 0) and choosePod(pods, req.hint)
+  if pod then
+    storeRequest(req, 'granted', pod.name)
+    holdLease(req, pod, now, cfg, now + cfg.leaseTtlMs)
+    countFlow('admitted', req.tenant, req.class)
+    return { 1, pod.name, 0 }
+  end
+end
+
+-- The arrival sequence orders fifo queues and a replica's waiting requests.
+req.seq = rcall('HINCRBY', ctlKey, 'seq', 1)
+local score = req.seq
+if cfg.order == 'slo-deadline' then score = now + (tonumber(ARGV[8]) or ttlMs) end
+storeRequest(req, 'queued', nil)
+linkWaiting(req, score)
+joinRing(req.band, req.tenant, tenant.weight * cfg.quantum)
+
+local grantedPod = dispatchPass(now, cfg, req.id)
+if grantedPod then
+  countFlow('admitted', req.tenant, req.class)
+  return { 1, grantedPod, 0 }
+end
+
+-- Still waiting: the caps bound what waits, so they are checked now (a request granted at
+-- once never counts against a queue cap).
+local waitingNow = rcall('HMGET', ctlKey, 'waiting', 'waiting:' .. req.band)
+local tenantKey = tenantPrefix .. req.tenant
+local code = nil
+if tenant.queueMax and tonumber(rcall('HGET', tenantKey, 'waiting')) > tenant.queueMax then
+  code = Code.TenantQueueFull
+elseif tonumber(waitingNow[2]) > cfg.bandCapacity then
+  code = Code.BandFull
+elseif tonumber(waitingNow[1]) > cfg.maxQueueDepth then
+  code = Code.GlobalQueueFull
+end
+if code then
+  unlinkWaiting(req)
+  rcall('DEL', requestKey)
+  return reject(code)
+end
+countFlow('admitted', req.tenant, req.class)
+return { 0, false, 0 }

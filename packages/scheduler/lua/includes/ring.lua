@@ -1,0 +1,109 @@
+--- @include "includes/tenants"
+--- @include "includes/expiry"
+--- @include "includes/bytes"
+--[[
+  One band's ring: list band:<band>:ring of tenants, DRR deficits in the deficit hash under
+  '<band>:<tenant>' (present iff the tenant is in the ring). These functions take exactly
+  the steps of FlowRing in @fairgate/core, whose comment states the invariants; the
+  conformance suite holds both implementations to the same dispatch order.
+]]
+local function joinRing(band, tenant, turnCredit)
+  if rcall('HSETNX', deficitKey, band .. ':' .. tenant, turnCredit) == 1 then
+    local ringKey = ringPrefix .. band .. ':ring'
+    if rcall('RPUSH', ringKey, tenant) == 1 then rcall('ZADD', bandsKey, band, band) end
+  end
+end
+
+local function leaveRing(band, tenant)
+  local ringKey = ringPrefix .. band .. ':ring'
+  rcall('LREM', ringKey, 1, tenant)
+  rcall('HDEL', deficitKey, band .. ':' .. tenant)
+  if rcall('LLEN', ringKey) == 0 then rcall('ZREM', bandsKey, band) end
+end
+
+-- Looks at a tenant's queue: heads past their queue TTL are expired and heads whose owner
+-- stopped heartbeating are cancelled on the way. Returns 'empty', 'blocked' (tenant at a
+-- quota) or 'ready' with the head request, its queue score and the tenant.
+local function probeFlow(band, tenantName, now)
+  local queueKey = queuePrefix .. band .. ':' .. tenantName
+  while true do
+    local head = rcall('ZRANGE', queueKey, 0, 0, 'WITHSCORES')
+    if not head[1] then return 'empty' end
+    local req = readRequest(head[1])
+    if req.expiresAt <= now then
+      expireWaiting(req)
+    else
+      req.ownerLiveness = replicaLiveness(req.owner, now)
+      if not req.ownerLiveness then
+        endRequest(req, 'cancelled')
+      else
+        local tenant = loadTenant(tenantName)
+        if tenantAtQuota(tenant, req.kvBlocks) then return 'blocked' end
+        return 'ready', req, tonumber(head[2]), tenant
+      end
+    end
+  end
+end
+
+-- global-strict: the earliest head (score, then id) among the band's unblocked tenants.
+local function selectEarliest(band, now)
+  local ringKey = ringPrefix .. band .. ':ring'
+  local best, bestScore = nil, nil
+  for _, tenantName in ipairs(rcall('LRANGE', ringKey, 0, -1)) do
+    local state, req, score = probeFlow(band, tenantName, now)
+    if state == 'empty' then
+      leaveRing(band, tenantName)
+    elseif state == 'ready' then
+      if not best or score < bestScore or (score == bestScore and bytesLess(req.id, best.id)) then
+        best, bestScore = req, score
+      end
+    end
+  end
+  return best
+end
+
+-- The next request to dispatch from the band, or nil when the ring is empty or every
+-- member is blocked. O(skipped flows): see FlowRing.select.
+local function selectFlow(band, now, cfg)
+  if cfg.fairness == 'global-strict' then return selectEarliest(band, now) end
+  local ringKey = ringPrefix .. band .. ':ring'
+  local blockedInARow = 0
+  while true do
+    local tenantName = rcall('LINDEX', ringKey, 0)
+    if not tenantName then
+      rcall('ZREM', bandsKey, band)
+      return nil
+    end
+    if blockedInARow >= rcall('LLEN', ringKey) then return nil end
+    local state, req, _, tenant = probeFlow(band, tenantName, now)
+    if state == 'empty' then
+      leaveRing(band, tenantName)
+    elseif state == 'blocked' then
+      rcall('LMOVE', ringKey, ringKey, 'LEFT', 'RIGHT')
+      blockedInARow = blockedInARow + 1
+    else
+      local field = band .. ':' .. tenantName
+      local deficit = tonumber(rcall('HGET', deficitKey, field)) or 0
+      if cfg.fairness == 'drr' and deficit < req.cost then
+        -- End of this tenant's turn: to the back, holding the credit of its next turn.
+        rcall('LMOVE', ringKey, ringKey, 'LEFT', 'RIGHT')
+        rcall('HINCRBY', deficitKey, field, tenant.weight * cfg.quantum)
+        blockedInARow = 0
+      else
+        return req
+      end
+    end
+  end
+end
+
+-- Books a dispatch from the tenant's queue (see FlowRing.charge).
+local function chargeFlow(band, tenantName, cost, cfg, queueEmptyNow)
+  if queueEmptyNow then
+    leaveRing(band, tenantName)
+  elseif cfg.fairness == 'drr' then
+    rcall('HINCRBY', deficitKey, band .. ':' .. tenantName, -cost)
+  elseif cfg.fairness == 'round-robin' then
+    local ringKey = ringPrefix .. band .. ':ring'
+    rcall('LMOVE', ringKey, ringKey, 'LEFT', 'RIGHT')
+  end
+end

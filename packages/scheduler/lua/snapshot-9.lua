@@ -1,0 +1,50 @@
+#!lua flags=no-writes
+--[[
+  A consistent read of the pool state for /admin/state, metrics and tests. O(tenants).
+  Unordered: the caller sorts.
+
+  Input:
+    KEYS[1] config hash      KEYS[5] stats hash
+    KEYS[2] ctl hash         KEYS[6] tenants set
+    KEYS[3] pods hash        KEYS[7] tenant hash prefix
+    KEYS[4] replicas zset    KEYS[8] leader string
+                             KEYS[9] leader epoch counter
+
+  Output:
+    { now ms, config, ctl, pods, replicas (member, score, ...), stats,
+      tenants (groups of 8: tenant, weight, queueMax, maxConcurrent, maxKvBlocks,
+      inflight, kvBlocks, waiting; '' for absent), leader or false, epoch or false }
+    where config/ctl/pods/stats are flat field, value lists.
+]]
+local rcall = redis.call
+local configKey = KEYS[1]
+local ctlKey = KEYS[2]
+local podsKey = KEYS[3]
+local replicasKey = KEYS[4]
+local statsKey = KEYS[5]
+local tenantsKey = KEYS[6]
+local tenantPrefix = KEYS[7]
+local leaderKey = KEYS[8]
+local leaderEpochKey = KEYS[9]
+--- @include "includes/serverTime"
+
+local tenants = {}
+for _, tenant in ipairs(rcall('SMEMBERS', tenantsKey)) do
+  local tenantKey = tenantPrefix .. tenant
+  local row = rcall('HMGET', tenantKey, 'weight', 'queueMax', 'maxConcurrent', 'maxKvBlocks',
+    'inflight', 'kvBlocks', 'waiting')
+  tenants[#tenants + 1] = tenant
+  for i = 1, 7 do tenants[#tenants + 1] = row[i] or '' end
+end
+
+return {
+  serverNowMs(),
+  rcall('HGETALL', configKey),
+  rcall('HGETALL', ctlKey),
+  rcall('HGETALL', podsKey),
+  rcall('ZRANGE', replicasKey, 0, -1, 'WITHSCORES'),
+  rcall('HGETALL', statsKey),
+  tenants,
+  rcall('GET', leaderKey),
+  rcall('GET', leaderEpochKey),
+}

@@ -1,0 +1,162 @@
+import type {
+  Band,
+  FlowCounters,
+  PodName,
+  RejectCode,
+  ReleaseOutcome,
+  ReplicaId,
+  RequestId,
+  TenantId,
+} from '@fairgate/core';
+import type { PodConfig, SchedulerSettings, TenantConfig } from './settings.js';
+
+export interface EnqueueRequest {
+  /** Unique per request; a retried enqueue with the same id never counts twice. */
+  id: RequestId;
+  tenant: TenantId;
+  /** Priority band (the SLO class priority); higher dispatches first. */
+  band: Band;
+  /** The replica that waits for the grant, receives notices and heartbeats the lease. */
+  replica: ReplicaId;
+  /** Accounting label for the outcome counters (default 'standard'). */
+  sloClass?: string;
+  /** DRR cost units (default 1: shares are counted in requests). */
+  cost?: number;
+  /** KV-cache blocks the request may occupy (default 0), checked against max_kv_blocks. */
+  kvBlocks?: number;
+  /** Deadline in ms from now, for slo-deadline order (default: the queue TTL). */
+  deadlineMs?: number;
+  /** Queue TTL for this request (default: the pool's queueTtlMs). */
+  ttlMs?: number;
+  /** Preferred pod (prefix-cache routing), used when it is healthy and under its cap. */
+  podHint?: PodName;
+}
+
+export type EnqueueResult =
+  /** Dispatched at once. `retried`: the id was already live (a retry after a lost reply). */
+  | { status: 'granted'; pod: PodName; retried: boolean }
+  /** Waiting; exactly one 'grant' or 'expired' (or, later, 'evict') notice follows. */
+  | { status: 'queued'; retried: boolean }
+  | { status: 'rejected'; code: RejectCode };
+
+/** What a replica learns on poll(): addressed to the request's owner replica only. */
+export type Notice =
+  | { kind: 'grant'; id: RequestId; pod: PodName }
+  /** Queue TTL reached: the request ended with outcome expired. */
+  | { kind: 'expired'; id: RequestId }
+  /** The scheduler took the slot back (lease lapsed): abort the upstream request. */
+  | { kind: 'evict'; id: RequestId };
+
+export interface ReleaseOptions {
+  outcome: ReleaseOutcome;
+  /** Actual token usage, counted per tenant and class (token-bucket true-up hooks here). */
+  usage?: { inputTokens?: number; outputTokens?: number };
+}
+
+/** What an ended id was: 'unknown' means it had already ended (or never existed): no-op. */
+export type EndResult = { was: 'granted' | 'queued' | 'unknown' };
+
+export interface HeartbeatResult {
+  /** Ids the replica named that are no longer its live requests: abort them. */
+  lost: RequestId[];
+}
+
+export interface ReclaimReport {
+  expired: number;
+  evicted: number;
+  cancelled: number;
+}
+
+/** Proof of leadership for a controller write: checked against the stored lease and epoch. */
+export interface Fence {
+  replica: ReplicaId;
+  epoch: number;
+}
+
+export type LeadershipResult =
+  | { leader: true; epoch: number }
+  | { leader: false; epoch: number; holder: ReplicaId };
+
+export interface TenantSnapshot {
+  tenant: TenantId;
+  weight: number;
+  queueMax: number | null;
+  maxConcurrent: number | null;
+  maxKvBlocks: number | null;
+  inflight: number;
+  kvBlocks: number;
+  waiting: number;
+}
+
+export interface PodSnapshot {
+  name: PodName;
+  cap: number;
+  healthy: boolean;
+  inflight: number;
+}
+
+export interface SchedulerSnapshot {
+  /** Store clock (Redis TIME) when the snapshot was taken. */
+  nowMs: number;
+  settings: SchedulerSettings | null;
+  budget: number;
+  controllerState: string | null;
+  inflight: number;
+  waiting: number;
+  waitingByBand: Record<string, number>;
+  /** Configured tenants, by id. */
+  tenants: TenantSnapshot[];
+  /** Pods, by name. */
+  pods: PodSnapshot[];
+  /** Registered replicas and their liveness expiry (a lapsed one awaits reclaim). */
+  replicas: { replica: ReplicaId; livenessExpiresAtMs: number }[];
+  leader: ReplicaId | null;
+  /** The current leadership epoch (0 before anyone led). */
+  epoch: number;
+  /** Outcome counters per (tenant, class), by tenant then class. */
+  counters: FlowCounters[];
+}
+
+/**
+ * The shared-state flow-control engine. RedisScheduler (any number of replicas) and
+ * LocalScheduler (one process) implement it with identical behaviour; one conformance suite
+ * runs against both. docs/scheduler.md describes the semantics.
+ */
+export interface Scheduler {
+  /** Writes pool settings (validated, defaults filled); the budget only if none is set yet. */
+  configure(settings?: Partial<SchedulerSettings>): Promise<SchedulerSettings>;
+  upsertTenants(tenants: readonly TenantConfig[]): Promise<void>;
+  upsertPods(pods: readonly PodConfig[]): Promise<void>;
+
+  /** Admits a request: granted now, queued for a later grant notice, or rejected. */
+  enqueue(request: EnqueueRequest): Promise<EnqueueResult>;
+  /** Dispatch pass + janitor, then this replica's pending notices (oldest first). */
+  poll(replica: ReplicaId): Promise<Notice[]>;
+  /** Pending notices, waiting up to timeoutMs for the first one (instant grant wake-up). */
+  waitForNotices(replica: ReplicaId, timeoutMs: number): Promise<Notice[]>;
+  /** Ends a request whose client left: outcome cancelled. */
+  cancel(id: RequestId): Promise<EndResult>;
+  /** Ends a request with its outcome and usage, freeing its slot. */
+  release(id: RequestId, options: ReleaseOptions): Promise<EndResult>;
+  /** Keeps the replica alive and extends the leases of the named granted requests. */
+  heartbeat(replica: ReplicaId, ids?: readonly RequestId[]): Promise<HeartbeatResult>;
+  /** Runs the janitor now (a leader duty; poll runs it too). */
+  reclaim(): Promise<ReclaimReport>;
+  snapshot(): Promise<SchedulerSnapshot>;
+
+  acquireLeadership(replica: ReplicaId, ttlMs: number): Promise<LeadershipResult>;
+  renewLeadership(fence: Fence, ttlMs: number): Promise<boolean>;
+  releaseLeadership(fence: Fence): Promise<boolean>;
+  /** Fenced: false (nothing written) unless fence.replica leads in fence.epoch. */
+  setBudget(fence: Fence, budget: number): Promise<boolean>;
+  /** Fenced: stores the controller's opaque state so a new leader continues from it. */
+  setControllerState(fence: Fence, state: string): Promise<boolean>;
+
+  /** Adds TTFT histogram counts (bucket index -> count) to the current store second. */
+  flushLatency(counts: ReadonlyMap<number, number>): Promise<void>;
+  /** Bucket counts merged over the last `seconds` store seconds (current one included). */
+  readLatencyWindow(seconds: number): Promise<Map<number, number>>;
+
+  /** Releases connections and timers; the shared state stays. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,26 @@
+export { rejectionOf, SchedulerError, ScriptCode, schedulerError } from './codes.js';
+export type {
+  EndResult,
+  EnqueueRequest,
+  EnqueueResult,
+  Fence,
+  HeartbeatResult,
+  LeadershipResult,
+  Notice,
+  PodSnapshot,
+  ReclaimReport,
+  ReleaseOptions,
+  Scheduler,
+  SchedulerSnapshot,
+  TenantSnapshot,
+} from './contract.js';
+export { type PoolKeys, poolKeys } from './keys.js';
+export { LocalScheduler, type LocalSchedulerOptions } from './local/local-scheduler.js';
+export { RedisScheduler, type RedisSchedulerOptions } from './redis/redis-scheduler.js';
+export {
+  DEFAULT_SETTINGS,
+  type PodConfig,
+  resolveSettings,
+  type SchedulerSettings,
+  type TenantConfig,
+} from './settings.js';

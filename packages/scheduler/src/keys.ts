@@ -1,0 +1,93 @@
+/**
+ * The pool keyspace (DESIGN.md "Shared state"). Every key starts with the hash tag
+ * `{fg:<pool>}` so one pool lives in one Redis Cluster slot; only the pool name is inside
+ * the braces, never user text. Data-dependent keys (req:<id>, q:<band>:<tenant>, ...) are
+ * built inside the scripts from the *Prefix names below, which are passed as KEYS.
+ */
+const POOL_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
+
+export function assertValidPool(pool: string): void {
+  if (!POOL_PATTERN.test(pool)) {
+    throw new TypeError(
+      `pool must be 1-64 characters of [A-Za-z0-9._-], got ${JSON.stringify(pool)}`,
+    );
+  }
+}
+
+export interface PoolKeys {
+  /** `{fg:<pool>}:`, the start of every key of the pool. */
+  readonly tag: string;
+  readonly config: string;
+  readonly ctl: string;
+  readonly pods: string;
+  readonly bands: string;
+  readonly deficit: string;
+  readonly leases: string;
+  readonly queueDeadlines: string;
+  readonly replicas: string;
+  readonly stats: string;
+  readonly tenants: string;
+  readonly leader: string;
+  readonly leaderEpoch: string;
+  readonly requestPrefix: string;
+  readonly queuePrefix: string;
+  readonly ringPrefix: string;
+  readonly tenantPrefix: string;
+  readonly noticesPrefix: string;
+  readonly waitingByReplicaPrefix: string;
+  readonly latencyPrefix: string;
+}
+
+export function poolKeys(pool: string): PoolKeys {
+  assertValidPool(pool);
+  const tag = `{fg:${pool}}:`;
+  return {
+    tag,
+    config: `${tag}config`,
+    ctl: `${tag}ctl`,
+    pods: `${tag}pods`,
+    bands: `${tag}bands`,
+    deficit: `${tag}deficit`,
+    leases: `${tag}leases`,
+    queueDeadlines: `${tag}qttl`,
+    replicas: `${tag}replicas`,
+    stats: `${tag}stats`,
+    tenants: `${tag}tenants`,
+    leader: `${tag}leader`,
+    leaderEpoch: `${tag}leader:epoch`,
+    requestPrefix: `${tag}req:`,
+    queuePrefix: `${tag}q:`,
+    ringPrefix: `${tag}band:`,
+    tenantPrefix: `${tag}tenant:`,
+    noticesPrefix: `${tag}grants:`,
+    waitingByReplicaPrefix: `${tag}queued:`,
+    latencyPrefix: `${tag}lat:`,
+  };
+}
+
+/** KEYS of every engine script, in the order of lua/includes/engineKeys.lua. */
+export const ENGINE_KEY_ORDER = [
+  'config',
+  'ctl',
+  'pods',
+  'bands',
+  'deficit',
+  'leases',
+  'queueDeadlines',
+  'replicas',
+  'stats',
+  'requestPrefix',
+  'queuePrefix',
+  'ringPrefix',
+  'tenantPrefix',
+  'noticesPrefix',
+  'waitingByReplicaPrefix',
+] as const satisfies readonly (keyof PoolKeys)[];
+
+/** Key families that exist only while a request (or a replica's notices) is live. */
+export const PER_REQUEST_PREFIXES = [
+  'requestPrefix',
+  'queuePrefix',
+  'noticesPrefix',
+  'waitingByReplicaPrefix',
+] as const satisfies readonly (keyof PoolKeys)[];

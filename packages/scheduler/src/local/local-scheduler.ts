@@ -1,0 +1,335 @@
+import { assertInteger, assertValidName, type ReplicaId, type RequestId } from '@fairgate/core';
+import { rejectionOf, ScriptCode, schedulerError } from '../codes.js';
+import type {
+  EndResult,
+  EnqueueRequest,
+  EnqueueResult,
+  Fence,
+  HeartbeatResult,
+  LeadershipResult,
+  Notice,
+  ReclaimReport,
+  ReleaseOptions,
+  Scheduler,
+  SchedulerSnapshot,
+} from '../contract.js';
+import { compareBytes, countersFromFields } from '../counters.js';
+import { parseNotice } from '../notices.js';
+import { normalizeEnqueue, normalizeRelease } from '../requests.js';
+import {
+  type PodConfig,
+  resolvePod,
+  resolveSettings,
+  resolveTenant,
+  type SchedulerSettings,
+  type TenantConfig,
+} from '../settings.js';
+import { LocalEngine, type LocalRequest } from './engine.js';
+import { LatencyWindow } from './latency-window.js';
+import { LeaderLease } from './leader-lease.js';
+
+export interface LocalSchedulerOptions {
+  /** Clock in epoch milliseconds (default Date.now); the Redis twin uses Redis TIME. */
+  now?: () => number;
+  /** How long TTFT histogram seconds are kept (default 5 minutes). */
+  latencyRetentionMs?: number;
+}
+
+const MAX_NOTICES_PER_POLL = 1_000;
+
+/**
+ * The scheduler in one process: the embedded single-replica default (and later the degraded
+ * mode when Redis is unreachable). Same contract and same decisions as RedisScheduler; all
+ * replicas ids given to one instance share its state.
+ */
+export class LocalScheduler implements Scheduler {
+  private readonly engine = new LocalEngine();
+  private readonly clock: () => number;
+  private readonly latency: LatencyWindow;
+  private readonly lease = new LeaderLease();
+  private readonly waiters = new Map<string, Set<() => void>>();
+
+  constructor(options: LocalSchedulerOptions = {}) {
+    this.clock = options.now ?? Date.now;
+    this.latency = new LatencyWindow(options.latencyRetentionMs ?? 300_000);
+    this.engine.onNotice = (replica) => {
+      for (const wake of this.waiters.get(replica) ?? []) wake();
+    };
+  }
+
+  /** Live request records (a leak check for tests: 0 once every request has ended). */
+  get liveRequestCount(): number {
+    return this.engine.requests.size;
+  }
+
+  async configure(input: Partial<SchedulerSettings> = {}): Promise<SchedulerSettings> {
+    const settings = resolveSettings(input);
+    this.engine.settings = settings;
+    this.engine.budget ??= settings.initialBudget;
+    return settings;
+  }
+
+  async upsertTenants(tenants: readonly TenantConfig[]): Promise<void> {
+    for (const tenant of tenants.map(resolveTenant)) {
+      const existing = this.engine.tenants.get(tenant.id);
+      const gauges = existing ?? { inflight: 0, kvBlocks: 0, waiting: 0 };
+      this.engine.tenants.set(tenant.id, {
+        weight: tenant.weight,
+        queueMax: tenant.queueMax,
+        maxConcurrent: tenant.maxConcurrent,
+        maxKvBlocks: tenant.maxKvBlocks,
+        inflight: gauges.inflight,
+        kvBlocks: gauges.kvBlocks,
+        waiting: gauges.waiting,
+      });
+    }
+  }
+
+  async upsertPods(pods: readonly PodConfig[]): Promise<void> {
+    for (const pod of pods.map(resolvePod)) {
+      const existing = this.engine.pods.get(pod.name);
+      this.engine.pods.set(pod.name, { ...pod, inflight: existing?.inflight ?? 0 });
+    }
+  }
+
+  /** Mirrors lua/enqueue-15.lua. */
+  async enqueue(request: EnqueueRequest): Promise<EnqueueResult> {
+    const r = normalizeEnqueue(request);
+    const e = this.engine;
+    const now = this.clock();
+    const settings = this.settingsOr(`enqueue ${r.id} (tenant ${r.tenant})`);
+    e.touchReplica(r.replica, now, settings);
+
+    const existing = e.requests.get(r.id);
+    if (existing?.state === 'granted')
+      return { status: 'granted', pod: existing.pod, retried: true };
+    if (existing?.state === 'queued') return { status: 'queued', retried: true };
+
+    const tenant = e.tenants.get(r.tenant);
+    if (!tenant)
+      throw schedulerError(ScriptCode.UnknownTenant, `enqueue ${r.id} (tenant ${r.tenant})`);
+    e.countFlow('offered', r.tenant, r.sloClass);
+    const reject = (code: ScriptCode): EnqueueResult => {
+      e.countRejection(r.tenant, r.sloClass, code);
+      return { status: 'rejected', code: rejectionOf(code)! };
+    };
+    if (tenant.maxConcurrent === 0) return reject(ScriptCode.QuotaConcurrencyNeverFits);
+    if (tenant.maxKvBlocks !== null && r.kvBlocks > tenant.maxKvBlocks) {
+      return reject(ScriptCode.QuotaKvBlocksNeverFits);
+    }
+    const pods = e.podsByName();
+    if (!pods.some((pod) => pod.healthy)) return reject(ScriptCode.NoHealthyPod);
+
+    const ttlMs = r.ttlMs ?? settings.queueTtlMs;
+    const req: LocalRequest = {
+      id: r.id,
+      tenant: r.tenant,
+      band: r.band,
+      owner: r.replica,
+      sloClass: r.sloClass,
+      cost: r.cost,
+      kvBlocks: r.kvBlocks,
+      hint: r.podHint,
+      expiresAt: now + ttlMs,
+      seq: 0,
+      state: 'queued',
+      pod: '',
+    };
+
+    if (e.waiting === 0 && !e.tenantAtQuota(tenant, r.kvBlocks)) {
+      const pod = e.inflight < (e.budget ?? 0) ? e.choosePod(pods, r.podHint) : undefined;
+      if (pod) {
+        req.state = 'granted';
+        req.pod = pod.name;
+        e.requests.set(req.id, req);
+        e.holdLease(req, pod, now, settings, now + settings.leaseTtlMs);
+        e.countFlow('admitted', r.tenant, r.sloClass);
+        return { status: 'granted', pod: pod.name, retried: false };
+      }
+    }
+
+    e.seq += 1;
+    req.seq = e.seq;
+    const score = settings.order === 'fifo' ? req.seq : now + (r.deadlineMs ?? ttlMs);
+    e.requests.set(req.id, req);
+    e.linkWaiting(req, score);
+    e.joinRing(req.band, req.tenant, tenant.weight * settings.quantum);
+
+    const grantedPod = e.dispatchPass(now, settings, req.id);
+    if (grantedPod !== null) {
+      e.countFlow('admitted', r.tenant, r.sloClass);
+      return { status: 'granted', pod: grantedPod, retried: false };
+    }
+
+    let code: ScriptCode | undefined;
+    if (tenant.queueMax !== null && tenant.waiting > tenant.queueMax)
+      code = ScriptCode.TenantQueueFull;
+    else if ((e.waitingByBand.get(req.band) ?? 0) > settings.bandCapacity)
+      code = ScriptCode.BandFull;
+    else if (e.waiting > settings.maxQueueDepth) code = ScriptCode.GlobalQueueFull;
+    if (code !== undefined) {
+      e.unlinkWaiting(req);
+      e.requests.delete(req.id);
+      return reject(code);
+    }
+    e.countFlow('admitted', r.tenant, r.sloClass);
+    return { status: 'queued', retried: false };
+  }
+
+  /** Mirrors lua/poll-15.lua. */
+  async poll(replica: ReplicaId): Promise<Notice[]> {
+    assertValidName('replica', replica);
+    const now = this.clock();
+    const settings = this.settingsOr(`poll ${replica}`);
+    this.engine.touchReplica(replica, now, settings);
+    this.engine.runJanitor(now, settings);
+    this.engine.dispatchPass(now, settings, null);
+    return this.popNotices(replica);
+  }
+
+  async waitForNotices(replica: ReplicaId, timeoutMs: number): Promise<Notice[]> {
+    assertValidName('replica', replica);
+    assertInteger('timeoutMs', timeoutMs, 1);
+    if (!this.engine.notices.has(replica)) {
+      await new Promise<void>((resolve) => {
+        const waiters = this.waiters.get(replica) ?? new Set();
+        this.waiters.set(replica, waiters);
+        const done = () => {
+          clearTimeout(timer);
+          waiters.delete(done);
+          if (waiters.size === 0) this.waiters.delete(replica);
+          resolve();
+        };
+        const timer = setTimeout(done, timeoutMs);
+        waiters.add(done);
+      });
+    }
+    return this.popNotices(replica);
+  }
+
+  cancel(id: RequestId): Promise<EndResult> {
+    return this.release(id, { outcome: 'cancelled' });
+  }
+
+  /** Mirrors lua/release-15.lua. */
+  async release(id: RequestId, options: ReleaseOptions): Promise<EndResult> {
+    const r = normalizeRelease(id, options);
+    const req = this.engine.requests.get(id);
+    if (!req) return { was: 'unknown' };
+    const now = this.clock();
+    const settings = this.settingsOr(`release ${id}`);
+    const was = req.state;
+    this.engine.endRequest(req, r.outcome);
+    if (r.inputTokens !== undefined) {
+      this.engine.countFlow('inputTokens', req.tenant, req.sloClass, r.inputTokens);
+    }
+    if (r.outputTokens !== undefined) {
+      this.engine.countFlow('outputTokens', req.tenant, req.sloClass, r.outputTokens);
+    }
+    this.engine.dispatchPass(now, settings, null);
+    return { was };
+  }
+
+  /** Mirrors lua/heartbeat-15.lua. */
+  async heartbeat(replica: ReplicaId, ids: readonly RequestId[] = []): Promise<HeartbeatResult> {
+    assertValidName('replica', replica);
+    for (const id of ids) assertValidName('heartbeat id', id);
+    const now = this.clock();
+    const settings = this.settingsOr(`heartbeat ${replica}`);
+    this.engine.touchReplica(replica, now, settings);
+    const lost: string[] = [];
+    for (const id of ids) {
+      const req = this.engine.requests.get(id);
+      if (req?.owner !== replica) lost.push(id);
+      else if (req.state === 'granted') this.engine.leases.add(id, now + settings.leaseTtlMs);
+    }
+    return { lost };
+  }
+
+  /** Mirrors lua/reclaim-15.lua. */
+  async reclaim(): Promise<ReclaimReport> {
+    const now = this.clock();
+    const settings = this.settingsOr('reclaim');
+    const [expired, evicted, cancelled] = this.engine.runJanitor(now, settings);
+    this.engine.dispatchPass(now, settings, null);
+    return { expired, evicted, cancelled };
+  }
+
+  async snapshot(): Promise<SchedulerSnapshot> {
+    const e = this.engine;
+    const now = this.clock();
+    const waitingByBand: Record<string, number> = {};
+    for (const [band, count] of e.waitingByBand)
+      if (count !== 0) waitingByBand[String(band)] = count;
+    return {
+      nowMs: now,
+      settings: e.settings && { ...e.settings },
+      budget: e.budget ?? 0,
+      controllerState: e.controllerState,
+      inflight: e.inflight,
+      waiting: e.waiting,
+      waitingByBand,
+      tenants: [...e.tenants]
+        .map(([tenant, t]) => ({ tenant, ...t }))
+        .sort((a, b) => compareBytes(a.tenant, b.tenant)),
+      pods: e.podsByName().map((pod) => ({ ...pod })),
+      replicas: e.replicas
+        .entriesInOrder()
+        .map(({ member, score }) => ({ replica: member, livenessExpiresAtMs: score })),
+      leader: this.lease.leaderAt(now),
+      epoch: this.lease.epoch,
+      counters: countersFromFields(e.stats),
+    };
+  }
+
+  async acquireLeadership(replica: ReplicaId, ttlMs: number): Promise<LeadershipResult> {
+    return this.lease.acquire(replica, ttlMs, this.clock());
+  }
+
+  async renewLeadership(fence: Fence, ttlMs: number): Promise<boolean> {
+    return this.lease.renew(fence, ttlMs, this.clock());
+  }
+
+  async releaseLeadership(fence: Fence): Promise<boolean> {
+    return this.lease.release(fence, this.clock());
+  }
+
+  async setBudget(fence: Fence, budget: number): Promise<boolean> {
+    assertInteger('budget', budget, 0);
+    if (!this.lease.holds(fence, this.clock())) return false;
+    this.engine.budget = budget;
+    return true;
+  }
+
+  async setControllerState(fence: Fence, state: string): Promise<boolean> {
+    if (state === '') throw new TypeError('controller state must be a non-empty string');
+    if (!this.lease.holds(fence, this.clock())) return false;
+    this.engine.controllerState = state;
+    return true;
+  }
+
+  async flushLatency(counts: ReadonlyMap<number, number>): Promise<void> {
+    this.latency.flush(counts, this.clock());
+  }
+
+  async readLatencyWindow(seconds: number): Promise<Map<number, number>> {
+    return this.latency.read(seconds, this.clock());
+  }
+
+  async close(): Promise<void> {
+    for (const waiters of this.waiters.values()) for (const wake of waiters) wake();
+  }
+
+  private settingsOr(context: string): SchedulerSettings {
+    if (!this.engine.settings) throw schedulerError(ScriptCode.NotConfigured, context);
+    return this.engine.settings;
+  }
+
+  private popNotices(replica: string): Notice[] {
+    const list = this.engine.notices.get(replica);
+    if (!list) return [];
+    const taken = list.splice(0, MAX_NOTICES_PER_POLL);
+    if (list.length === 0) this.engine.notices.delete(replica);
+    return taken.map(parseNotice);
+  }
+}

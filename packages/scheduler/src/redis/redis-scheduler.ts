@@ -1,0 +1,289 @@
+import { assertInteger, assertValidName, type ReplicaId, type RequestId } from '@fairgate/core';
+import { Redis } from 'ioredis';
+import { rejectionOf, ScriptCode, schedulerError } from '../codes.js';
+import type {
+  EndResult,
+  EnqueueRequest,
+  EnqueueResult,
+  Fence,
+  HeartbeatResult,
+  LeadershipResult,
+  Notice,
+  ReclaimReport,
+  ReleaseOptions,
+  Scheduler,
+  SchedulerSnapshot,
+} from '../contract.js';
+import { ENGINE_KEY_ORDER, type PoolKeys, poolKeys } from '../keys.js';
+import { parseNotice } from '../notices.js';
+import { normalizeEnqueue, normalizeRelease } from '../requests.js';
+import {
+  type PodConfig,
+  resolvePod,
+  resolveSettings,
+  resolveTenant,
+  type SchedulerSettings,
+  type TenantConfig,
+} from '../settings.js';
+import { defineScripts, type RunScript, type ScriptArg } from './commands.js';
+import { decodeSnapshot, flatToMap } from './replies.js';
+
+export interface RedisSchedulerOptions {
+  /** Pool name: the hash tag `{fg:<pool>}` of every key. */
+  pool: string;
+  /** An ioredis connection (left open by close()) or a redis:// URL (owned and closed). */
+  connection: Redis | string;
+  /** How long TTFT histogram seconds are kept (default 5 minutes). */
+  latencyRetentionMs?: number;
+}
+
+/** Most notices one poll returns; the rest wait for the next poll. */
+const MAX_NOTICES_PER_POLL = 1_000;
+const END_STATES = ['unknown', 'granted', 'queued'] as const;
+
+/**
+ * The shared-state scheduler: every operation is one Lua script call on the pool's keys,
+ * so any number of replicas share fairness, budget and quotas exactly.
+ */
+export class RedisScheduler implements Scheduler {
+  readonly keys: PoolKeys;
+  private readonly redis: Redis;
+  private readonly ownsConnection: boolean;
+  private readonly run: RunScript;
+  private readonly engineKeys: readonly string[];
+  private readonly latencyRetentionMs: number;
+  /**
+   * Dedicated connection for BLPOP, created on first waitForNotices. It serves one wait at a
+   * time: a gateway process waits for one replica id, so a second concurrent call queues.
+   */
+  private blocking: Redis | undefined;
+
+  constructor(options: RedisSchedulerOptions) {
+    this.keys = poolKeys(options.pool);
+    this.ownsConnection = typeof options.connection === 'string';
+    this.redis =
+      typeof options.connection === 'string' ? new Redis(options.connection) : options.connection;
+    this.run = defineScripts(this.redis);
+    this.engineKeys = ENGINE_KEY_ORDER.map((name) => this.keys[name]);
+    this.latencyRetentionMs = options.latencyRetentionMs ?? 300_000;
+    assertInteger('latencyRetentionMs', this.latencyRetentionMs, 1_000);
+  }
+
+  async configure(input: Partial<SchedulerSettings> = {}): Promise<SchedulerSettings> {
+    const s = resolveSettings(input);
+    await this.run(
+      'configure',
+      [this.keys.config, this.keys.ctl],
+      [
+        s.fairness,
+        s.order,
+        s.quantum,
+        s.bandCapacity,
+        s.maxQueueDepth,
+        s.queueTtlMs,
+        s.leaseTtlMs,
+        s.maxGrantsPerPass,
+        s.janitorBatch,
+        s.initialBudget,
+      ],
+    );
+    return s;
+  }
+
+  async upsertTenants(tenants: readonly TenantConfig[]): Promise<void> {
+    if (tenants.length === 0) return;
+    const args = tenants.flatMap((tenant) => {
+      const t = resolveTenant(tenant);
+      return [t.id, t.weight, t.queueMax ?? '', t.maxConcurrent ?? '', t.maxKvBlocks ?? ''];
+    });
+    await this.run('upsertTenants', [this.keys.tenants, this.keys.tenantPrefix], args);
+  }
+
+  async upsertPods(pods: readonly PodConfig[]): Promise<void> {
+    if (pods.length === 0) return;
+    const args = pods.flatMap((pod) => {
+      const p = resolvePod(pod);
+      return [p.name, p.cap, p.healthy ? '1' : '0'];
+    });
+    await this.run('upsertPods', [this.keys.pods], args);
+  }
+
+  async enqueue(request: EnqueueRequest): Promise<EnqueueResult> {
+    const r = normalizeEnqueue(request);
+    const reply = await this.engine('enqueue', [
+      r.id,
+      r.tenant,
+      r.band,
+      r.replica,
+      r.sloClass,
+      r.cost,
+      r.kvBlocks,
+      r.deadlineMs ?? '',
+      r.ttlMs ?? '',
+      r.podHint,
+    ]);
+    if (typeof reply === 'number') {
+      const code = rejectionOf(reply);
+      if (code) return { status: 'rejected', code };
+      throw schedulerError(reply, `enqueue ${r.id} (tenant ${r.tenant})`);
+    }
+    const [granted, pod, retried] = reply as [number, string | null, number];
+    return granted === 1
+      ? { status: 'granted', pod: pod as string, retried: retried === 1 }
+      : { status: 'queued', retried: retried === 1 };
+  }
+
+  async poll(replica: ReplicaId): Promise<Notice[]> {
+    assertValidName('replica', replica);
+    const reply = await this.engine('poll', [replica, MAX_NOTICES_PER_POLL]);
+    return this.expectList(reply, `poll ${replica}`).map(parseNotice);
+  }
+
+  async waitForNotices(replica: ReplicaId, timeoutMs: number): Promise<Notice[]> {
+    assertValidName('replica', replica);
+    assertInteger('timeoutMs', timeoutMs, 1);
+    const noticesKey = `${this.keys.noticesPrefix}${replica}`;
+    this.blocking ??= this.redis.duplicate();
+    const first = await this.blocking.blpop(noticesKey, timeoutMs / 1000);
+    if (!first) return [];
+    const rest = (await this.redis.lpop(noticesKey, MAX_NOTICES_PER_POLL)) ?? [];
+    return [first[1], ...rest].map(parseNotice);
+  }
+
+  cancel(id: RequestId): Promise<EndResult> {
+    return this.release(id, { outcome: 'cancelled' });
+  }
+
+  async release(id: RequestId, options: ReleaseOptions): Promise<EndResult> {
+    const r = normalizeRelease(id, options);
+    const reply = await this.engine('release', [
+      id,
+      r.outcome,
+      r.inputTokens ?? '',
+      r.outputTokens ?? '',
+    ]);
+    const was = END_STATES[reply as number];
+    if (was === undefined) throw schedulerError(reply as number, `release ${id}`);
+    return { was };
+  }
+
+  async heartbeat(replica: ReplicaId, ids: readonly RequestId[] = []): Promise<HeartbeatResult> {
+    assertValidName('replica', replica);
+    for (const id of ids) assertValidName('heartbeat id', id);
+    const reply = await this.engine('heartbeat', [replica, ...ids]);
+    return { lost: this.expectList(reply, `heartbeat ${replica}`) };
+  }
+
+  async reclaim(): Promise<ReclaimReport> {
+    const reply = await this.engine('reclaim', []);
+    const [expired, evicted, cancelled] = this.expectList(reply, 'reclaim').map(Number);
+    return { expired: expired ?? 0, evicted: evicted ?? 0, cancelled: cancelled ?? 0 };
+  }
+
+  async snapshot(): Promise<SchedulerSnapshot> {
+    const k = this.keys;
+    const reply = await this.run(
+      'snapshot',
+      [
+        k.config,
+        k.ctl,
+        k.pods,
+        k.replicas,
+        k.stats,
+        k.tenants,
+        k.tenantPrefix,
+        k.leader,
+        k.leaderEpoch,
+      ],
+      [],
+    );
+    return decodeSnapshot(reply);
+  }
+
+  async acquireLeadership(replica: ReplicaId, ttlMs: number): Promise<LeadershipResult> {
+    assertValidName('replica', replica);
+    assertInteger('ttlMs', ttlMs, 1);
+    const [won, epoch, holder] = (await this.run(
+      'acquireLeadership',
+      [this.keys.leader, this.keys.leaderEpoch],
+      [replica, ttlMs],
+    )) as [number, number, string | undefined];
+    return won === 1 ? { leader: true, epoch } : { leader: false, epoch, holder: holder as string };
+  }
+
+  async renewLeadership(fence: Fence, ttlMs: number): Promise<boolean> {
+    assertInteger('ttlMs', ttlMs, 1);
+    return this.fenced('renewLeadership', [this.keys.leader, this.keys.leaderEpoch], fence, [
+      ttlMs,
+    ]);
+  }
+
+  async releaseLeadership(fence: Fence): Promise<boolean> {
+    return this.fenced('releaseLeadership', [this.keys.leader, this.keys.leaderEpoch], fence, []);
+  }
+
+  async setBudget(fence: Fence, budget: number): Promise<boolean> {
+    assertInteger('budget', budget, 0);
+    return this.fenced('setControl', this.controlKeys(), fence, [budget, '']);
+  }
+
+  async setControllerState(fence: Fence, state: string): Promise<boolean> {
+    if (state === '') throw new TypeError('controller state must be a non-empty string');
+    return this.fenced('setControl', this.controlKeys(), fence, ['', state]);
+  }
+
+  async flushLatency(counts: ReadonlyMap<number, number>): Promise<void> {
+    const args: ScriptArg[] = [this.latencyRetentionMs];
+    for (const [bucket, count] of counts) {
+      assertInteger('latency bucket', bucket, 0);
+      assertInteger('latency count', count, 0);
+      if (count > 0) args.push(bucket, count);
+    }
+    if (args.length > 1) await this.run('flushLatency', [this.keys.latencyPrefix], args);
+  }
+
+  async readLatencyWindow(seconds: number): Promise<Map<number, number>> {
+    assertInteger('seconds', seconds, 1, 3_600);
+    const reply = await this.run('readLatency', [this.keys.latencyPrefix], [seconds]);
+    const merged = new Map<number, number>();
+    for (const [bucket, count] of flatToMap(reply)) merged.set(Number(bucket), Number(count));
+    return merged;
+  }
+
+  async close(): Promise<void> {
+    this.blocking?.disconnect();
+    this.blocking = undefined;
+    if (this.ownsConnection) await this.redis.quit();
+  }
+
+  private engine(
+    name: 'enqueue' | 'poll' | 'release' | 'heartbeat' | 'reclaim',
+    args: ScriptArg[],
+  ) {
+    return this.run(name, this.engineKeys, args);
+  }
+
+  private controlKeys(): string[] {
+    return [this.keys.leader, this.keys.leaderEpoch, this.keys.ctl];
+  }
+
+  private async fenced(
+    name: 'renewLeadership' | 'releaseLeadership' | 'setControl',
+    keys: string[],
+    fence: Fence,
+    args: ScriptArg[],
+  ): Promise<boolean> {
+    assertValidName('fence.replica', fence.replica);
+    assertInteger('fence.epoch', fence.epoch, 1);
+    const reply = await this.run(name, keys, [fence.replica, fence.epoch, ...args]);
+    if (reply === 1) return true;
+    if (reply === ScriptCode.StaleFence) return false;
+    throw schedulerError(reply as number, `${name} by ${fence.replica}`);
+  }
+
+  /** Engine scripts answer a list, or a negative code when the pool is not configured. */
+  private expectList(reply: unknown, context: string): string[] {
+    if (Array.isArray(reply)) return reply as string[];
+    throw schedulerError(reply as number, context);
+  }
+}

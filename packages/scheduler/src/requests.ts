@@ -1,0 +1,73 @@
+import {
+  assertInteger,
+  assertValidName,
+  DEFAULT_SLO_CLASS,
+  isReleaseOutcome,
+  type ReleaseOutcome,
+} from '@fairgate/core';
+import type { EnqueueRequest, ReleaseOptions } from './contract.js';
+
+const DAY_MS = 86_400_000;
+
+/** An enqueue with defaults filled, validated once for both implementations. */
+export interface NormalizedEnqueue {
+  id: string;
+  tenant: string;
+  band: number;
+  replica: string;
+  sloClass: string;
+  cost: number;
+  kvBlocks: number;
+  deadlineMs: number | undefined;
+  ttlMs: number | undefined;
+  /** '' when none. */
+  podHint: string;
+}
+
+export function normalizeEnqueue(request: EnqueueRequest): NormalizedEnqueue {
+  assertValidName('request.id', request.id);
+  assertValidName('request.tenant', request.tenant);
+  assertValidName('request.replica', request.replica);
+  assertInteger('request.band', request.band, -1_000, 1_000);
+  const sloClass = request.sloClass ?? DEFAULT_SLO_CLASS;
+  assertValidName('request.sloClass', sloClass);
+  const cost = request.cost ?? 1;
+  assertInteger('request.cost', cost, 1, 1_000_000_000);
+  const kvBlocks = request.kvBlocks ?? 0;
+  assertInteger('request.kvBlocks', kvBlocks, 0);
+  if (request.deadlineMs !== undefined)
+    assertInteger('request.deadlineMs', request.deadlineMs, 0, DAY_MS);
+  if (request.ttlMs !== undefined) assertInteger('request.ttlMs', request.ttlMs, 1, DAY_MS);
+  if (request.podHint !== undefined) assertValidName('request.podHint', request.podHint);
+  return {
+    id: request.id,
+    tenant: request.tenant,
+    band: request.band,
+    replica: request.replica,
+    sloClass,
+    cost,
+    kvBlocks,
+    deadlineMs: request.deadlineMs,
+    ttlMs: request.ttlMs,
+    podHint: request.podHint ?? '',
+  };
+}
+
+export interface NormalizedRelease {
+  outcome: ReleaseOutcome;
+  inputTokens: number | undefined;
+  outputTokens: number | undefined;
+}
+
+export function normalizeRelease(id: string, options: ReleaseOptions): NormalizedRelease {
+  assertValidName('release id', id);
+  if (!isReleaseOutcome(options.outcome)) {
+    throw new TypeError(
+      `release outcome must be completed, cancelled, evicted or upstream_error, got ${JSON.stringify(options.outcome)}`,
+    );
+  }
+  const { inputTokens, outputTokens } = options.usage ?? {};
+  if (inputTokens !== undefined) assertInteger('usage.inputTokens', inputTokens, 0);
+  if (outputTokens !== undefined) assertInteger('usage.outputTokens', outputTokens, 0);
+  return { outcome: options.outcome, inputTokens, outputTokens };
+}

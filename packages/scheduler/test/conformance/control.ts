@@ -1,0 +1,95 @@
+import { expect, it } from 'vitest';
+import { sleep } from '../support/pool.js';
+import type { GetPool } from './index.js';
+
+export function controlPlane(getPool: GetPool): void {
+  it('leadership: one holder, epochs increase, renew and release need the current fence', async () => {
+    const pool = getPool();
+    const s = pool.on();
+    expect(await s.acquireLeadership('ra', 60_000)).toEqual({ leader: true, epoch: 1 });
+    expect(await s.acquireLeadership('ra', 60_000)).toEqual({ leader: true, epoch: 1 });
+    expect(await s.acquireLeadership('rb', 60_000)).toEqual({
+      leader: false,
+      epoch: 1,
+      holder: 'ra',
+    });
+    expect(await s.renewLeadership({ replica: 'ra', epoch: 1 }, 60_000)).toBe(true);
+    expect(await s.renewLeadership({ replica: 'rb', epoch: 1 }, 60_000)).toBe(false);
+    expect(await s.releaseLeadership({ replica: 'rb', epoch: 1 })).toBe(false);
+    expect(await s.releaseLeadership({ replica: 'ra', epoch: 1 })).toBe(true);
+    expect(await s.acquireLeadership('rb', 150)).toEqual({ leader: true, epoch: 2 });
+    await sleep(250);
+    expect(await s.renewLeadership({ replica: 'rb', epoch: 2 }, 60_000)).toBe(false);
+    expect(await s.acquireLeadership('ra', 60_000)).toEqual({ leader: true, epoch: 3 });
+    const snapshot = await s.snapshot();
+    expect([snapshot.leader, snapshot.epoch]).toEqual(['ra', 3]);
+  });
+
+  it('controller writes are fenced by the epoch; a raised budget dispatches on the next poll', async () => {
+    const pool = getPool();
+    await pool.setup({
+      settings: { initialBudget: 1, queueTtlMs: 60_000 },
+      tenants: [{ id: 't' }],
+    });
+    const s = pool.on();
+    await pool.enqueue({ id: 'a', tenant: 't' });
+    await pool.enqueue({ id: 'b', tenant: 't' });
+    const old = await s.acquireLeadership('ra', 100);
+    expect(old.leader).toBe(true);
+    await sleep(200);
+    const current = await s.acquireLeadership('rb', 60_000);
+    expect(current).toEqual({ leader: true, epoch: 2 });
+    expect(await s.setBudget({ replica: 'ra', epoch: 1 }, 50)).toBe(false);
+    expect(await s.setControllerState({ replica: 'ra', epoch: 1 }, '{"cap":9}')).toBe(false);
+    expect(await s.setBudget({ replica: 'rb', epoch: 2 }, 2)).toBe(true);
+    expect(await s.setControllerState({ replica: 'rb', epoch: 2 }, '{"cap":2}')).toBe(true);
+    const snapshot = await s.snapshot();
+    expect([snapshot.budget, snapshot.controllerState]).toEqual([2, '{"cap":2}']);
+    expect(await s.poll('r1')).toEqual([{ kind: 'grant', id: 'b', pod: 'pod-a' }]);
+    // configure() again (a replica restarting) keeps the controller's budget.
+    await s.configure({ initialBudget: 1, queueTtlMs: 60_000 });
+    expect((await s.snapshot()).budget).toBe(2);
+    await s.release('a', { outcome: 'completed' });
+    await s.release('b', { outcome: 'completed' });
+  });
+
+  it('latency counts from several flushes merge over the window', async () => {
+    const pool = getPool();
+    const s = pool.on();
+    await s.flushLatency(
+      new Map([
+        [3, 5],
+        [10, 1],
+      ]),
+    );
+    await pool.on('r2').flushLatency(
+      new Map([
+        [3, 2],
+        [42, 7],
+        [5, 0],
+      ]),
+    );
+    const window = await s.readLatencyWindow(60);
+    expect([...window].sort((a, b) => a[0] - b[0])).toEqual([
+      [3, 7],
+      [10, 1],
+      [42, 7],
+    ]);
+  });
+
+  it('waitForNotices wakes as soon as another replica frees a slot', async () => {
+    const pool = getPool();
+    await pool.setup({
+      settings: { initialBudget: 1, queueTtlMs: 60_000 },
+      tenants: [{ id: 't' }],
+    });
+    await pool.enqueue({ id: 'busy', tenant: 't', replica: 'ra' });
+    await pool.enqueue({ id: 'next', tenant: 't', replica: 'rb' });
+    const waiting = pool.on('rb').waitForNotices('rb', 5_000);
+    await sleep(50);
+    await pool.on('ra').release('busy', { outcome: 'completed' });
+    expect(await waiting).toEqual([{ kind: 'grant', id: 'next', pod: 'pod-a' }]);
+    expect(await pool.on('rb').waitForNotices('rb', 20)).toEqual([]);
+    await pool.on('rb').release('next', { outcome: 'completed' });
+  });
+}

@@ -1,0 +1,42 @@
+import { afterEach, beforeEach, describe, expect } from 'vitest';
+import type { Backend } from '../support/backends.js';
+import { TestPool } from '../support/pool.js';
+import { capsAndQuotas } from './caps.js';
+import { controlPlane } from './control.js';
+import { fairness } from './fairness.js';
+import { lifecycle } from './lifecycle.js';
+import { liveness } from './liveness.js';
+import { replicas } from './replicas.js';
+
+export type GetPool = () => TestPool;
+export type GetBackend = () => Backend;
+
+/**
+ * The scheduler contract, run against one implementation. Every test gets a fresh pool and
+ * must leave it with nothing in flight or waiting, the conservation identities holding and
+ * no per-request state behind (acceptance 7).
+ */
+export function describeSchedulerConformance(getBackend: GetBackend): void {
+  let pool: TestPool | undefined;
+  const getPool: GetPool = () => {
+    if (!pool) throw new Error('no pool: beforeEach did not run');
+    return pool;
+  };
+
+  beforeEach(() => {
+    pool = new TestPool(getBackend().newPool());
+  });
+
+  afterEach(async () => {
+    const problems = await getPool().finish();
+    pool = undefined;
+    expect(problems).toEqual([]);
+  });
+
+  describe('fairness and ordering', () => fairness(getPool));
+  describe('caps and quotas', () => capsAndQuotas(getPool));
+  describe('request lifecycle', () => lifecycle(getPool));
+  describe('leases and liveness', () => liveness(getPool));
+  describe('several replicas', () => replicas(getPool));
+  describe('leadership, control and latency', () => controlPlane(getPool));
+}

@@ -1,0 +1,122 @@
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { poolKeys, RedisScheduler } from '../src/index.js';
+import { describeSchedulerConformance } from './conformance/index.js';
+import { redisBackend, scanAll } from './support/backends.js';
+import { startClusterCheckedRedis, type TestRedis } from './support/cluster-redis.js';
+import { keySlot } from './support/keyslot.js';
+import { sleep } from './support/pool.js';
+
+let redis: TestRedis | undefined;
+const getRedis = (): TestRedis => {
+  if (!redis) throw new Error('redis-server not started');
+  return redis;
+};
+
+beforeAll(async () => {
+  redis = await startClusterCheckedRedis();
+});
+
+afterAll(async () => {
+  await redis?.stop();
+});
+
+describe('RedisScheduler conformance', () => {
+  const backend = redisBackend(getRedis);
+  describeSchedulerConformance(() => backend);
+});
+
+describe('RedisScheduler on Redis', () => {
+  let admin: Redis;
+  beforeAll(() => {
+    admin = new Redis(getRedis().handle.url);
+  });
+  afterAll(() => {
+    admin.disconnect();
+  });
+
+  async function openPool(pool: string, replicas: number) {
+    const schedulers = Array.from(
+      { length: replicas },
+      () => new RedisScheduler({ pool, connection: getRedis().handle.url }),
+    );
+    const first = schedulers[0] as RedisScheduler;
+    await first.configure({ initialBudget: 4, queueTtlMs: 60_000 });
+    await first.upsertTenants([{ id: 'a' }, { id: 'b', weight: 2 }]);
+    await first.upsertPods([{ name: 'pod-a', cap: 100 }]);
+    return schedulers;
+  }
+
+  it('SCRIPT FLUSH in the middle of a run causes zero errors', async () => {
+    const schedulers = await openPool('flush', 2);
+    const errors: unknown[] = [];
+    let flushes = 0;
+    const worker = async (scheduler: RedisScheduler, index: number) => {
+      const replica = `r${index}`;
+      for (let i = 0; i < 400; i += 1) {
+        const id = `w${index}-${i}`;
+        try {
+          await scheduler.enqueue({ id, tenant: i % 3 ? 'a' : 'b', band: 0, replica });
+          await scheduler.poll(replica);
+          await scheduler.heartbeat(replica, [id]);
+          await scheduler.release(id, { outcome: 'completed' });
+        } catch (error) {
+          errors.push(error);
+        }
+        if (index === 0 && i % 100 === 50) {
+          await admin.script('FLUSH');
+          flushes += 1;
+        }
+      }
+    };
+    await Promise.all(schedulers.map(worker));
+    expect(flushes).toBe(4);
+    expect(errors).toEqual([]);
+    const snapshot = await (schedulers[0] as RedisScheduler).snapshot();
+    expect([snapshot.inflight, snapshot.waiting]).toEqual([0, 0]);
+    expect(snapshot.counters.reduce((sum, c) => sum + c.outcomes.completed, 0)).toBe(800);
+    await Promise.all(schedulers.map((s) => s.close()));
+  });
+
+  it('an unqueued request costs two Redis calls: enqueue and release', async () => {
+    const [scheduler] = await openPool('calls', 1);
+    const s = scheduler as RedisScheduler;
+    await s.enqueue({ id: 'warm', tenant: 'a', band: 0, replica: 'r1' });
+    await s.release('warm', { outcome: 'completed' });
+    const connection = (s as unknown as { redis: Redis }).redis;
+    let sent = 0;
+    const original = connection.sendCommand.bind(connection);
+    connection.sendCommand = ((...args: Parameters<Redis['sendCommand']>) => {
+      sent += 1;
+      return original(...args);
+    }) as Redis['sendCommand'];
+    for (let i = 0; i < 50; i += 1) {
+      const result = await s.enqueue({ id: `c${i}`, tenant: 'a', band: 0, replica: 'r1' });
+      expect(result.status).toBe('granted');
+      await s.release(`c${i}`, { outcome: 'completed' });
+    }
+    expect(sent).toBe(100);
+    await s.close();
+  });
+
+  it('a script touching a key outside its declared slot is refused (the check is live)', async () => {
+    if (!getRedis().clusterChecked) return;
+    const probe = '#!lua\nreturn redis.call("GET", "{elsewhere}:x")';
+    await expect(admin.eval(probe, 1, '{fg:probe}:x')).rejects.toThrow(/same slot/);
+  });
+
+  it('every key of every pool used above hashes to its pool slot', async () => {
+    await sleep(0);
+    const keys = await scanAll(admin, '*');
+    expect(keys.length).toBeGreaterThan(0);
+    for (const key of keys) {
+      const pool = /^\{fg:([^}]+)\}:/.exec(key)?.[1];
+      expect(pool, `key outside any pool: ${key}`).toBeDefined();
+      const slot = keySlot(poolKeys(pool as string).config);
+      expect(keySlot(key)).toBe(slot);
+      if (getRedis().clusterChecked) {
+        expect(await admin.call('CLUSTER', 'KEYSLOT', key)).toBe(slot);
+      }
+    }
+  });
+});

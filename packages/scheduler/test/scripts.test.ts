@@ -1,0 +1,114 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { scripts } from '../src/generated/scripts.js';
+import { ScriptCode } from '../src/index.js';
+import { ENGINE_KEY_ORDER } from '../src/keys.js';
+
+/**
+ * Static checks of the flattened scripts (acceptance 8, first half): every key a script
+ * touches is derived from its KEYS. Together with the Redis suite running on a one-node
+ * cluster (where Redis refuses any key outside the declared slot), this covers both "declared"
+ * and "one slot".
+ *
+ * The convention checked: key-valued locals end in `Key` (a key) or `Prefix` (a declared key
+ * name that data-dependent keys extend); a Prefix is only ever KEYS[n]; a Key is KEYS[n] or
+ * `somePrefix .. suffix`; every redis command's key argument is such a Key; keys never travel
+ * as function parameters (so no call site can pass something else).
+ */
+const KEYLESS_COMMANDS = new Set(['TIME']);
+const TWO_KEY_COMMANDS = new Set(['LMOVE']);
+
+function withoutComments(lua: string): string {
+  return lua.replace(/--\[\[[\s\S]*?\]\]/g, '').replace(/--.*$/gm, '');
+}
+
+const entries = Object.values(scripts).map((script) => ({
+  ...script,
+  code: withoutComments(script.content.split('\n').slice(1).join('\n')),
+}));
+
+describe.each(entries)('lua script $name-$keys', (script) => {
+  it('starts with a #!lua shebang and documents KEYS, ARGV and the output', () => {
+    expect(script.content.split('\n')[0]).toMatch(/^#!lua( flags=no-writes)?$/);
+    expect(script.content).toMatch(/KEYS\[1\]/);
+    expect(script.content).toMatch(/Output:/);
+  });
+
+  it('calls Redis only through rcall', () => {
+    expect(script.code.match(/redis\.(p?call)/g)).toEqual(['redis.call']);
+    expect(script.code).toMatch(/local rcall = redis\.call/);
+  });
+
+  it('derives every key from KEYS, within the declared count', () => {
+    const prefixes = new Set<string>();
+    const keys = new Set<string>();
+    for (const [, name, rhs] of script.code.matchAll(
+      /(?:local\s+)?(\w+(?:Key|Prefix))\s*=\s*([^\n]+)/g,
+    )) {
+      const declared = /^KEYS\[(\d+)\]$/.exec((rhs as string).trim());
+      if (declared) {
+        expect(Number(declared[1])).toBeLessThanOrEqual(script.keys);
+        (name?.endsWith('Prefix') ? prefixes : keys).add(name as string);
+        continue;
+      }
+      expect(name, `${name} = ${rhs}`).toMatch(/Key$/);
+      const base = /^(\w+Prefix)\s*\.\./.exec((rhs as string).trim())?.[1];
+      expect(base && prefixes.has(base), `${name} = ${rhs}`).toBe(true);
+      keys.add(name as string);
+    }
+    expect(script.code.replace(/=\s*KEYS\[\d+\]/g, '')).not.toMatch(/KEYS\[/);
+
+    const calls = [
+      ...script.code.matchAll(/rcall\(\s*'([A-Z]+)'\s*(?:,\s*([^,)]+))?(?:,\s*([^,)]+))?/g),
+    ];
+    expect(calls.length).toBeGreaterThan(0);
+    for (const [call, command, first, second] of calls) {
+      if (KEYLESS_COMMANDS.has(command as string)) continue;
+      expect(keys.has((first ?? '').trim()), call).toBe(true);
+      if (TWO_KEY_COMMANDS.has(command as string)) {
+        expect(keys.has((second ?? '').trim()), call).toBe(true);
+      }
+    }
+  });
+
+  it('never passes keys as function parameters', () => {
+    for (const [, params] of script.code.matchAll(/function\s+\w+\(([^)]*)\)/g)) {
+      expect(params).not.toMatch(/(Key|Prefix)\b/);
+    }
+  });
+});
+
+describe('lua and TypeScript agree', () => {
+  const include = (name: string) =>
+    readFileSync(new URL(`../lua/includes/${name}.lua`, import.meta.url), 'utf8');
+
+  it('the Code table equals ScriptCode', () => {
+    const lua = Object.fromEntries(
+      [...include('codes').matchAll(/(\w+) = (-?\d+)/g)].map(([, name, value]) => [
+        name,
+        Number(value),
+      ]),
+    );
+    const ts = Object.fromEntries(
+      Object.entries(ScriptCode).filter(([, value]) => typeof value === 'number'),
+    );
+    expect(lua).toEqual(ts);
+  });
+
+  it('the engine KEYS order equals ENGINE_KEY_ORDER', () => {
+    const lua = [...include('engineKeys').matchAll(/local (\w+) = KEYS\[(\d+)\]/g)].map(
+      ([, name, index]) => [Number(index), name],
+    );
+    const ts = ENGINE_KEY_ORDER.map((name, i) => [
+      i + 1,
+      name.endsWith('Prefix') ? name : `${name}Key`,
+    ]);
+    expect(lua).toEqual(ts);
+  });
+
+  it('every engine script takes exactly the engine keys', () => {
+    for (const script of entries.filter((s) => s.content.includes('>>> includes/engineKeys'))) {
+      expect(script.keys, script.name).toBe(ENGINE_KEY_ORDER.length);
+    }
+  });
+});

@@ -1,0 +1,95 @@
+import { Redis } from 'ioredis';
+import { LocalScheduler, poolKeys, RedisScheduler, type Scheduler } from '../../src/index.js';
+import type { TestRedis } from './cluster-redis.js';
+
+/** One isolated pool of one implementation, with as many replica handles as a test wants. */
+export interface PoolBackend {
+  /** A scheduler handle for `replica`: its own connection on Redis, the shared one locally. */
+  connect(replica: string): Scheduler;
+  /** Descriptions of per-request state still present (empty when nothing leaked). */
+  perRequestResidue(): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+export interface Backend {
+  readonly kind: 'local' | 'redis';
+  newPool(): PoolBackend;
+}
+
+export function localBackend(): Backend {
+  return {
+    kind: 'local',
+    newPool() {
+      const scheduler = new LocalScheduler();
+      return {
+        connect: () => scheduler,
+        async perRequestResidue() {
+          const live = scheduler.liveRequestCount;
+          return live === 0 ? [] : [`${live} live request records`];
+        },
+        close: () => scheduler.close(),
+      };
+    },
+  };
+}
+
+let poolCounter = 0;
+
+export function redisBackend(redis: () => TestRedis): Backend {
+  return {
+    kind: 'redis',
+    newPool() {
+      poolCounter += 1;
+      const pool = `t${poolCounter}-${process.pid}`;
+      const keys = poolKeys(pool);
+      const url = redis().handle.url;
+      const handles = new Map<string, RedisScheduler>();
+      return {
+        connect(replica) {
+          let handle = handles.get(replica);
+          if (!handle) {
+            handle = new RedisScheduler({ pool, connection: url });
+            handles.set(replica, handle);
+          }
+          return handle;
+        },
+        async perRequestResidue() {
+          const admin = new Redis(url);
+          try {
+            const residue: string[] = [];
+            for (const key of await scanAll(admin, `${keys.tag}*`)) {
+              const perRequest = [
+                keys.requestPrefix,
+                keys.queuePrefix,
+                keys.waitingByReplicaPrefix,
+              ];
+              if (perRequest.some((prefix) => key.startsWith(prefix))) residue.push(key);
+              if (key.startsWith(keys.noticesPrefix)) residue.push(key);
+            }
+            for (const zset of [keys.leases, keys.queueDeadlines]) {
+              const size = await admin.zcard(zset);
+              if (size > 0) residue.push(`${zset} holds ${size}`);
+            }
+            return residue;
+          } finally {
+            admin.disconnect();
+          }
+        },
+        async close() {
+          await Promise.all([...handles.values()].map((handle) => handle.close()));
+        },
+      };
+    },
+  };
+}
+
+export async function scanAll(redis: Redis, match: string): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await redis.scan(cursor, 'MATCH', match, 'COUNT', 1000);
+    keys.push(...batch);
+    cursor = next;
+  } while (cursor !== '0');
+  return keys;
+}
