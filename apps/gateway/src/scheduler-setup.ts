@@ -1,5 +1,4 @@
 import type { FairgateConfig } from '@fairgate/config';
-import { Redis } from 'ioredis';
 import {
   LocalScheduler,
   RedisScheduler,
@@ -8,6 +7,7 @@ import {
   type SchedulerSettings,
   type TenantConfig as SchedulerTenant,
 } from '@fairgate/scheduler';
+import { Redis } from 'ioredis';
 
 export interface CreatedScheduler {
   scheduler: Scheduler;
