@@ -25,6 +25,7 @@ import type { Context as OtelContext, Span } from '@opentelemetry/api';
 import type { Context } from 'hono';
 import { readBodyText } from '../body.js';
 import { type Classification, classify, SLO_CLASS_HEADER, SLO_TTFT_HEADER } from '../classify.js';
+import { clientAbortSignal } from '../client-signal.js';
 import { DEFAULT_MAX_TOKENS, type GatewayDeps } from '../context.js';
 import {
   flowControlDrop,
@@ -99,7 +100,7 @@ async function serve(
 ): Promise<Response> {
   const state = c.get('request');
   const config = deps.config();
-  const clientSignal = c.req.raw.signal; // created now so node-server aborts it when the client leaves
+  const clientSignal = clientAbortSignal(c);
   const tenant = authenticate(deps, c);
   serverSpan.setAttribute(Attr.tenant, tenant.id);
   const request = parseGenerationRequest(
