@@ -357,7 +357,8 @@ function measured(row: Row) {
     tokensPerSecond: window.tokens / seconds,
     iterationMs: (1000 * delta((s) => s.iterationSum)) / delta((s) => s.iterationCount),
     lagMeanMs: (1000 * delta((s) => s.lagSum)) / delta((s) => s.lagCount),
-    lagP99Ms: 1000 * quantile(0.99, before, after),
+    // Interpolation inside a bucket can overshoot the largest value actually seen.
+    lagP99Ms: 1000 * Math.min(quantile(0.99, before, after), after.lagMax),
     cpuPercent: (100 * delta((s) => s.cpuSeconds)) / seconds,
   };
 }

@@ -1,0 +1,316 @@
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+
+/**
+ * Flags and environment of `fairgate-sim`, validated into one {@link SimConfig}.
+ *
+ * Precedence: command-line flag, then the environment variable
+ * `FAIRGATE_SIM_<FLAG_IN_UPPER_SNAKE>` (e.g. FAIRGATE_SIM_ALPHA_MS), then the default.
+ * A bad value refuses to start with a {@link ConfigError} naming the flag (main exits 2).
+ *
+ * The default timing parameters resemble one small GPU serving an ~8B model: 8 ms of fixed
+ * per-iteration overhead, 0.05 ms of compute per token and 0.0001 ms of KV-cache reads per
+ * cached token (the order of magnitude of the WVA queueing analyzer's defaults).
+ */
+export type OutputLenMode = 'max' | 'random';
+
+export interface SimConfig {
+  port: number;
+  host: string;
+  model: string;
+  alphaMs: number;
+  betaMs: number;
+  gammaMs: number;
+  maxNumSeqs: number;
+  kvBlocks: number;
+  blockSize: number;
+  maxModelLen: number;
+  maxWaiting: number;
+  defaultMaxTokens: number;
+  seed: number;
+  outputLenMode: OutputLenMode;
+  failRate: number;
+  fail429Rate: number;
+  stallMs: number;
+  resetAfterTokens: number;
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly flag: string,
+    message: string,
+  ) {
+    super(`--${flag}: ${message}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Parses a flag's text; a failed parse names the expectation, not zod's internals. */
+interface FlagSpec {
+  key: keyof SimConfig;
+  flag: string;
+  /** Placeholder shown in --help. */
+  arg: string;
+  help: string;
+  fallback: SimConfig[keyof SimConfig];
+  schema: z.ZodType<SimConfig[keyof SimConfig], string>;
+}
+
+const NUMBER_TEXT = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+
+function numberFlag(min: number, max = Number.POSITIVE_INFINITY, integer = false) {
+  const what = integer ? 'an integer' : 'a number';
+  const range = max === Number.POSITIVE_INFINITY ? `>= ${min}` : `in [${min}, ${max}]`;
+  return z
+    .string()
+    .trim()
+    .regex(NUMBER_TEXT, `expected ${what} ${range}`)
+    .transform(Number)
+    .pipe(
+      z
+        .number()
+        .refine((n) => !integer || Number.isInteger(n), `expected ${what} ${range}`)
+        .refine((n) => n >= min && n <= max, `expected ${what} ${range}`),
+    );
+}
+
+const intFlag = (min: number, max?: number) => numberFlag(min, max, true);
+
+const FLAGS: readonly FlagSpec[] = [
+  {
+    key: 'port',
+    flag: 'port',
+    arg: 'N',
+    help: 'TCP port to listen on; 0 picks a free port',
+    fallback: 8000,
+    schema: intFlag(0, 65535),
+  },
+  {
+    key: 'host',
+    flag: 'host',
+    arg: 'HOST',
+    help: 'address to bind',
+    fallback: '127.0.0.1',
+    schema: z.string().trim().min(1, 'expected a host name or address'),
+  },
+  {
+    key: 'model',
+    flag: 'model',
+    arg: 'NAME',
+    help: 'served model id (GET /v1/models, response "model")',
+    fallback: 'fairgate-sim',
+    schema: z.string().trim().min(1, 'expected a non-empty model name'),
+  },
+  {
+    key: 'alphaMs',
+    flag: 'alpha-ms',
+    arg: 'MS',
+    help: 'fixed overhead of every engine iteration',
+    fallback: 8,
+    schema: numberFlag(0),
+  },
+  {
+    key: 'betaMs',
+    flag: 'beta-ms',
+    arg: 'MS',
+    help: 'compute time per processed token',
+    fallback: 0.05,
+    schema: numberFlag(0),
+  },
+  {
+    key: 'gammaMs',
+    flag: 'gamma-ms',
+    arg: 'MS',
+    help: 'KV-cache read time per token in the context',
+    fallback: 0.0001,
+    schema: numberFlag(0),
+  },
+  {
+    key: 'maxNumSeqs',
+    flag: 'max-num-seqs',
+    arg: 'N',
+    help: 'most sequences running in one batch',
+    fallback: 256,
+    schema: intFlag(1),
+  },
+  {
+    key: 'kvBlocks',
+    flag: 'kv-blocks',
+    arg: 'N',
+    help: 'KV-cache blocks in the pool',
+    fallback: 8192,
+    schema: intFlag(1),
+  },
+  {
+    key: 'blockSize',
+    flag: 'block-size',
+    arg: 'N',
+    help: 'tokens per KV-cache block',
+    fallback: 16,
+    schema: intFlag(1, 1024),
+  },
+  {
+    key: 'maxModelLen',
+    flag: 'max-model-len',
+    arg: 'N',
+    help: 'context length: prompt + max_tokens must fit',
+    fallback: 4096,
+    schema: intFlag(2),
+  },
+  {
+    key: 'maxWaiting',
+    flag: 'max-waiting',
+    arg: 'N',
+    help: 'waiting-queue capacity; a new request beyond it gets 429',
+    fallback: 1024,
+    schema: intFlag(0),
+  },
+  {
+    key: 'defaultMaxTokens',
+    flag: 'default-max-tokens',
+    arg: 'N',
+    help: 'output limit of a chat request naming none (bounded by the context left)',
+    fallback: 256,
+    schema: intFlag(1),
+  },
+  {
+    key: 'seed',
+    flag: 'seed',
+    arg: 'N',
+    help: 'seed of every pseudo-random draw (text, lengths, faults)',
+    fallback: 0,
+    schema: intFlag(0, 2 ** 32 - 1),
+  },
+  {
+    key: 'outputLenMode',
+    flag: 'output-len-mode',
+    arg: 'max|random',
+    help: 'max: max_tokens tokens; random: uniform in [max(1,min_tokens), max_tokens]',
+    fallback: 'max',
+    schema: z.enum(['max', 'random'], 'expected max or random'),
+  },
+  {
+    key: 'failRate',
+    flag: 'fail-rate',
+    arg: 'P',
+    help: 'fraction of generation requests answered 500',
+    fallback: 0,
+    schema: numberFlag(0, 1),
+  },
+  {
+    key: 'fail429Rate',
+    flag: 'fail-429-rate',
+    arg: 'P',
+    help: 'fraction of generation requests answered 429',
+    fallback: 0,
+    schema: numberFlag(0, 1),
+  },
+  {
+    key: 'stallMs',
+    flag: 'stall-ms',
+    arg: 'MS',
+    help: 'delay before a generation response starts (slow first byte)',
+    fallback: 0,
+    schema: numberFlag(0),
+  },
+  {
+    key: 'resetAfterTokens',
+    flag: 'reset-after-tokens',
+    arg: 'N',
+    help: 'drop the connection after N tokens were sent; 0 = off',
+    fallback: 0,
+    schema: intFlag(0),
+  },
+];
+
+export const DEFAULT_CONFIG: SimConfig = Object.fromEntries(
+  FLAGS.map((spec) => [spec.key, spec.fallback]),
+) as unknown as SimConfig;
+
+export function envName(flag: string): string {
+  return `FAIRGATE_SIM_${flag.toUpperCase().replaceAll('-', '_')}`;
+}
+
+export type ParsedCli = { help: true } | { help: false; config: SimConfig };
+
+/**
+ * Parses argv (without node and script) and the environment. Throws ConfigError on an
+ * unknown flag, a missing value or a value out of range.
+ */
+export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv = {}): ParsedCli {
+  const options = Object.fromEntries(FLAGS.map((spec) => [spec.flag, { type: 'string' as const }]));
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: [...argv],
+      options: { ...options, help: { type: 'boolean', short: 'h' } },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (error) {
+    throw cliError(error);
+  }
+  if (values.help === true) return { help: true };
+
+  const config: Record<string, unknown> = {};
+  for (const spec of FLAGS) {
+    const fromFlag = values[spec.flag];
+    const text = typeof fromFlag === 'string' ? fromFlag : env[envName(spec.flag)];
+    if (text === undefined) {
+      config[spec.key] = spec.fallback;
+      continue;
+    }
+    const parsed = spec.schema.safeParse(text);
+    if (!parsed.success) {
+      const source = typeof fromFlag === 'string' ? '' : ` (from ${envName(spec.flag)})`;
+      const reason = parsed.error.issues[0]?.message ?? 'invalid value';
+      throw new ConfigError(spec.flag, `${reason}, got ${JSON.stringify(text)}${source}`);
+    }
+    config[spec.key] = parsed.data;
+  }
+  return { help: false, config: validateConfig(config as unknown as SimConfig) };
+}
+
+/** Cross-field rules; also used by tests and createSimServer for programmatic configs. */
+export function validateConfig(config: SimConfig): SimConfig {
+  // One sequence of max_model_len tokens must fit in the pool on its own, or a long
+  // request could wait forever (vLLM refuses to start in the same situation).
+  const blocksForLongest = Math.ceil(config.maxModelLen / config.blockSize);
+  if (config.kvBlocks < blocksForLongest) {
+    throw new ConfigError(
+      'kv-blocks',
+      `${config.kvBlocks} blocks of ${config.blockSize} tokens cannot hold one sequence of ` +
+        `--max-model-len ${config.maxModelLen} (needs ${blocksForLongest})`,
+    );
+  }
+  return config;
+}
+
+function cliError(error: unknown): ConfigError {
+  const message = error instanceof Error ? error.message : String(error);
+  // node:util parseArgs names the option in its message: "Unknown option '--nope'..."
+  const named = /'(-{1,2}[^'\s]+)/.exec(message);
+  const flag = named?.[1]?.replace(/^-+/, '') ?? 'arguments';
+  return new ConfigError(flag, message);
+}
+
+export function helpText(): string {
+  const rows = FLAGS.flatMap((spec) => [
+    `${`  --${spec.flag} ${spec.arg}`.padEnd(32)}${spec.help}`,
+    `${' '.repeat(32)}default ${JSON.stringify(spec.fallback)}, env ${envName(spec.flag)}`,
+  ]);
+  return [
+    'Usage: fairgate-sim [flags]',
+    '',
+    'A simulated vLLM pod: continuous batching on the queueing model',
+    '  iteration = alpha + sum over the batch of (beta+gamma)*uncached_prompt (prefill)',
+    '              or beta + gamma*(prompt+generated) (decode step)',
+    'with the OpenAI API, vLLM /metrics and fault injection. See docs/sim.md.',
+    '',
+    'Flags (a flag beats its environment variable, which beats the default):',
+    ...rows,
+    `${'  -h, --help'.padEnd(32)}print this help`,
+    '',
+    'FAIRGATE_EXIT_WITH_STDIN=1 makes the sim exit when its stdin ends.',
+  ].join('\n');
+}

@@ -1,0 +1,120 @@
+import { randomUUID } from 'node:crypto';
+import type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  Completion,
+  Endpoint,
+  FinishReason,
+  StreamChunk,
+  Usage,
+} from '@fairgate/openai';
+
+/**
+ * vLLM's response and chunk shapes for both endpoints. One {@link ResponseMeta} per request
+ * gives every chunk the same id, created time and model, as vLLM does.
+ */
+export interface ResponseMeta {
+  endpoint: Endpoint;
+  id: string;
+  created: number;
+  model: string;
+  /** With stream_options.include_usage every chunk carries `usage` (null until the last). */
+  includeUsage: boolean;
+}
+
+export function responseMeta(
+  endpoint: Endpoint,
+  model: string,
+  includeUsage: boolean,
+): ResponseMeta {
+  const prefix = endpoint === 'chat' ? 'chatcmpl' : 'cmpl';
+  return {
+    endpoint,
+    id: `${prefix}-${randomUUID().replaceAll('-', '')}`,
+    created: Math.floor(Date.now() / 1000),
+    model,
+    includeUsage,
+  };
+}
+
+/** The chat stream's opening chunk: role only, empty content (sent with the first token). */
+export function roleChunk(meta: ResponseMeta): ChatCompletionChunk {
+  const chunk: ChatCompletionChunk = {
+    id: meta.id,
+    object: 'chat.completion.chunk',
+    created: meta.created,
+    model: meta.model,
+    choices: [
+      { index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null },
+    ],
+  };
+  if (meta.includeUsage) chunk.usage = null;
+  return chunk;
+}
+
+/** One content chunk; the last one carries the finish reason. */
+export function textChunk(
+  meta: ResponseMeta,
+  text: string,
+  finishReason: FinishReason,
+): StreamChunk {
+  const chunk: StreamChunk =
+    meta.endpoint === 'chat'
+      ? {
+          id: meta.id,
+          object: 'chat.completion.chunk',
+          created: meta.created,
+          model: meta.model,
+          choices: [
+            { index: 0, delta: { content: text }, logprobs: null, finish_reason: finishReason },
+          ],
+        }
+      : {
+          id: meta.id,
+          object: 'text_completion',
+          created: meta.created,
+          model: meta.model,
+          choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason }],
+        };
+  if (meta.includeUsage) chunk.usage = null;
+  return chunk;
+}
+
+/** The usage-only chunk vLLM sends last with include_usage: `choices: []`. */
+export function usageChunk(meta: ResponseMeta, usage: Usage): StreamChunk {
+  const object = meta.endpoint === 'chat' ? 'chat.completion.chunk' : 'text_completion';
+  return { id: meta.id, object, created: meta.created, model: meta.model, choices: [], usage };
+}
+
+export function fullResponse(
+  meta: ResponseMeta,
+  text: string,
+  finishReason: FinishReason,
+  usage: Usage,
+): ChatCompletion | Completion {
+  if (meta.endpoint === 'chat') {
+    return {
+      id: meta.id,
+      object: 'chat.completion',
+      created: meta.created,
+      model: meta.model,
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: text },
+          logprobs: null,
+          finish_reason: finishReason,
+        },
+      ],
+      usage,
+    };
+  }
+  return {
+    id: meta.id,
+    object: 'text_completion',
+    created: meta.created,
+    model: meta.model,
+    choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason }],
+    usage,
+  };
+}

@@ -1,0 +1,148 @@
+import {
+  type Endpoint,
+  type GenerationRequest,
+  isChatRequest,
+  OpenAIHttpError,
+  renderPrompt,
+  requestedMaxTokens,
+  tokenizePrompt,
+} from '@fairgate/openai';
+import type { SimConfig } from './config.js';
+import { hashPromptBlocks } from './kv.js';
+import { createRng, deriveSeed, uniformInt } from './random.js';
+
+/**
+ * Turns a validated request into what the engine runs: prompt tokens (the shared token
+ * estimate, so usage.prompt_tokens === estimatePromptTokens(request)), prompt block hashes
+ * for the prefix cache, and the number of tokens to generate.
+ *
+ * Output length: the request's limit (chat: max_completion_tokens ?? max_tokens; completions:
+ * max_tokens ?? 16). A chat request naming no limit gets min(--default-max-tokens, context
+ * left). --output-len-mode random draws uniformly in [max(1, min_tokens), limit] instead, as
+ * if the model stopped at EOS; ignore_eos forces the limit. Draws are seeded from --seed and
+ * the request's `seed` when given, else its arrival index, so runs are reproducible.
+ */
+export interface GenerationPlan {
+  endpoint: Endpoint;
+  stream: boolean;
+  includeUsage: boolean;
+  promptTokens: number;
+  promptBlockHashes: string[];
+  maxTokens: number;
+  outputTokens: number;
+  /** 'length' when the limit is reached, 'stop' when the simulated EOS comes first. */
+  finishReason: 'stop' | 'length';
+  textSeed: number;
+}
+
+type PlanConfig = Pick<
+  SimConfig,
+  'maxModelLen' | 'blockSize' | 'defaultMaxTokens' | 'outputLenMode' | 'seed'
+>;
+
+export function planGeneration(
+  endpoint: Endpoint,
+  request: GenerationRequest,
+  config: PlanConfig,
+  requestIndex: number,
+): GenerationPlan {
+  rejectUnsupported(request);
+  const promptParam = isChatRequest(request) ? 'messages' : 'prompt';
+  const tokens = tokenizePrompt(renderPrompt(request));
+  const promptTokens = tokens.length;
+  if (promptTokens === 0) {
+    throw badRequest('The prompt is empty; it must contain at least one token.', promptParam);
+  }
+  const maxTokens = resolveMaxTokens(
+    request,
+    promptTokens,
+    config.maxModelLen,
+    config.defaultMaxTokens,
+  );
+  const minTokens = request.min_tokens ?? 0;
+  if (minTokens > maxTokens) {
+    throw badRequest(
+      `min_tokens must be less than or equal to max_tokens=${maxTokens}, got ${minTokens}.`,
+      'min_tokens',
+    );
+  }
+
+  const streamKey = request.seed ?? `#${requestIndex}`;
+  let outputTokens = maxTokens;
+  if (config.outputLenMode === 'random' && request.ignore_eos !== true) {
+    const rng = createRng(deriveSeed(config.seed, 'length', streamKey));
+    outputTokens = uniformInt(rng, Math.max(1, minTokens), maxTokens);
+  }
+  return {
+    endpoint,
+    stream: request.stream === true,
+    includeUsage: request.stream === true && request.stream_options?.include_usage === true,
+    promptTokens,
+    promptBlockHashes: hashPromptBlocks(tokens, config.blockSize),
+    maxTokens,
+    outputTokens,
+    finishReason: outputTokens === maxTokens ? 'length' : 'stop',
+    textSeed: deriveSeed(config.seed, 'text', streamKey),
+  };
+}
+
+/** The effective output limit; 400 like vLLM when prompt + limit exceeds the context. */
+function resolveMaxTokens(
+  request: GenerationRequest,
+  promptTokens: number,
+  maxModelLen: number,
+  defaultMaxTokens: number,
+): number {
+  const requested = requestedMaxTokens(request);
+  const promptParam = isChatRequest(request) ? 'messages' : 'prompt';
+  if (promptTokens >= maxModelLen) {
+    throw contextTooLong(
+      `This model's maximum context length is ${maxModelLen} tokens. However, your request has ` +
+        `${promptTokens} input tokens. Please reduce the length of the input.`,
+      promptParam,
+    );
+  }
+  if (requested === undefined) return Math.min(defaultMaxTokens, maxModelLen - promptTokens);
+  if (promptTokens + requested > maxModelLen) {
+    const param =
+      isChatRequest(request) && request.max_completion_tokens != null
+        ? 'max_completion_tokens'
+        : 'max_tokens';
+    throw contextTooLong(
+      `'${param}' is too large: ${requested}. This model's maximum context length is ` +
+        `${maxModelLen} tokens and your request has ${promptTokens} input tokens ` +
+        `(${requested} > ${maxModelLen} - ${promptTokens}).`,
+      param,
+    );
+  }
+  return requested;
+}
+
+/** Features a pod would serve but the sim does not model: refused loudly, never ignored. */
+function rejectUnsupported(request: GenerationRequest): void {
+  if ((request.n ?? 1) > 1)
+    throw badRequest('fairgate-sim generates one choice: n must be 1.', 'n');
+  if (!isChatRequest(request) && (request.best_of ?? 1) > 1) {
+    throw badRequest('fairgate-sim generates one choice: best_of must be 1.', 'best_of');
+  }
+}
+
+function badRequest(message: string, param: string): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 400,
+    type: 'invalid_request_error',
+    message,
+    param,
+    code: 'invalid_value',
+  });
+}
+
+function contextTooLong(message: string, param: string): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 400,
+    type: 'invalid_request_error',
+    message,
+    param,
+    code: 'context_length_exceeded',
+  });
+}

@@ -1,0 +1,160 @@
+import { encodeSseData, makeUsage, SSE_DONE, type Usage } from '@fairgate/openai';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
+import type { EngineDriver } from './driver.js';
+import type { SequenceListener, SequenceSpec, SequenceView } from './engine.js';
+import { fullResponse, type ResponseMeta, roleChunk, textChunk, usageChunk } from './format.js';
+import type { GenerationPlan } from './generation.js';
+import { PseudoText } from './text.js';
+
+/**
+ * Connects one request to its engine sequence and writes the response: an SSE stream
+ * (one chunk per token, as the engine emits them) or one JSON body at the end.
+ *
+ * Invariant: whatever ends the response early (client gone, stream cancelled, injected
+ * reset) aborts the sequence at once, so its seat and KV blocks are free for the next
+ * iteration.
+ */
+export interface Connection {
+  /** Ends the TCP connection after the bytes already written (FIN, no HTTP terminator). */
+  drop(): void;
+}
+
+export interface GenerationJob {
+  driver: EngineDriver;
+  plan: GenerationPlan;
+  meta: ResponseMeta;
+  /** Fires when the client goes away. */
+  signal: AbortSignal | undefined;
+  /** The node socket, or null when served without one (app.request in tests). */
+  connection: Connection | null;
+  /** Drop the connection once this many tokens went out; 0 = never. */
+  resetAfterTokens: number;
+  onReset(): void;
+}
+
+const SSE_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache',
+};
+
+function sequenceSpec(plan: GenerationPlan, id: string): SequenceSpec {
+  return {
+    id,
+    promptTokens: plan.promptTokens,
+    promptBlockHashes: plan.promptBlockHashes,
+    outputTokens: plan.outputTokens,
+    finishReason: plan.finishReason,
+  };
+}
+
+function usageOf(seq: SequenceView): Usage {
+  return makeUsage(seq.spec.promptTokens, seq.generated, seq.cachedTokens ?? 0);
+}
+
+/** Abort the sequence when the client leaves (covers time spent waiting in the queue). */
+function abortOnDisconnect(job: GenerationJob, seq: SequenceView): void {
+  if (!job.signal) return;
+  if (job.signal.aborted) {
+    job.driver.abort(seq);
+    return;
+  }
+  job.signal.addEventListener('abort', () => job.driver.abort(seq), { once: true });
+}
+
+/** Submits the sequence (QueueFullError propagates) and returns the SSE response at once. */
+export function streamResponse(job: GenerationJob): Response {
+  const { driver, plan, meta } = job;
+  const text = new PseudoText(plan.textSeed);
+  const encoder = new TextEncoder();
+  let controller!: ReadableStreamDefaultController<Uint8Array>;
+  let open = true;
+  let dropWhenFlushed = false;
+  let seq: SequenceView | null = null;
+
+  const send = (frame: string) => controller.enqueue(encoder.encode(frame));
+  const drop = () => {
+    open = false;
+    if (job.connection) job.connection.drop();
+    else controller.error(new Error('connection reset (fairgate-sim --reset-after-tokens)'));
+  };
+
+  const listener: SequenceListener = {
+    onToken(s) {
+      if (!open) return;
+      if (s.generated === 1 && meta.endpoint === 'chat') send(encodeSseData(roleChunk(meta)));
+      const last = s.generated === plan.outputTokens;
+      if (s.generated === job.resetAfterTokens) {
+        // Stop generating now; the connection drops once this chunk has left (see pull).
+        dropWhenFlushed = true;
+        driver.abort(s);
+        job.onReset();
+      }
+      send(encodeSseData(textChunk(meta, text.next(), last ? plan.finishReason : null)));
+    },
+    onFinish(s) {
+      if (!open) return;
+      if (meta.includeUsage) send(encodeSseData(usageChunk(meta, usageOf(s))));
+      send(SSE_DONE);
+      open = false;
+      controller.close();
+    },
+  };
+
+  const body = new ReadableStream<Uint8Array>({
+    start(c) {
+      controller = c;
+    },
+    // Called when the consumer has taken every queued chunk (highWaterMark 1): after the
+    // reset chunk was handed to the socket. setImmediate lets that write reach the socket.
+    pull() {
+      if (!dropWhenFlushed) return;
+      dropWhenFlushed = false;
+      setImmediate(drop);
+    },
+    cancel() {
+      open = false;
+      if (seq) driver.abort(seq);
+    },
+  });
+
+  seq = driver.submit(sequenceSpec(plan, meta.id), listener);
+  abortOnDisconnect(job, seq);
+  return new Response(body, { status: 200, headers: SSE_HEADERS });
+}
+
+/** Submits the sequence and resolves with the whole response when it finishes. */
+export function completeResponse(job: GenerationJob): Promise<Response> {
+  const { driver, plan, meta } = job;
+  const text = new PseudoText(plan.textSeed);
+  return new Promise<Response>((resolve, reject) => {
+    let output = '';
+    const listener: SequenceListener = {
+      onToken(s) {
+        output += text.next();
+        if (s.generated !== job.resetAfterTokens) return;
+        driver.abort(s);
+        job.onReset();
+        if (!job.connection) {
+          reject(new Error('connection reset (fairgate-sim --reset-after-tokens)'));
+          return;
+        }
+        job.connection.drop();
+        resolve(RESPONSE_ALREADY_SENT);
+      },
+      onFinish(s) {
+        const payload = fullResponse(meta, output, plan.finishReason, usageOf(s));
+        resolve(
+          new Response(JSON.stringify(payload), {
+            headers: { 'content-type': 'application/json' },
+          }),
+        );
+      },
+    };
+    const seq = driver.submit(sequenceSpec(plan, meta.id), listener);
+    abortOnDisconnect(job, seq);
+    // Nobody reads the answer of a gone client; settle so the handler does not hang.
+    job.signal?.addEventListener('abort', () => resolve(new Response(null, { status: 499 })), {
+      once: true,
+    });
+  });
+}

@@ -1,0 +1,196 @@
+import {
+  type Endpoint,
+  errorBody,
+  OpenAIHttpError,
+  parseGenerationRequest,
+  parseJsonBody,
+} from '@fairgate/openai';
+import type { HttpBindings } from '@hono/node-server';
+import { type Context, Hono } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { DEFAULT_CONFIG, type SimConfig, validateConfig } from './config.js';
+import { EngineDriver, type TimerHost } from './driver.js';
+import { Engine, QueueFullError } from './engine.js';
+import { drawFailure, failureError, stall } from './faults.js';
+import { responseMeta } from './format.js';
+import { planGeneration } from './generation.js';
+import { SimMetrics } from './metrics.js';
+import {
+  type Connection,
+  completeResponse,
+  type GenerationJob,
+  streamResponse,
+} from './respond.js';
+
+/**
+ * The sim's HTTP surface (Hono): vLLM's OpenAI-compatible endpoints, /health, /metrics and
+ * a debug endpoint with the last trace context seen. Every error leaves through one
+ * onError in the OpenAI shape.
+ */
+export interface SimServerOptions {
+  /** Clock and timers of the engine loop (tests inject fakes). */
+  timerHost?: TimerHost;
+  /** Where warnings go (default stderr). */
+  log?: (line: string) => void;
+}
+
+export interface LastTraceContext {
+  traceparent: string | null;
+  tracestate: string | null;
+  path: string | null;
+  received_at: string | null;
+}
+
+export interface SimServer {
+  readonly config: SimConfig;
+  readonly app: Hono<{ Bindings: HttpBindings }>;
+  readonly engine: Engine;
+  readonly driver: EngineDriver;
+  readonly metrics: SimMetrics;
+  /** Stops the engine loop and aborts every sequence. */
+  close(): void;
+}
+
+export function createSimServer(
+  overrides: Partial<SimConfig> = {},
+  options: SimServerOptions = {},
+): SimServer {
+  const config = validateConfig({ ...DEFAULT_CONFIG, ...overrides });
+  const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  // Gauges read the engine at scrape time only, after it exists.
+  const simMetrics: SimMetrics = new SimMetrics(
+    config.model,
+    () => engine,
+    config.maxModelLen,
+    log,
+  );
+  const engine: Engine = new Engine(config, simMetrics);
+  const driver = new EngineDriver(engine, {
+    ...(options.timerHost ? { host: options.timerHost } : {}),
+    observer: simMetrics,
+  });
+
+  let requestCount = 0;
+  let lastTrace: LastTraceContext = {
+    traceparent: null,
+    tracestate: null,
+    path: null,
+    received_at: null,
+  };
+  const app = new Hono<{ Bindings: HttpBindings }>();
+
+  app.onError((error, c) => {
+    if (error instanceof OpenAIHttpError) {
+      return c.json(error.toBody(), error.status as ContentfulStatusCode, error.headers);
+    }
+    log(
+      `fairgate-sim: internal error: ${error instanceof Error ? (error.stack ?? error.message) : error}`,
+    );
+    return c.json(errorBody('Internal server error.', 'server_error'), 500);
+  });
+  app.notFound((c) =>
+    c.json(
+      errorBody(`Not found: ${c.req.method} ${c.req.path}`, 'not_found_error', null, 'not_found'),
+      404,
+    ),
+  );
+
+  app.get('/health', (c) => c.body(null, 200));
+  app.get('/v1/models', (c) =>
+    c.json({
+      object: 'list',
+      data: [
+        {
+          id: config.model,
+          object: 'model',
+          created: Math.floor(Date.now() / 1000),
+          owned_by: 'vllm',
+          root: config.model,
+          parent: null,
+          max_model_len: config.maxModelLen,
+        },
+      ],
+    }),
+  );
+  app.get('/metrics', async (c) => {
+    const { contentType, body } = await simMetrics.render();
+    return c.body(body, 200, { 'content-type': contentType });
+  });
+  app.get('/debug/last-traceparent', (c) => c.json(lastTrace));
+
+  const generate = (endpoint: Endpoint) => async (c: Context<{ Bindings: HttpBindings }>) => {
+    const requestIndex = requestCount++;
+    lastTrace = {
+      traceparent: c.req.header('traceparent') ?? null,
+      tracestate: c.req.header('tracestate') ?? null,
+      path: c.req.path,
+      received_at: new Date().toISOString(),
+    };
+    const signal = c.req.raw.signal;
+    const bodyText = await readBodyText(c);
+    if (config.stallMs > 0) {
+      simMetrics.fault('stall');
+      if (!(await stall(config.stallMs, signal))) return new Response(null, { status: 499 }); // client left
+    }
+    const request = parseGenerationRequest(endpoint, parseJsonBody(bodyText));
+    const failure = drawFailure(config, requestIndex);
+    if (failure) {
+      simMetrics.fault(failure);
+      throw failureError(failure);
+    }
+    const plan = planGeneration(endpoint, request, config, requestIndex);
+    const job: GenerationJob = {
+      driver,
+      plan,
+      meta: responseMeta(endpoint, config.model, plan.includeUsage),
+      signal,
+      connection: connectionOf(c),
+      resetAfterTokens: config.resetAfterTokens,
+      onReset: () => simMetrics.fault('reset'),
+    };
+    try {
+      return plan.stream ? streamResponse(job) : await completeResponse(job);
+    } catch (error) {
+      if (error instanceof QueueFullError) {
+        throw new OpenAIHttpError({
+          status: 429,
+          type: 'rate_limit_error',
+          message: `The server is overloaded: ${error.message}. Retry later.`,
+          code: 'queue_full',
+          headers: { 'retry-after': '1' },
+        });
+      }
+      throw error;
+    }
+  };
+  app.post('/v1/chat/completions', generate('chat'));
+  app.post('/v1/completions', generate('completions'));
+
+  return {
+    config,
+    app,
+    engine,
+    driver,
+    metrics: simMetrics,
+    close: () => driver.stop(),
+  };
+}
+
+/**
+ * The request body as text. Under @hono/node-server it is read straight from the node
+ * stream: the Web-stream path costs ~1 ms per 10 KB, which would show up in measured TTFT.
+ */
+async function readBodyText(c: Context<{ Bindings: HttpBindings }>): Promise<string> {
+  const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;
+  if (!incoming || incoming.readableDidRead || incoming.readableEnded) return c.req.text();
+  const chunks: Buffer[] = [];
+  for await (const chunk of incoming) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** The node socket behind a request, when served by @hono/node-server. */
+function connectionOf(c: Context<{ Bindings: HttpBindings }>): Connection | null {
+  const socket = (c.env as Partial<HttpBindings> | undefined)?.incoming?.socket;
+  if (!socket) return null;
+  return { drop: () => socket.destroySoon() };
+}
