@@ -7,7 +7,7 @@ import { type RunningGateway, startGateway } from '../src/index.js';
 const LIMIT = 1_024;
 
 async function simRequests(sim: AppHandle): Promise<number> {
-  const body = (await (await fetch(`${sim.url}/debug/last-traceparent`)).json()) as {
+  const body = (await (await fetch(`${sim.url}/debug/stats`)).json()) as {
     requests_received?: number;
   };
   if (typeof body.requests_received !== 'number')

@@ -8,6 +8,7 @@ import {
 import type { HttpBindings } from '@hono/node-server';
 import { type Context, Hono } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { RequestActivity } from './activity.js';
 import { DEFAULT_CONFIG, type SimConfig, validateConfig } from './config.js';
 import { EngineDriver, type TimerHost } from './driver.js';
 import { Engine, QueueFullError } from './engine.js';
@@ -71,6 +72,7 @@ export function createSimServer(
   });
 
   let requestCount = 0;
+  const activity = new RequestActivity();
   let lastTrace: LastTraceContext = {
     traceparent: null,
     tracestate: null,
@@ -117,8 +119,13 @@ export function createSimServer(
     return c.body(body, 200, { 'content-type': contentType });
   });
   app.get('/debug/last-traceparent', (c) => c.json(lastTrace));
+  app.get('/debug/stats', (c) => c.json(activity.stats()));
+  app.get('/debug/requests', (c) =>
+    c.json({ clock: 'hrtime-ns', intervals: activity.intervals() }),
+  );
 
   const generate = (endpoint: Endpoint) => async (c: Context<{ Bindings: HttpBindings }>) => {
+    activity.begin((c.env as Partial<HttpBindings> | undefined)?.outgoing);
     const requestIndex = requestCount++;
     lastTrace = {
       traceparent: c.req.header('traceparent') ?? null,
