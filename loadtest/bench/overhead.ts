@@ -24,7 +24,11 @@ const WARMUP = 500;
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 6_000);
 const TIME_LIMIT_MS = 15_000;
 
-const body = JSON.stringify({ model: 'sim-model', messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 });
+const body = JSON.stringify({
+  model: 'sim-model',
+  messages: [{ role: 'user', content: 'hi' }],
+  max_tokens: 1,
+});
 
 interface PhaseResult {
   p50: number;
@@ -33,7 +37,12 @@ interface PhaseResult {
   errors: number;
 }
 
-async function phase(url: string, concurrency: number, count: number, auth: boolean): Promise<PhaseResult> {
+async function phase(
+  url: string,
+  concurrency: number,
+  count: number,
+  auth: boolean,
+): Promise<PhaseResult> {
   const pool = new Pool(url, { connections: concurrency, pipelining: 1 });
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (auth) headers.authorization = `Bearer ${TEST_KEYS.paying}`;
@@ -47,7 +56,12 @@ async function phase(url: string, concurrency: number, count: number, auth: bool
       issued++;
       const t0 = performance.now();
       try {
-        const response = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers, body });
+        const response = await pool.request({
+          method: 'POST',
+          path: '/v1/chat/completions',
+          headers,
+          body,
+        });
         await response.body.dump();
         if (response.statusCode !== 200) errors++;
       } catch {
@@ -60,7 +74,8 @@ async function phase(url: string, concurrency: number, count: number, auth: bool
   const elapsed = performance.now() - started;
   await pool.close();
   latencies.sort((a, b) => a - b);
-  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? Number.NaN;
+  const at = (q: number) =>
+    latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? Number.NaN;
   return { p50: at(0.5), p99: at(0.99), rps: (latencies.length / elapsed) * 1_000, errors };
 }
 
@@ -73,7 +88,9 @@ async function main(): Promise<void> {
   const redis = await startRedis();
   let sim: AppHandle | undefined;
   try {
-    sim = await startSim({ args: { 'alpha-ms': 0, 'beta-ms': 0, 'gamma-ms': 0, model: 'sim-model' } });
+    sim = await startSim({
+      args: { 'alpha-ms': 0, 'beta-ms': 0, 'gamma-ms': 0, model: 'sim-model' },
+    });
     const config = writeGatewayConfig({
       redisUrl: redis.url,
       budget: 64,
@@ -83,7 +100,9 @@ async function main(): Promise<void> {
     const gateway = await startGatewayProcess({ config, replicaId: 'bench' });
     const rows: string[] = [];
     const fmt = (n: number) => n.toFixed(3).padStart(8);
-    rows.push('concurrency | direct p50 / p99 ms | gateway p50 / p99 ms | added p50 / p99 ms | direct req/s | gateway req/s | ratio');
+    rows.push(
+      'concurrency | direct p50 / p99 ms | gateway p50 / p99 ms | added p50 / p99 ms | direct req/s | gateway req/s | ratio',
+    );
     for (const concurrency of [1, 16]) {
       const direct = await measure(sim.url, concurrency, false);
       const through = await measure(gateway.url, concurrency, true);
@@ -91,10 +110,14 @@ async function main(): Promise<void> {
         `${String(concurrency).padStart(11)} | ${fmt(direct.p50)} / ${fmt(direct.p99)} | ${fmt(through.p50)} / ${fmt(through.p99)} |` +
           ` ${fmt(through.p50 - direct.p50)} / ${fmt(through.p99 - direct.p99)} | ${direct.rps.toFixed(0).padStart(12)} |` +
           ` ${through.rps.toFixed(0).padStart(13)} | ${(through.rps / direct.rps).toFixed(2)}` +
-          (direct.errors + through.errors > 0 ? `  (errors: ${direct.errors} direct, ${through.errors} gateway)` : ''),
+          (direct.errors + through.errors > 0
+            ? `  (errors: ${direct.errors} direct, ${through.errors} gateway)`
+            : ''),
       );
     }
-    console.log(`\noverhead benchmark: ${REQUESTS} non-streaming requests per phase, zero-latency sim, Redis scheduler\n`);
+    console.log(
+      `\noverhead benchmark: ${REQUESTS} non-streaming requests per phase, zero-latency sim, Redis scheduler\n`,
+    );
     console.log(rows.join('\n'));
     console.log('\ngoals: added p50 <= 0.5 ms; gateway >= 3,000 req/s at c=16');
   } finally {
