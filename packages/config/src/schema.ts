@@ -99,8 +99,8 @@ export const configSchema = z
         port: z.number().int().min(0).max(65_535).default(8080),
       })
       .default({ host: '0.0.0.0', port: 8080 }),
-    /** Absent: one replica on the embedded LocalScheduler. */
-    redis: z.strictObject({ url: z.url({ protocol: /^rediss?$/ }) }).optional(),
+    /** Absent or null (`FAIRGATE__REDIS=null`): one replica on the embedded LocalScheduler. */
+    redis: z.strictObject({ url: z.url({ protocol: /^rediss?$/ }) }).nullish(),
     admin: z.strictObject({ token_sha256: sha256Hex.optional() }).default({}),
     limits: z
       .strictObject({

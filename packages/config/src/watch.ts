@@ -18,14 +18,14 @@ export class ConfigWatcher {
   #current: FairgateConfig;
   #watcher: StatWatcher | undefined;
   /** Stat of the file as last read (good or bad): a change is a difference from it. */
-  #seen: { mtimeMs: number; size: number };
+  private seenStat: { mtimeMs: number; size: number };
 
   constructor(
     readonly path: string,
     private readonly events: ConfigWatcherEvents = {},
     private readonly env: NodeJS.ProcessEnv = process.env,
   ) {
-    this.#seen = this.#stat();
+    this.seenStat = this.#stat();
     this.#current = loadConfigFile(path, env);
   }
 
@@ -61,7 +61,7 @@ export class ConfigWatcher {
 
   /** Re-reads the file now; returns true when the new config took effect. */
   reload(): boolean {
-    this.#seen = this.#stat();
+    this.seenStat = this.#stat();
     try {
       const next = loadConfigFile(this.path, this.env);
       const previous = this.#current;
