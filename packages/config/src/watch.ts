@@ -1,4 +1,5 @@
-import { type StatWatcher, statSync, unwatchFile, watchFile } from 'node:fs';
+import { statSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { ConfigError, loadConfigFile } from './load.js';
 import type { FairgateConfig } from './schema.js';
 
@@ -16,7 +17,8 @@ export interface ConfigWatcherEvents {
  */
 export class ConfigWatcher {
   #current: FairgateConfig;
-  #watcher: StatWatcher | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #checking = false;
   /** Stat of the file as last read (good or bad): a change is a difference from it. */
   private seenStat: { mtimeMs: number; size: number };
 
@@ -42,21 +44,35 @@ export class ConfigWatcher {
     return this.#current;
   }
 
+  /**
+   * Polls the file's stat every `intervalMs` and reloads when it differs from
+   * the stat taken when the config in force was read. (fs.watchFile compares
+   * with its own previous poll, so a write landing before its first poll would
+   * go unnoticed.)
+   */
   start(intervalMs = 250): void {
-    if (this.#watcher) return;
-    this.#watcher = watchFile(
-      this.path,
-      { interval: intervalMs, persistent: false },
-      (now, before) => {
-        if (now.mtimeMs !== before.mtimeMs || now.size !== before.size) this.reload();
-      },
-    );
+    if (this.#timer) return;
+    this.#timer = setInterval(() => void this.#check(), intervalMs);
+    this.#timer.unref();
+  }
+
+  async #check(): Promise<void> {
+    if (this.#checking) return;
+    this.#checking = true;
+    try {
+      const now = await stat(this.path).catch(() => undefined);
+      const changed = now
+        ? now.mtimeMs !== this.seenStat.mtimeMs || now.size !== this.seenStat.size
+        : this.seenStat.size !== -1;
+      if (changed && this.#timer) this.reload();
+    } finally {
+      this.#checking = false;
+    }
   }
 
   stop(): void {
-    if (!this.#watcher) return;
-    unwatchFile(this.path);
-    this.#watcher = undefined;
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
   }
 
   /** Re-reads the file now; returns true when the new config took effect. */
