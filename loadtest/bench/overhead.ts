@@ -91,32 +91,33 @@ async function main(): Promise<void> {
     sim = await startSim({
       args: { 'alpha-ms': 0, 'beta-ms': 0, 'gamma-ms': 0, model: 'sim-model' },
     });
-    const config = writeGatewayConfig({
-      redisUrl: redis.url,
-      budget: 64,
-      pods: [{ name: 'pod-a', url: sim.url, cap: 64 }],
+    const pods = [{ name: 'pod-a', url: sim.url, cap: 64 }];
+    // Each gateway runs in its own process (built dist/), as deployed.
+    const withRedis = await startGatewayProcess({
+      config: writeGatewayConfig({ redisUrl: redis.url, budget: 64, pods }),
+      replicaId: 'bench-redis',
     });
-    // The gateway runs in its own process (built dist/), as deployed.
-    const gateway = await startGatewayProcess({ config, replicaId: 'bench' });
+    const embedded = await startGatewayProcess({
+      config: writeGatewayConfig({ budget: 64, pods }),
+      replicaId: 'bench-embedded',
+    });
     const rows: string[] = [];
-    const fmt = (n: number) => n.toFixed(3).padStart(8);
+    const fmt = (n: number) => n.toFixed(3).padStart(7);
     rows.push(
-      'concurrency | direct p50 / p99 ms | gateway p50 / p99 ms | added p50 / p99 ms | direct req/s | gateway req/s | ratio',
+      'c  | path              | p50 ms  | p99 ms  | added p50 | added p99 | req/s | vs direct',
     );
     for (const concurrency of [1, 16]) {
       const direct = await measure(sim.url, concurrency, false);
-      const through = await measure(gateway.url, concurrency, true);
-      rows.push(
-        `${String(concurrency).padStart(11)} | ${fmt(direct.p50)} / ${fmt(direct.p99)} | ${fmt(through.p50)} / ${fmt(through.p99)} |` +
-          ` ${fmt(through.p50 - direct.p50)} / ${fmt(through.p99 - direct.p99)} | ${direct.rps.toFixed(0).padStart(12)} |` +
-          ` ${through.rps.toFixed(0).padStart(13)} | ${(through.rps / direct.rps).toFixed(2)}` +
-          (direct.errors + through.errors > 0
-            ? `  (errors: ${direct.errors} direct, ${through.errors} gateway)`
-            : ''),
-      );
+      const line = (name: string, r: PhaseResult) =>
+        `${String(concurrency).padEnd(2)} | ${name.padEnd(17)} | ${fmt(r.p50)} | ${fmt(r.p99)} |` +
+        ` ${fmt(r.p50 - direct.p50)}   | ${fmt(r.p99 - direct.p99)}   | ${r.rps.toFixed(0).padStart(5)} |` +
+        ` ${(r.rps / direct.rps).toFixed(2)}${r.errors > 0 ? `  (${r.errors} errors)` : ''}`;
+      rows.push(line('direct to sim', direct));
+      rows.push(line('gateway, Redis', await measure(withRedis.url, concurrency, true)));
+      rows.push(line('gateway, embedded', await measure(embedded.url, concurrency, true)));
     }
     console.log(
-      `\noverhead benchmark: ${REQUESTS} non-streaming requests per phase, zero-latency sim, Redis scheduler\n`,
+      `\noverhead benchmark: ${REQUESTS} non-streaming requests per phase, zero-latency sim\n`,
     );
     console.log(rows.join('\n'));
     console.log('\ngoals: added p50 <= 0.5 ms; gateway >= 3,000 req/s at c=16');

@@ -262,3 +262,39 @@ describe('flow-control drops', () => {
     await third;
   });
 });
+
+describe('queue wait', () => {
+  let sim: AppHandle;
+  let gateway: RunningGateway;
+
+  beforeAll(async () => {
+    sim = await startSim({ args: { 'alpha-ms': 100, model: 'sim-model' } });
+    const config = writeGatewayConfig({ pods: [{ name: 'pod-a', url: sim.url }], budget: 1 });
+    gateway = await startGateway({ configPath: config, port: 0, replicaId: 'queue-wait', log: () => {} });
+  });
+  afterAll(async () => {
+    await gateway?.close(1_000);
+    await sim?.stop();
+  });
+
+  it('is reported in x-fairgate-queue-ms for a request that waited for the budget', async () => {
+    const send = (stream: boolean) =>
+      fetch(`${gateway.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TEST_KEYS.paying}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'sim-model', messages: [{ role: 'user', content: 'x' }], max_tokens: 3, stream }),
+      });
+    for (const [firstStreams, secondStreams] of [
+      [false, true],
+      [true, false],
+    ]) {
+      const first = send(firstStreams!);
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      const [a, b] = await Promise.all([first, send(secondStreams!)]);
+      await Promise.all([a.text(), b.text()]);
+      expect(Number(a.headers.get('x-fairgate-queue-ms'))).toBeLessThan(100);
+      // The second waited for the first (3 tokens at ~100 ms per iteration) to finish.
+      expect(Number(b.headers.get('x-fairgate-queue-ms'))).toBeGreaterThan(150);
+    }
+  });
+});

@@ -152,7 +152,7 @@ async function serve(
   queue.span.setAttribute(Attr.pod, pod);
   endSpan(queue.span);
   serverSpan.setAttributes({ [Attr.pod]: pod, [Attr.queueMs]: queueMs });
-  c.header(QUEUE_MS_HEADER, queueMs.toFixed(1));
+  const queueHeader = queueMs.toFixed(1);
 
   // t3 .. t6: upstream, holding the slot.
   const slot = deps.broker.track(schedulerId);
@@ -231,7 +231,7 @@ async function serve(
     finish('completed', upstream.usage, upstream.status);
     return new Response(upstream.text, {
       status: upstream.status,
-      headers: { 'content-type': upstream.contentType },
+      headers: { 'content-type': upstream.contentType, [QUEUE_MS_HEADER]: queueHeader },
     });
   }
   void upstream.end.then((end) => {
@@ -245,6 +245,7 @@ async function serve(
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache',
       'x-accel-buffering': 'no',
+      [QUEUE_MS_HEADER]: queueHeader,
     },
   });
 }
