@@ -1,4 +1,18 @@
 export {
+  ADMISSION_POLICIES,
+  type AdmissionConfig,
+  type AdmissionDecision,
+  type AdmissionPolicy,
+  DEFAULT_ADMISSION,
+  DEFAULT_SATURATION,
+  decideAdmission,
+  maxPodLoad,
+  type PodLoad,
+  type PoolSignals,
+  poolSaturation,
+  type SaturationConfig,
+} from './admission.js';
+export {
   conservationViolations,
   emptyOutcomes,
   type FlowCounters,
@@ -40,3 +54,12 @@ export {
   isSheddablePriority,
   type SloClassName,
 } from './slo.js';
+export {
+  type BucketConfig,
+  type BucketState,
+  fullBucket,
+  refill,
+  type TakeResult,
+  take,
+  trueUp,
+} from './token-bucket.js';
