@@ -2,6 +2,7 @@ import type { FairgateConfig } from '@fairgate/config';
 import type { Scheduler } from '@fairgate/scheduler';
 import type { GatewayMetrics } from '@fairgate/telemetry';
 import type { Tracer } from '@opentelemetry/api';
+import type { ControlPlane } from './control/control-plane.js';
 import type { GrantBroker } from './grants.js';
 import type { TenantDirectory } from './tenants.js';
 import type { PodPool } from './upstream/pods.js';
@@ -19,6 +20,8 @@ export interface GatewayDeps {
   metrics: GatewayMetrics;
   /** 'redis' (shared, any number of replicas) or 'embedded' (LocalScheduler, one replica). */
   mode: 'redis' | 'embedded';
+  /** TTFT window recorder, leader election and the controller (leader duties). */
+  control: ControlPlane;
 }
 
 /** Per-request values set by middleware (Hono context variables). */

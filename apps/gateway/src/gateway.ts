@@ -5,6 +5,7 @@ import { type ServerType, serve } from '@hono/node-server';
 import type { Hono } from 'hono';
 import { createGatewayApp } from './app.js';
 import type { GatewayDeps } from './context.js';
+import { ControlPlane } from './control/control-plane.js';
 import { GrantBroker } from './grants.js';
 import { applyConfig, createScheduler } from './scheduler-setup.js';
 import { installClientErrorHandler } from './server-errors.js';
@@ -94,6 +95,13 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     heartbeatMs: config.scheduler.heartbeat_ms,
     onError: (operation) => metrics.redisErrors.inc({ operation }),
   });
+  const control = new ControlPlane({
+    scheduler: sharedScheduler,
+    replica,
+    config: () => watcher.current,
+    metrics,
+    log,
+  });
   const deps: GatewayDeps = {
     replica,
     config: () => watcher.current,
@@ -104,9 +112,11 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     tracer: telemetry.tracer,
     metrics,
     mode: created.mode,
+    control,
   };
   const app = createGatewayApp(deps);
   broker.start();
+  control.start();
   podPool.startHealthChecks();
   watcher.start();
 
@@ -144,6 +154,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
           }, graceMs);
           deadline.unref();
         });
+        await control.stop();
         broker.close();
         await podPool.close();
         await created.close();

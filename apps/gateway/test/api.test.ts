@@ -270,7 +270,12 @@ describe('queue wait', () => {
   beforeAll(async () => {
     sim = await startSim({ args: { 'alpha-ms': 100, model: 'sim-model' } });
     const config = writeGatewayConfig({ pods: [{ name: 'pod-a', url: sim.url }], budget: 1 });
-    gateway = await startGateway({ configPath: config, port: 0, replicaId: 'queue-wait', log: () => {} });
+    gateway = await startGateway({
+      configPath: config,
+      port: 0,
+      replicaId: 'queue-wait',
+      log: () => {},
+    });
   });
   afterAll(async () => {
     await gateway?.close(1_000);
@@ -281,8 +286,16 @@ describe('queue wait', () => {
     const send = (stream: boolean) =>
       fetch(`${gateway.url}/v1/chat/completions`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${TEST_KEYS.paying}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'sim-model', messages: [{ role: 'user', content: 'x' }], max_tokens: 3, stream }),
+        headers: {
+          authorization: `Bearer ${TEST_KEYS.paying}`,
+          'content-type': 'application/json',
+        },
+        body: JSON.stringify({
+          model: 'sim-model',
+          messages: [{ role: 'user', content: 'x' }],
+          max_tokens: 3,
+          stream,
+        }),
       });
     for (const [firstStreams, secondStreams] of [
       [false, true],

@@ -9,9 +9,11 @@ export {
   parseConfigText,
 } from './load.js';
 export {
+  type ControllerSectionConfig,
   configSchema,
   DEFAULT_SLO_CLASSES,
   type FairgateConfig,
+  type LeaderConfig,
   type PodConfig,
   type SchedulerConfig,
   type TenantConfig,

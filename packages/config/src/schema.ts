@@ -83,6 +83,89 @@ export const upstreamSchema = z.strictObject({
   keepalive_connections: z.number().int().positive().default(128),
 });
 
+const decreaseSchema = z.discriminatedUnion('mode', [
+  z.strictObject({
+    mode: z.literal('multiplicative'),
+    /** New cap = floor(cap x factor). */
+    factor: z.number().gt(0).lt(1).default(0.75),
+  }),
+  z.strictObject({
+    mode: z.literal('subtractive'),
+    /** New cap = cap - step. */
+    step: z.number().int().positive().default(4),
+  }),
+]);
+
+/**
+ * The AIMD controller on p99 TTFT (docs/controller.md). `enabled` defaults to whether a
+ * target is set: a controller without an SLO has nothing to steer by.
+ */
+export const controllerSchema = z
+  .strictObject({
+    enabled: z.boolean().optional(),
+    target_p99_ttft_s: z.number().positive().max(3_600).optional(),
+    tick_s: z.number().min(0.1).max(3_600).default(5),
+    /** Whole seconds: the shared window is kept per store second. */
+    window_s: z.number().int().min(1).max(3_600).default(30),
+    /** Initial cap per worker (until the controller has stored a state). */
+    cap_per_worker: z.number().int().positive().default(32),
+    cap_per_worker_min: z.number().int().positive().default(4),
+    cap_per_worker_max: z.number().int().positive().default(256),
+    target_band_pct: z.number().min(0).lt(1).default(0.2),
+    cooldown_ticks: z.number().int().min(0).max(1_000).default(3),
+    decrease: decreaseSchema.default({ mode: 'multiplicative', factor: 0.75 }),
+    increase_step: z.number().int().positive().default(1),
+    min_samples: z.number().int().positive().default(10),
+  })
+  .superRefine((c, ctx) => {
+    const enabled = c.enabled ?? c.target_p99_ttft_s !== undefined;
+    if (enabled && c.target_p99_ttft_s === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['target_p99_ttft_s'],
+        message: 'is required when the controller is enabled',
+      });
+    }
+    if (c.cap_per_worker_min > c.cap_per_worker_max) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['cap_per_worker_min'],
+        message: `must be <= cap_per_worker_max (${c.cap_per_worker_max})`,
+      });
+    }
+    if (c.cap_per_worker < c.cap_per_worker_min || c.cap_per_worker > c.cap_per_worker_max) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['cap_per_worker'],
+        message: `must be within [cap_per_worker_min, cap_per_worker_max] = [${c.cap_per_worker_min}, ${c.cap_per_worker_max}]`,
+      });
+    }
+    if (c.window_s < c.tick_s) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['window_s'],
+        message: `must be >= tick_s (${c.tick_s}): every tick needs a window to read`,
+      });
+    }
+  })
+  .transform((c) => ({ ...c, enabled: c.enabled ?? c.target_p99_ttft_s !== undefined }));
+
+/** The leader lease: every replica runs the election, one leads (docs/controller.md). */
+export const leaderSchema = z
+  .strictObject({
+    lease_ttl_ms: z.number().int().min(100).max(600_000).default(3_000),
+    renew_ms: z.number().int().min(10).max(600_000).default(1_000),
+  })
+  .superRefine((l, ctx) => {
+    if (l.renew_ms * 2 > l.lease_ttl_ms) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['renew_ms'],
+        message: `must be at most half of lease_ttl_ms (${l.lease_ttl_ms}) so one lost renewal does not lose the lease`,
+      });
+    }
+  });
+
 export const telemetrySchema = z.strictObject({
   service_name: z.string().min(1).default('fairgate'),
   /** Traces go to OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (standard OTEL_* env) is set. */
@@ -119,6 +202,8 @@ export const configSchema = z
     scheduler: schedulerSchema.default(schedulerSchema.parse({})),
     upstream: upstreamSchema.default(upstreamSchema.parse({})),
     telemetry: telemetrySchema.default(telemetrySchema.parse({})),
+    controller: controllerSchema.default(controllerSchema.parse({})),
+    leader: leaderSchema.default(leaderSchema.parse({})),
   })
   .superRefine((config, ctx) => {
     const unique = (
@@ -161,6 +246,18 @@ export const configSchema = z
       }
       owner.set(d, i);
     }
+    const target = config.controller.target_p99_ttft_s;
+    if (config.controller.enabled && target !== undefined) {
+      // Trap 2 and 4 of reference/000: a request may wait in the queue as long as the
+      // SLO allows for its whole TTFT, and serving it then feeds a death spiral.
+      if (config.scheduler.queue_ttl_ms >= target * 1_000) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['scheduler', 'queue_ttl_ms'],
+          message: `must be below controller.target_p99_ttft_s (${target * 1_000} ms) while the controller is enabled: a queue wait as long as the SLO only feeds a death spiral`,
+        });
+      }
+    }
     config.tenants.forEach((tenant, i) => {
       for (const key of ['default_class', 'max_class'] as const) {
         const name = tenant[key];
@@ -190,3 +287,5 @@ export type TenantConfig = z.infer<typeof tenantSchema>;
 export type PodConfig = z.infer<typeof podSchema>;
 export type SchedulerConfig = z.infer<typeof schedulerSchema>;
 export type UpstreamConfig = z.infer<typeof upstreamSchema>;
+export type ControllerSectionConfig = z.infer<typeof controllerSchema>;
+export type LeaderConfig = z.infer<typeof leaderSchema>;

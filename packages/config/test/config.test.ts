@@ -69,6 +69,61 @@ describe('defaults', () => {
   });
 });
 
+describe('controller section', () => {
+  it('is disabled by default, with the documented defaults', () => {
+    const config = parseConfig(minimal());
+    expect(config.controller).toEqual({
+      enabled: false,
+      tick_s: 5,
+      window_s: 30,
+      cap_per_worker: 32,
+      cap_per_worker_min: 4,
+      cap_per_worker_max: 256,
+      target_band_pct: 0.2,
+      cooldown_ticks: 3,
+      decrease: { mode: 'multiplicative', factor: 0.75 },
+      increase_step: 1,
+      min_samples: 10,
+    });
+    expect(config.leader).toEqual({ lease_ttl_ms: 3000, renew_ms: 1000 });
+  });
+
+  it('a target enables it; enabled: false keeps it off', () => {
+    expect(
+      parseConfig({ ...minimal(), controller: { target_p99_ttft_s: 2 } }).controller,
+    ).toMatchObject({
+      enabled: true,
+      target_p99_ttft_s: 2,
+    });
+    expect(
+      parseConfig({ ...minimal(), controller: { target_p99_ttft_s: 2, enabled: false } }).controller
+        .enabled,
+    ).toBe(false);
+  });
+
+  it('subtractive decrease takes a step (default 4)', () => {
+    const config = parseConfig({
+      ...minimal(),
+      controller: { target_p99_ttft_s: 2, decrease: { mode: 'subtractive' } },
+    });
+    expect(config.controller.decrease).toEqual({ mode: 'subtractive', step: 4 });
+  });
+
+  it('environment overrides reach controller keys', () => {
+    const config = parseConfigText(stringify(minimal()), {
+      env: {
+        FAIRGATE__CONTROLLER__TARGET_P99_TTFT_S: '2.5',
+        FAIRGATE__CONTROLLER__CAP_PER_WORKER: '8',
+      },
+    });
+    expect(config.controller).toMatchObject({
+      enabled: true,
+      target_p99_ttft_s: 2.5,
+      cap_per_worker: 8,
+    });
+  });
+});
+
 describe('bad configs name the key', () => {
   const cases: Array<[string, (c: Record<string, any>) => void, string]> = [
     ['no tenants', (c) => delete c.tenants, 'tenants'],
@@ -104,6 +159,88 @@ describe('bad configs name the key', () => {
     ['bad fairness', (c) => (c.scheduler = { fairness: 'lottery' }), 'scheduler.fairness'],
     ['negative budget', (c) => (c.scheduler = { budget: -1 }), 'scheduler.budget'],
     ['tenant id with braces', (c) => (c.tenants[0].id = 'a{b}'), 'tenants[0].id'],
+    [
+      'controller enabled without a target',
+      (c) => (c.controller = { enabled: true }),
+      'controller.target_p99_ttft_s',
+    ],
+    [
+      'controller target not positive',
+      (c) => (c.controller = { target_p99_ttft_s: 0 }),
+      'controller.target_p99_ttft_s',
+    ],
+    [
+      'controller tick too short',
+      (c) => (c.controller = { target_p99_ttft_s: 2, tick_s: 0.01 }),
+      'controller.tick_s',
+    ],
+    [
+      'controller window not whole seconds',
+      (c) => (c.controller = { target_p99_ttft_s: 2, window_s: 2.5 }),
+      'controller.window_s',
+    ],
+    [
+      'controller window shorter than a tick',
+      (c) => (c.controller = { target_p99_ttft_s: 2, tick_s: 10, window_s: 5 }),
+      'controller.window_s',
+    ],
+    [
+      'controller min above max',
+      (c) => (c.controller = { target_p99_ttft_s: 2, cap_per_worker_min: 300 }),
+      'controller.cap_per_worker_min',
+    ],
+    [
+      'controller initial cap outside [min, max]',
+      (c) => (c.controller = { target_p99_ttft_s: 2, cap_per_worker: 2 }),
+      'controller.cap_per_worker',
+    ],
+    [
+      'controller band of 100%',
+      (c) => (c.controller = { target_p99_ttft_s: 2, target_band_pct: 1 }),
+      'controller.target_band_pct',
+    ],
+    [
+      'controller decrease factor of 1',
+      (c) =>
+        (c.controller = { target_p99_ttft_s: 2, decrease: { mode: 'multiplicative', factor: 1 } }),
+      'controller.decrease.factor',
+    ],
+    [
+      'controller subtractive step fractional',
+      (c) =>
+        (c.controller = { target_p99_ttft_s: 2, decrease: { mode: 'subtractive', step: 0.5 } }),
+      'controller.decrease.step',
+    ],
+    [
+      'controller decrease mode unknown',
+      (c) => (c.controller = { target_p99_ttft_s: 2, decrease: { mode: 'halving' } }),
+      'controller.decrease.mode',
+    ],
+    [
+      'controller increase step zero',
+      (c) => (c.controller = { target_p99_ttft_s: 2, increase_step: 0 }),
+      'controller.increase_step',
+    ],
+    [
+      'controller min_samples zero',
+      (c) => (c.controller = { target_p99_ttft_s: 2, min_samples: 0 }),
+      'controller.min_samples',
+    ],
+    [
+      'controller unknown key',
+      (c) => (c.controller = { target_p99_ttft_s: 2, tick: 5 }),
+      'controller',
+    ],
+    [
+      'queue TTL as long as the TTFT target',
+      (c) => (c.controller = { target_p99_ttft_s: 1 }),
+      'scheduler.queue_ttl_ms',
+    ],
+    [
+      'leader renewal above half the lease',
+      (c) => (c.leader = { lease_ttl_ms: 3000, renew_ms: 2000 }),
+      'leader.renew_ms',
+    ],
   ];
   it.each(cases)('%s -> %s', (_name, mutate, key) => {
     const raw = minimal();

@@ -12,7 +12,8 @@
 
   Output:
     {1, epoch}          this replica leads in epoch
-    {0, epoch, holder}  another replica holds the lease
+    {0, epoch, holder, ms}  another replica holds the lease, for `ms` more (its PTTL), so a
+                            follower can retry the moment it lapses
 ]]
 local rcall = redis.call
 local leaderKey = KEYS[1]
@@ -24,6 +25,8 @@ if holder == replica then
   rcall('PEXPIRE', leaderKey, ARGV[2])
   return { 1, tonumber(rcall('GET', leaderEpochKey)) }
 end
-if holder then return { 0, tonumber(rcall('GET', leaderEpochKey)) or 0, holder } end
+if holder then
+  return { 0, tonumber(rcall('GET', leaderEpochKey)) or 0, holder, rcall('PTTL', leaderKey) }
+end
 rcall('SET', leaderKey, replica, 'PX', ARGV[2])
 return { 1, rcall('INCR', leaderEpochKey) }

@@ -75,7 +75,14 @@ export interface Fence {
 
 export type LeadershipResult =
   | { leader: true; epoch: number }
-  | { leader: false; epoch: number; holder: ReplicaId };
+  /** expiresInMs: what is left of the holder's lease (a follower retries when it lapses). */
+  | { leader: false; epoch: number; holder: ReplicaId; expiresInMs: number };
+
+/** A fenced controller write: the budget and the controller state, written together. */
+export interface ControlWrite {
+  budget?: number;
+  state?: string;
+}
 
 export interface TenantSnapshot {
   tenant: TenantId;
@@ -151,6 +158,13 @@ export interface Scheduler {
   setBudget(fence: Fence, budget: number): Promise<boolean>;
   /** Fenced: stores the controller's opaque state so a new leader continues from it. */
   setControllerState(fence: Fence, state: string): Promise<boolean>;
+  /** Fenced: budget and controller state in one atomic write (either may be omitted). */
+  setControl(fence: Fence, write: ControlWrite): Promise<boolean>;
+  /**
+   * Fenced: the most requests in flight at once pool-wide since the previous take (every
+   * grant raises it), restarted from the current in-flight; null (nothing reset) when stale.
+   */
+  takeInflightPeak(fence: Fence): Promise<number | null>;
 
   /** Adds TTFT histogram counts (bucket index -> count) to the current store second. */
   flushLatency(counts: ReadonlyMap<number, number>): Promise<void>;

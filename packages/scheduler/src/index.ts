@@ -1,5 +1,6 @@
 export { rejectionOf, SchedulerError, ScriptCode, schedulerError } from './codes.js';
 export type {
+  ControlWrite,
   EndResult,
   EnqueueRequest,
   EnqueueResult,

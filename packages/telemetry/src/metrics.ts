@@ -56,7 +56,44 @@ export function createGatewayMetrics(labels: { replica: string }) {
     }),
     budget: new Gauge({
       name: 'fairgate_budget',
-      help: 'Global concurrency budget.',
+      help: 'Global concurrency budget the controller last wrote (exported by the leader only).',
+      registers: [registry],
+    }),
+    isLeader: new Gauge({
+      name: 'fairgate_is_leader',
+      help: '1 while this replica holds the leader lease, else 0.',
+      registers: [registry],
+    }),
+    leaderEpoch: new Gauge({
+      name: 'fairgate_leader_epoch',
+      help: 'Leadership epoch of the lease this replica holds (exported by the leader only).',
+      registers: [registry],
+    }),
+    capPerWorker: new Gauge({
+      name: 'fairgate_cap_per_worker',
+      help: 'Controller cap per worker (exported by the leader only).',
+      registers: [registry],
+    }),
+    controllerP99Ttft: new Gauge({
+      name: 'fairgate_controller_p99_ttft_seconds',
+      help: 'p99 TTFT of the shared window the controller last read (exported by the leader only).',
+      registers: [registry],
+    }),
+    controllerActions: new Counter({
+      name: 'fairgate_controller_actions_total',
+      help: 'Controller ticks written, by action (increase, decrease, hold).',
+      labelNames: ['action'],
+      registers: [registry],
+    }),
+    controllerTicksDropped: new Counter({
+      name: 'fairgate_controller_ticks_dropped_total',
+      help: 'Controller ticks dropped because leadership was lost mid-tick.',
+      registers: [registry],
+    }),
+    staleFencedWrites: new Counter({
+      name: 'fairgate_stale_fenced_writes_total',
+      help: 'Fenced writes (lease renewal, in-flight peak take, controller write) rejected because this replica no longer leads in its epoch.',
+      labelNames: ['operation'],
       registers: [registry],
     }),
     upstreamErrors: new Counter({

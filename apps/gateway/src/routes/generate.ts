@@ -27,6 +27,7 @@ import { readBodyText } from '../body.js';
 import { type Classification, classify, SLO_CLASS_HEADER, SLO_TTFT_HEADER } from '../classify.js';
 import { clientAbortSignal } from '../client-signal.js';
 import { DEFAULT_MAX_TOKENS, type GatewayDeps } from '../context.js';
+import { isSloProtected } from '../control/settings.js';
 import {
   flowControlDrop,
   noHealthyPod,
@@ -197,7 +198,10 @@ async function serve(
   const onFirstToken = (client: Span) => () => {
     const t5 = performance.now();
     client.addEvent(SpanEvents.firstToken);
-    deps.metrics.ttft.observe(labels, (t5 - state.t1) / 1_000);
+    const ttftSeconds = (t5 - state.t1) / 1_000;
+    deps.metrics.ttft.observe(labels, ttftSeconds);
+    // The controller's signal: the same gateway TTFT, SLO-protected classes only.
+    if (isSloProtected(cls.priority)) deps.control.recorder.recordTtft(ttftSeconds);
   };
 
   let upstream: UpstreamResponse;
@@ -222,6 +226,9 @@ async function serve(
       return new Response(null, { status: 499 }); // nobody reads it: the client is gone
     }
     const failure = toHttpFailure(error);
+    if (isSloProtected(cls.priority) && isOverloadSignal(error)) {
+      deps.control.recorder.recordFailure();
+    }
     finish('upstream_error', undefined, failure.status, error);
     throw failure;
   }
@@ -372,6 +379,17 @@ async function forward(
     }
   }
   throw lastError;
+}
+
+/**
+ * Upstream failures the controller counts as decrease signals: an error status (5xx, 429)
+ * or a timeout. A refused connection or a reset says a pod is gone, which health checks
+ * handle; less concurrency would not fix it.
+ */
+function isOverloadSignal(error: unknown): boolean {
+  return (
+    error instanceof UpstreamUnavailable && (error.kind === 'status' || error.kind === 'timeout')
+  );
 }
 
 function toHttpFailure(error: unknown): OpenAIHttpError {

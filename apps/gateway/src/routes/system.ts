@@ -1,5 +1,6 @@
 import type { Context } from 'hono';
 import type { GatewayDeps } from '../context.js';
+import { controllerView } from '../control/controller-view.js';
 import { adminUnauthorized, unauthorized } from '../errors.js';
 import { adminTokenMatches, bearerToken } from '../tenants.js';
 
@@ -94,8 +95,14 @@ export function adminState(deps: GatewayDeps) {
       replicas: snapshot.replicas,
       leader: snapshot.leader,
       epoch: snapshot.epoch,
+      is_leader: deps.control.election.fence !== null,
+      controller: await controllerView(deps.scheduler, deps.config(), snapshot),
       counters: snapshot.counters,
-      local: { waiting: deps.broker.waiting, inflight: deps.broker.inflight },
+      local: {
+        waiting: deps.broker.waiting,
+        inflight: deps.broker.inflight,
+        fenced_writes: deps.control.ledger.view(),
+      },
     });
   };
 }

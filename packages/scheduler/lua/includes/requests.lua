@@ -67,7 +67,12 @@ end
 -- replica is declared dead, not a whole lease TTL later.
 local function holdLease(req, pod, now, cfg, ownerLiveness)
   rcall('ZADD', leasesKey, math.min(now + cfg.leaseTtlMs, ownerLiveness), req.id)
-  rcall('HINCRBY', ctlKey, 'inflight', 1)
+  -- peakInflight: the most in flight at once since the leader last took it (the
+  -- controller's "not app-limited" gate); exact, because every grant passes here.
+  local inflight = rcall('HINCRBY', ctlKey, 'inflight', 1)
+  if inflight > (tonumber(rcall('HGET', ctlKey, 'peakInflight')) or 0) then
+    rcall('HSET', ctlKey, 'peakInflight', inflight)
+  end
   local tenantKey = tenantPrefix .. req.tenant
   rcall('HINCRBY', tenantKey, 'inflight', 1)
   if req.kvBlocks > 0 then rcall('HINCRBY', tenantKey, 'kvBlocks', req.kvBlocks) end

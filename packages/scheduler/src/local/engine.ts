@@ -52,6 +52,8 @@ export class LocalEngine {
   budget: number | undefined;
   controllerState: string | null = null;
   inflight = 0;
+  /** Most in flight at once since the leader last took it (ctl.peakInflight). */
+  peakInflight = 0;
   waiting = 0;
   seq = 0;
   readonly waitingByBand = new Map<number, number>();
@@ -154,6 +156,7 @@ export class LocalEngine {
   ): void {
     this.leases.add(req.id, Math.min(now + settings.leaseTtlMs, ownerLiveness));
     this.inflight += 1;
+    this.peakInflight = Math.max(this.peakInflight, this.inflight);
     const tenant = this.tenantOf(req.tenant);
     tenant.inflight += 1;
     tenant.kvBlocks += req.kvBlocks;

@@ -25,7 +25,14 @@ export class LeaderLease {
       holder.expiresAt = now + ttlMs;
       return { leader: true, epoch: this.currentEpoch };
     }
-    if (holder) return { leader: false, epoch: this.currentEpoch, holder: holder.replica };
+    if (holder) {
+      return {
+        leader: false,
+        epoch: this.currentEpoch,
+        holder: holder.replica,
+        expiresInMs: holder.expiresAt - now,
+      };
+    }
     this.holder = { replica, expiresAt: now + ttlMs };
     this.currentEpoch += 1;
     return { leader: true, epoch: this.currentEpoch };

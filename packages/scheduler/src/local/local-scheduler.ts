@@ -1,6 +1,7 @@
 import { assertInteger, assertValidName, type ReplicaId, type RequestId } from '@fairgate/core';
 import { rejectionOf, ScriptCode, schedulerError } from '../codes.js';
 import type {
+  ControlWrite,
   EndResult,
   EnqueueRequest,
   EnqueueResult,
@@ -306,6 +307,23 @@ export class LocalScheduler implements Scheduler {
     if (!this.lease.holds(fence, this.clock())) return false;
     this.engine.controllerState = state;
     return true;
+  }
+
+  async setControl(fence: Fence, write: ControlWrite): Promise<boolean> {
+    if (write.budget !== undefined) assertInteger('budget', write.budget, 0);
+    if (write.state === '') throw new TypeError('controller state must be a non-empty string');
+    if (!this.lease.holds(fence, this.clock())) return false;
+    if (write.budget !== undefined) this.engine.budget = write.budget;
+    if (write.state !== undefined) this.engine.controllerState = write.state;
+    return true;
+  }
+
+  async takeInflightPeak(fence: Fence): Promise<number | null> {
+    if (!this.lease.holds(fence, this.clock())) return null;
+    const e = this.engine;
+    const peak = Math.max(e.peakInflight, e.inflight);
+    e.peakInflight = e.inflight;
+    return peak;
   }
 
   async flushLatency(counts: ReadonlyMap<number, number>): Promise<void> {

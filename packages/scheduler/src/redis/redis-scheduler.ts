@@ -2,6 +2,7 @@ import { assertInteger, assertValidName, type ReplicaId, type RequestId } from '
 import { Redis } from 'ioredis';
 import { rejectionOf, ScriptCode, schedulerError } from '../codes.js';
 import type {
+  ControlWrite,
   EndResult,
   EnqueueRequest,
   EnqueueResult,
@@ -203,12 +204,19 @@ export class RedisScheduler implements Scheduler {
   async acquireLeadership(replica: ReplicaId, ttlMs: number): Promise<LeadershipResult> {
     assertValidName('replica', replica);
     assertInteger('ttlMs', ttlMs, 1);
-    const [won, epoch, holder] = (await this.run(
+    const [won, epoch, holder, expiresInMs] = (await this.run(
       'acquireLeadership',
       [this.keys.leader, this.keys.leaderEpoch],
       [replica, ttlMs],
-    )) as [number, number, string | undefined];
-    return won === 1 ? { leader: true, epoch } : { leader: false, epoch, holder: holder as string };
+    )) as [number, number, string | undefined, number | undefined];
+    return won === 1
+      ? { leader: true, epoch }
+      : {
+          leader: false,
+          epoch,
+          holder: holder as string,
+          expiresInMs: Math.max(0, expiresInMs ?? 0),
+        };
   }
 
   async renewLeadership(fence: Fence, ttlMs: number): Promise<boolean> {
@@ -230,6 +238,27 @@ export class RedisScheduler implements Scheduler {
   async setControllerState(fence: Fence, state: string): Promise<boolean> {
     if (state === '') throw new TypeError('controller state must be a non-empty string');
     return this.fenced('setControl', this.controlKeys(), fence, ['', state]);
+  }
+
+  async setControl(fence: Fence, write: ControlWrite): Promise<boolean> {
+    if (write.budget !== undefined) assertInteger('budget', write.budget, 0);
+    if (write.state === '') throw new TypeError('controller state must be a non-empty string');
+    return this.fenced('setControl', this.controlKeys(), fence, [
+      write.budget ?? '',
+      write.state ?? '',
+    ]);
+  }
+
+  async takeInflightPeak(fence: Fence): Promise<number | null> {
+    assertValidName('fence.replica', fence.replica);
+    assertInteger('fence.epoch', fence.epoch, 1);
+    const reply = (await this.run('takeInflightPeak', this.controlKeys(), [
+      fence.replica,
+      fence.epoch,
+    ])) as number;
+    if (reply === ScriptCode.StaleFence) return null;
+    if (reply < 0) throw schedulerError(reply, `takeInflightPeak by ${fence.replica}`);
+    return reply;
   }
 
   async flushLatency(counts: ReadonlyMap<number, number>): Promise<void> {

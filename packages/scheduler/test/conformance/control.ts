@@ -8,11 +8,12 @@ export function controlPlane(getPool: GetPool): void {
     const s = pool.on();
     expect(await s.acquireLeadership('ra', 60_000)).toEqual({ leader: true, epoch: 1 });
     expect(await s.acquireLeadership('ra', 60_000)).toEqual({ leader: true, epoch: 1 });
-    expect(await s.acquireLeadership('rb', 60_000)).toEqual({
-      leader: false,
-      epoch: 1,
-      holder: 'ra',
-    });
+    const follower = await s.acquireLeadership('rb', 60_000);
+    expect(follower).toMatchObject({ leader: false, epoch: 1, holder: 'ra' });
+    // What is left of the holder's lease, so a follower can retry the moment it lapses.
+    const left = follower.leader ? -1 : follower.expiresInMs;
+    expect(left).toBeGreaterThan(55_000);
+    expect(left).toBeLessThanOrEqual(60_000);
     expect(await s.renewLeadership({ replica: 'ra', epoch: 1 }, 60_000)).toBe(true);
     expect(await s.renewLeadership({ replica: 'rb', epoch: 1 }, 60_000)).toBe(false);
     expect(await s.releaseLeadership({ replica: 'rb', epoch: 1 })).toBe(false);
@@ -51,6 +52,67 @@ export function controlPlane(getPool: GetPool): void {
     expect((await s.snapshot()).budget).toBe(2);
     await s.release('a', { outcome: 'completed' });
     await s.release('b', { outcome: 'completed' });
+  });
+
+  it('setControl writes budget and state together, only for the current fence', async () => {
+    const pool = getPool();
+    await pool.setup({ settings: { initialBudget: 3 }, tenants: [{ id: 't' }] });
+    const s = pool.on();
+    const { epoch } = (await s.acquireLeadership('ra', 60_000)) as { epoch: number };
+    expect(await s.setControl({ replica: 'rb', epoch }, { budget: 9, state: 'x' })).toBe(false);
+    expect(await s.setControl({ replica: 'ra', epoch: epoch + 1 }, { budget: 9 })).toBe(false);
+    expect([(await s.snapshot()).budget, (await s.snapshot()).controllerState]).toEqual([3, null]);
+    expect(await s.setControl({ replica: 'ra', epoch }, { budget: 12, state: '{"cap":6}' })).toBe(
+      true,
+    );
+    let snapshot = await s.snapshot();
+    expect([snapshot.budget, snapshot.controllerState]).toEqual([12, '{"cap":6}']);
+    expect(await s.setControl({ replica: 'ra', epoch }, { state: '{"cap":7}' })).toBe(true);
+    expect(await s.setControl({ replica: 'ra', epoch }, { budget: 5 })).toBe(true);
+    snapshot = await s.snapshot();
+    expect([snapshot.budget, snapshot.controllerState]).toEqual([5, '{"cap":7}']);
+    await expect(s.setControl({ replica: 'ra', epoch }, { state: '' })).rejects.toThrow(TypeError);
+    await expect(s.setControl({ replica: 'ra', epoch }, { budget: -1 })).rejects.toThrow();
+  });
+
+  it('takeInflightPeak: the most in flight at once since the last take, fenced', async () => {
+    const pool = getPool();
+    await pool.setup({ settings: { initialBudget: 10 }, tenants: [{ id: 't' }] });
+    const s = pool.on();
+    const { epoch } = (await s.acquireLeadership('ra', 60_000)) as { epoch: number };
+    const fence = { replica: 'ra', epoch };
+    expect(await s.takeInflightPeak(fence)).toBe(0);
+    for (const id of ['a', 'b', 'c', 'd']) await pool.enqueue({ id, tenant: 't' });
+    await s.release('a', { outcome: 'completed' });
+    await s.release('b', { outcome: 'completed' });
+    await s.release('c', { outcome: 'completed' });
+    // A stale fence reads nothing and resets nothing.
+    expect(await s.takeInflightPeak({ replica: 'rb', epoch })).toBeNull();
+    expect(await s.takeInflightPeak({ replica: 'ra', epoch: epoch + 1 })).toBeNull();
+    expect(await s.takeInflightPeak(fence)).toBe(4);
+    // Restarted from the current in-flight (d is still running).
+    expect(await s.takeInflightPeak(fence)).toBe(1);
+    await pool.enqueue({ id: 'e', tenant: 't' });
+    await s.release('d', { outcome: 'completed' });
+    await s.release('e', { outcome: 'completed' });
+    expect(await s.takeInflightPeak(fence)).toBe(2);
+    expect(await s.takeInflightPeak(fence)).toBe(0);
+  });
+
+  it('the in-flight peak counts grants made by a dispatch pass too', async () => {
+    const pool = getPool();
+    await pool.setup({
+      settings: { initialBudget: 1, queueTtlMs: 60_000 },
+      tenants: [{ id: 't' }],
+    });
+    const s = pool.on();
+    const { epoch } = (await s.acquireLeadership('ra', 60_000)) as { epoch: number };
+    const fence = { replica: 'ra', epoch };
+    for (const id of ['a', 'b', 'c']) await pool.enqueue({ id, tenant: 't' });
+    expect(await s.setControl(fence, { budget: 3 })).toBe(true);
+    expect(await pool.pollFor('r1', 2)).toHaveLength(2);
+    for (const id of ['a', 'b', 'c']) await s.release(id, { outcome: 'completed' });
+    expect(await s.takeInflightPeak(fence)).toBe(3);
   });
 
   it('latency counts from several flushes merge over the window', async () => {

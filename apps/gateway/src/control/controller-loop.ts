@@ -1,0 +1,155 @@
+import type { FairgateConfig } from '@fairgate/config';
+import {
+  type ControllerAction,
+  decodeState,
+  decodeWindow,
+  encodeState,
+  step,
+  windowSecondsToRead,
+} from '@fairgate/control';
+import type { Fence, Scheduler } from '@fairgate/scheduler';
+import type { GatewayMetrics } from '@fairgate/telemetry';
+import type { LeaderElection } from './election.js';
+import { controllerSettings } from './settings.js';
+import type { WriteLedger } from './write-ledger.js';
+
+export interface ControllerLoopOptions {
+  scheduler: Scheduler;
+  election: Pick<LeaderElection, 'holds'>;
+  config: () => FairgateConfig;
+  metrics: GatewayMetrics;
+  ledger: WriteLedger;
+  log: (line: string) => void;
+}
+
+/** Ended a tick early: leadership went away, or a fenced write was refused. */
+class TickDropped extends Error {}
+
+/**
+ * The leader's controller loop: every tick_s it reads the shared window, the pool gauges
+ * and the in-flight peak, runs the pure AIMD step and writes budget and state in one fenced
+ * call. Ticks never overlap. Losing leadership at any await drops the tick: nothing after
+ * that point is written, and the fence refuses anything already on its way.
+ */
+export class ControllerLoop {
+  #fence: Fence | null = null;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<unknown> | undefined;
+  #lastProblem: string | undefined;
+
+  constructor(private readonly options: ControllerLoopOptions) {}
+
+  /** Called when this replica becomes leader: the first tick runs at once. */
+  lead(fence: Fence): void {
+    this.#fence = fence;
+    this.#schedule(0);
+  }
+
+  /** Called when leadership ends: no further ticks; leader-only gauges are cleared. */
+  stepDown(): void {
+    this.#fence = null;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const m = this.options.metrics;
+    for (const gauge of [m.budget, m.capPerWorker, m.controllerP99Ttft, m.leaderEpoch]) {
+      gauge.reset();
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stepDown();
+    await this.#running;
+  }
+
+  #schedule(delayMs: number): void {
+    const fence = this.#fence;
+    if (!fence) return;
+    this.#timer = setTimeout(() => {
+      const started = performance.now();
+      this.#running = this.tick(fence).finally(() => {
+        this.#running = undefined;
+        if (this.#fence?.epoch !== fence.epoch) return;
+        const periodMs = this.options.config().controller.tick_s * 1_000;
+        this.#schedule(Math.max(0, periodMs - (performance.now() - started)));
+      });
+    }, delayMs);
+    this.#timer.unref();
+  }
+
+  /** One tick under `fence`; returns the action written, or null (disabled or dropped). */
+  async tick(fence: Fence): Promise<ControllerAction | null> {
+    const settings = controllerSettings(this.options.config());
+    if (!settings.enabled) return null;
+    try {
+      return await this.#tick(fence, settings.config);
+    } catch (error) {
+      if (error instanceof TickDropped) {
+        this.options.ledger.droppedTick();
+        this.options.log(`fairgate: controller tick dropped: ${error.message}`);
+        return null;
+      }
+      this.options.metrics.redisErrors.inc({ operation: 'controllerTick' });
+      this.options.log(`fairgate: controller tick failed: ${String(error)}`);
+      return null;
+    }
+  }
+
+  async #tick(
+    fence: Fence,
+    config: ReturnType<typeof controllerSettings>['config'],
+  ): Promise<ControllerAction> {
+    const { scheduler, election, metrics, ledger } = this.options;
+    const stillLeading = () => {
+      if (!election.holds(fence)) throw new TickDropped('leadership lost mid-tick');
+    };
+    stillLeading();
+    const snapshot = await scheduler.snapshot();
+    stillLeading();
+    const decoded = decodeState(snapshot.controllerState, config);
+    if (decoded.problem && decoded.problem !== this.#lastProblem) {
+      this.options.log(`fairgate: controller starts afresh: ${decoded.problem}`);
+    }
+    this.#lastProblem = decoded.problem;
+    const seconds = windowSecondsToRead(decoded.state, config);
+    const window = decodeWindow(await scheduler.readLatencyWindow(seconds));
+    stillLeading();
+    const peakInflight = await scheduler.takeInflightPeak(fence);
+    if (peakInflight === null) {
+      ledger.rejected('take_peak');
+      throw new TickDropped('in-flight peak take refused by the fence');
+    }
+    const healthyPods = snapshot.pods.filter((pod) => pod.healthy).length;
+    const { state, action } = step(
+      decoded.state,
+      {
+        window,
+        inflight: snapshot.inflight,
+        waiting: snapshot.waiting,
+        peakInflight,
+        healthyPods,
+      },
+      config,
+    );
+    stillLeading();
+    const written = await scheduler.setControl(fence, {
+      budget: action.budget,
+      state: encodeState(state, fence),
+    });
+    if (!written) {
+      ledger.rejected('control');
+      throw new TickDropped('controller write refused by the fence');
+    }
+    ledger.accepted(fence.epoch);
+    metrics.controllerActions.inc({ action: action.kind });
+    if (election.holds(fence)) {
+      metrics.budget.set(action.budget);
+      metrics.capPerWorker.set(action.capAfter);
+      metrics.leaderEpoch.set(fence.epoch);
+      if (typeof action.p99S === 'number') metrics.controllerP99Ttft.set(action.p99S);
+    }
+    if (action.kind !== 'hold') {
+      this.options.log(`fairgate: controller ${action.kind}: ${action.reason}`);
+    }
+    return action;
+  }
+}

@@ -1,0 +1,253 @@
+import { summarizeWindow, type WindowCounts } from './window.js';
+
+/**
+ * The AIMD controller on p99 TTFT, as a pure step: (state, observation, config) ->
+ * (state, action). The leader loop feeds it every tick; nothing here reads a clock.
+ *
+ * Designed against the four traps of reference/000 (docs/controller.md):
+ * - the signal is the gateway's TTFT (queue wait included), never the engine's;
+ * - demand counts in-flight requests, not only queued ones;
+ * - an increase also needs the window's peak in-flight at >= half the budget, so an
+ *   app-limited pool never grows a budget it does not use;
+ * - decreases are gentle (x0.75 by default), start from what was actually in flight
+ *   (TCP's FlightSize rule: cutting an unused budget changes nothing), then hold for
+ *   cooldown_ticks, and the next reading covers only samples taken after the cut.
+ */
+export type DecreasePolicy =
+  | { mode: 'multiplicative'; factor: number }
+  | { mode: 'subtractive'; step: number };
+
+export interface ControllerConfig {
+  targetP99TtftS: number;
+  tickS: number;
+  windowS: number;
+  /** Initial cap per worker (a new pool, or a stored state that cannot be read). */
+  capPerWorker: number;
+  capPerWorkerMin: number;
+  capPerWorkerMax: number;
+  /** Deadband: no action while p99 is within target x (1 +/- targetBandPct). */
+  targetBandPct: number;
+  /** Ticks held after a decrease (never after an increase). */
+  cooldownTicks: number;
+  decrease: DecreasePolicy;
+  increaseStep: number;
+  /** Fewer samples (failures included) than this: hold. */
+  minSamples: number;
+}
+
+export type ActionKind = 'increase' | 'decrease' | 'hold';
+
+/** Why the step did what it did (machine-readable; `reason` is the sentence). */
+export type ActionCode =
+  | 'below_band'
+  | 'above_band'
+  | 'upstream_errors'
+  | 'in_band'
+  | 'cooldown'
+  | 'few_samples'
+  | 'no_demand'
+  | 'app_limited'
+  | 'at_max'
+  | 'at_min'
+  | 'no_healthy_pods';
+
+export interface ControllerAction {
+  tick: number;
+  kind: ActionKind;
+  code: ActionCode;
+  reason: string;
+  capBefore: number;
+  capAfter: number;
+  /** Budget written with this action: capAfter x healthy pods. */
+  budget: number;
+  /** Window p99 in seconds; null when empty, 'errors' when failures make up the top 1%. */
+  p99S: number | null | 'errors';
+  samples: number;
+  errors: number;
+  /** Most requests in flight at once over the window (pool-wide). */
+  windowPeak: number;
+}
+
+export interface ControllerState {
+  tick: number;
+  capPerWorker: number;
+  /** Ticks of forced hold left after a decrease. */
+  cooldownLeft: number;
+  /** Ticks since the last decrease, null when none is remembered. */
+  ticksSinceDecrease: number | null;
+  /** Pool-wide in-flight peak of each recent tick interval, oldest first. */
+  peaks: number[];
+  /** The last ACTION_HISTORY actions, oldest first. */
+  actions: ControllerAction[];
+}
+
+export interface Observation {
+  window: WindowCounts;
+  inflight: number;
+  waiting: number;
+  /** Most requests in flight at once since the previous tick (pool-wide). */
+  peakInflight: number;
+  healthyPods: number;
+}
+
+export interface StepResult {
+  state: ControllerState;
+  action: ControllerAction;
+}
+
+export const ACTION_HISTORY = 32;
+
+export function clampCap(cap: number, config: ControllerConfig): number {
+  return Math.min(config.capPerWorkerMax, Math.max(config.capPerWorkerMin, Math.round(cap)));
+}
+
+export function initialState(config: ControllerConfig): ControllerState {
+  return {
+    tick: 0,
+    capPerWorker: clampCap(config.capPerWorker, config),
+    cooldownLeft: 0,
+    ticksSinceDecrease: null,
+    peaks: [],
+    actions: [],
+  };
+}
+
+/** Ticks whose peaks make up the window's peak. */
+export function windowTicks(config: ControllerConfig): number {
+  return Math.max(1, Math.ceil(config.windowS / config.tickS));
+}
+
+/**
+ * Seconds of the shared window the next tick should read. After a decrease the stored
+ * seconds still hold samples taken under the old, larger budget; reading them would cut
+ * again for a state that no longer exists (the compounding overshoot of reference/000).
+ * So the window shrinks to the whole seconds since the decrease, and grows back tick by
+ * tick. Never below 2: replicas flush once a second, so the current store second alone is
+ * often still empty.
+ */
+export const MIN_WINDOW_READ_S = 2;
+
+export function windowSecondsToRead(state: ControllerState, config: ControllerConfig): number {
+  if (state.ticksSinceDecrease === null) return config.windowS;
+  const sinceDecrease = (state.ticksSinceDecrease + 1) * config.tickS;
+  return Math.min(config.windowS, Math.max(MIN_WINDOW_READ_S, Math.floor(sinceDecrease)));
+}
+
+function formatSeconds(seconds: number): string {
+  return `${seconds.toFixed(3)} s`;
+}
+
+/** One controller tick. */
+export function step(
+  previous: ControllerState,
+  observation: Observation,
+  config: ControllerConfig,
+): StepResult {
+  const cap = clampCap(previous.capPerWorker, config);
+  const pods = Math.max(0, Math.floor(observation.healthyPods));
+  const peaks = [...previous.peaks, Math.max(0, observation.peakInflight)].slice(
+    -windowTicks(config),
+  );
+  const windowPeak = Math.max(...peaks);
+  const summary = summarizeWindow(observation.window);
+  const p99S: ControllerAction['p99S'] = Number.isNaN(summary.p99S)
+    ? null
+    : summary.p99S === Number.POSITIVE_INFINITY
+      ? 'errors'
+      : summary.p99S;
+  const tick = previous.tick + 1;
+  const upper = config.targetP99TtftS * (1 + config.targetBandPct);
+  const lower = config.targetP99TtftS * (1 - config.targetBandPct);
+
+  const decide = (): { kind: ActionKind; code: ActionCode; reason: string; cap: number } => {
+    const hold = (code: ActionCode, reason: string) => ({
+      kind: 'hold' as const,
+      code,
+      reason,
+      cap,
+    });
+    if (pods === 0) return hold('no_healthy_pods', 'no healthy pods: budget 0 until one returns');
+    if (previous.cooldownLeft > 0) {
+      return hold('cooldown', `cooldown after a decrease (${previous.cooldownLeft} ticks left)`);
+    }
+    const seen = summary.samples + summary.errors;
+    if (seen < config.minSamples) {
+      return hold('few_samples', `${seen} samples in the window, fewer than ${config.minSamples}`);
+    }
+    if (summary.p99S > upper) {
+      const base = windowPeak > 0 ? Math.min(cap, Math.ceil(windowPeak / pods)) : cap;
+      const cut =
+        config.decrease.mode === 'multiplicative'
+          ? Math.floor(base * config.decrease.factor)
+          : base - config.decrease.step;
+      const next = clampCap(cut, config);
+      const cause =
+        p99S === 'errors'
+          ? `${summary.errors} of ${seen} requests failed upstream (more than the top 1%)`
+          : `p99 ${formatSeconds(summary.p99S)} above the band (${formatSeconds(upper)})`;
+      if (next >= cap) return hold('at_min', `${cause}, but the cap is at its minimum ${cap}`);
+      const how =
+        config.decrease.mode === 'multiplicative'
+          ? `x${config.decrease.factor}`
+          : `-${config.decrease.step}`;
+      const from = base < cap ? ` of the ${base} per worker in flight at the peak` : ` of ${cap}`;
+      return {
+        kind: 'decrease',
+        code: p99S === 'errors' ? 'upstream_errors' : 'above_band',
+        reason: `${cause}: ${how}${from} -> ${next}`,
+        cap: next,
+      };
+    }
+    if (summary.p99S >= lower) {
+      return hold('in_band', `p99 ${formatSeconds(summary.p99S)} inside the band`);
+    }
+    const below = `p99 ${formatSeconds(summary.p99S)} below the band (${formatSeconds(lower)})`;
+    if (observation.inflight <= 0 && observation.waiting <= 0) {
+      return hold('no_demand', `${below}, but nothing in flight or waiting`);
+    }
+    const budget = cap * pods;
+    if (windowPeak * 2 < budget) {
+      return hold(
+        'app_limited',
+        `${below}, but the window's peak in flight ${windowPeak} is under half the budget ${budget}`,
+      );
+    }
+    const next = clampCap(cap + config.increaseStep, config);
+    if (next <= cap) return hold('at_max', `${below}, but the cap is at its maximum ${cap}`);
+    return {
+      kind: 'increase',
+      code: 'below_band',
+      reason: `${below}: ${cap} -> ${next}`,
+      cap: next,
+    };
+  };
+
+  const decision = decide();
+  const decreased = decision.kind === 'decrease';
+  const action: ControllerAction = {
+    tick,
+    kind: decision.kind,
+    code: decision.code,
+    reason: decision.reason,
+    capBefore: cap,
+    capAfter: decision.cap,
+    budget: decision.cap * pods,
+    p99S,
+    samples: summary.samples,
+    errors: summary.errors,
+    windowPeak,
+  };
+  const state: ControllerState = {
+    tick,
+    capPerWorker: decision.cap,
+    cooldownLeft: decreased ? config.cooldownTicks : Math.max(0, previous.cooldownLeft - 1),
+    ticksSinceDecrease: decreased
+      ? 0
+      : previous.ticksSinceDecrease === null
+        ? null
+        : Math.min(previous.ticksSinceDecrease + 1, 1_000_000),
+    peaks,
+    actions: [...previous.actions, action].slice(-ACTION_HISTORY),
+  };
+  return { state, action };
+}

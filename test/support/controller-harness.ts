@@ -1,0 +1,215 @@
+import {
+  type AppHandle,
+  sha256Hex,
+  startGatewayProcess,
+  TEST_KEYS,
+  writeGatewayConfig,
+} from '@fairgate/testkit';
+
+/**
+ * Shared pieces of the controller's cross-process tests: gateways with a `controller:`
+ * section (set through FAIRGATE__ environment overrides), a closed-loop streaming load, and
+ * a recorder of the controller's trajectory read from /admin/state.
+ */
+export interface ControllerEnv {
+  target_p99_ttft_s: number;
+  tick_s?: number;
+  window_s?: number;
+  cap_per_worker?: number;
+  cap_per_worker_min?: number;
+  cap_per_worker_max?: number;
+  cooldown_ticks?: number;
+  min_samples?: number;
+}
+
+export function controllerEnv(
+  controller: ControllerEnv,
+  leader?: { lease_ttl_ms?: number; renew_ms?: number },
+) {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(controller)) {
+    if (value !== undefined) env[`FAIRGATE__CONTROLLER__${key.toUpperCase()}`] = String(value);
+  }
+  for (const [key, value] of Object.entries(leader ?? {})) {
+    if (value !== undefined) env[`FAIRGATE__LEADER__${key.toUpperCase()}`] = String(value);
+  }
+  return env;
+}
+
+/** One tenant, standard class (SLO-protected), a tight queue and a short queue TTL. */
+export function controllerGatewayConfig(
+  redisUrl: string,
+  sims: AppHandle[],
+  queueTtlMs: number,
+): string {
+  return writeGatewayConfig({
+    redisUrl,
+    budget: 8,
+    pods: sims.map((sim, i) => ({ name: `pod-${i}`, url: sim.url, cap: 10_000 })),
+    // Trap 2 of reference/000: a tight queue and a queue TTL far below the SLO, so the
+    // TTFT the controller reads is what the pods do, not how long the queue is.
+    scheduler: { queue_ttl_ms: queueTtlMs, heartbeat_ms: 500 },
+    tenants: [
+      {
+        id: 'paying',
+        api_key_sha256: [sha256Hex(TEST_KEYS.paying)],
+        default_class: 'standard',
+        queue_max: 4,
+      },
+    ],
+  });
+}
+
+export async function startControlledGateways(
+  config: string,
+  replicas: string[],
+  env: Record<string, string>,
+): Promise<AppHandle[]> {
+  return Promise.all(replicas.map((replicaId) => startGatewayProcess({ config, replicaId, env })));
+}
+
+export interface LoadCounters {
+  completed: number;
+  rejected: number;
+  failed: number;
+}
+
+/**
+ * Closed-loop streaming clients spread over the gateways: each keeps one request open,
+ * backs off a little after a 429 (as a well-behaved client does), until `control.stop`.
+ */
+export function closedLoopLoad(
+  gateways: AppHandle[] | (() => AppHandle[]),
+  clients: number,
+  control: { stop: boolean },
+  maxTokens = 8,
+): { done: Promise<void>; counters: LoadCounters } {
+  const counters: LoadCounters = { completed: 0, rejected: 0, failed: 0 };
+  const live = typeof gateways === 'function' ? gateways : () => gateways;
+  const worker = async (index: number) => {
+    let sent = index;
+    while (!control.stop) {
+      const choices = live();
+      const gateway = choices[sent++ % choices.length] as AppHandle;
+      try {
+        const response = await fetch(`${gateway.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${TEST_KEYS.paying}`,
+            'content-type': 'application/json',
+          },
+          body: JSON.stringify({
+            model: 'sim-model',
+            messages: [{ role: 'user', content: 'hi' }],
+            max_tokens: maxTokens,
+            stream: true,
+          }),
+        });
+        await response.arrayBuffer();
+        if (response.ok) counters.completed += 1;
+        else if (response.status === 429) {
+          counters.rejected += 1;
+          await sleep(300 + Math.random() * 400);
+        } else counters.failed += 1;
+      } catch {
+        counters.failed += 1;
+        await sleep(100);
+      }
+    }
+  };
+  const done = Promise.all(Array.from({ length: clients }, (_, i) => worker(i))).then(() => {});
+  return { done, counters };
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export interface AdminState {
+  leader: string | null;
+  epoch: number;
+  budget: number;
+  is_leader: boolean;
+  controller: {
+    cap_per_worker: number | null;
+    budget: number;
+    tick: number;
+    written_by: { replica: string; epoch: number } | null;
+    window: { samples: number; p99_ttft_s: number | null };
+    actions: Array<{
+      tick: number;
+      kind: string;
+      code: string;
+      reason: string;
+      capBefore: number;
+      capAfter: number;
+      budget: number;
+      p99S: number | null | 'errors';
+      samples: number;
+      windowPeak: number;
+    }>;
+  };
+  local: {
+    fenced_writes: {
+      led_epochs: number[];
+      accepted_writes_by_epoch: Record<string, number>;
+      stale_writes_rejected: Record<string, number>;
+      dropped_ticks: number;
+    };
+  };
+}
+
+export async function adminState(gateway: AppHandle): Promise<AdminState> {
+  const response = await fetch(`${gateway.url}/admin/state`, {
+    headers: { authorization: `Bearer ${TEST_KEYS.admin}` },
+    signal: AbortSignal.timeout(5_000),
+  });
+  if (!response.ok) throw new Error(`/admin/state: ${response.status}`);
+  return (await response.json()) as AdminState;
+}
+
+export type Action = AdminState['controller']['actions'][number];
+
+/** Collects every controller action (by tick) by polling /admin/state of live gateways. */
+export class TrajectoryRecorder {
+  readonly actions = new Map<number, Action & { writer: string }>();
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly gateways: () => AppHandle[]) {}
+
+  start(intervalMs = 500): void {
+    const poll = async () => {
+      for (const gateway of this.gateways()) {
+        try {
+          const state = await adminState(gateway);
+          const writer = state.controller.written_by?.replica ?? '?';
+          for (const action of state.controller.actions) {
+            if (!this.actions.has(action.tick))
+              this.actions.set(action.tick, { ...action, writer });
+          }
+          break;
+        } catch {
+          // a gateway that was just killed: ask the next one
+        }
+      }
+      this.#timer = setTimeout(poll, intervalMs);
+    };
+    void poll();
+  }
+
+  stop(): void {
+    if (this.#timer) clearTimeout(this.#timer);
+  }
+
+  ordered(): Array<Action & { writer: string }> {
+    return [...this.actions.values()].sort((a, b) => a.tick - b.tick);
+  }
+
+  /** `tick p99 cap` lines for the test log and the closing note. */
+  format(): string {
+    return this.ordered()
+      .map((a) => {
+        const p99 = typeof a.p99S === 'number' ? a.p99S.toFixed(3) : String(a.p99S);
+        return `tick ${a.tick}\tp99 ${p99}\tcap ${a.capBefore}->${a.capAfter}\tbudget ${a.budget}\t${a.kind}\t${a.code}\tpeak ${a.windowPeak}\tn ${a.samples}`;
+      })
+      .join('\n');
+  }
+}
