@@ -39,6 +39,30 @@ export {
   type StateWriter,
 } from './state-codec.js';
 export {
+  bootstrap,
+  DEFAULT_PARAMS,
+  type FilterState,
+  initialState as initialFilterState,
+  MAX_NIS,
+  type Observation as TunerObservation,
+  type UpdateResult,
+  update as updateFilter,
+} from './tuner/ekf.js';
+export {
+  analyze,
+  decodeMs,
+  desiredPods,
+  iterationMs,
+  type LatencyTargets,
+  type ModelResult,
+  marginalWork,
+  maxRate,
+  type PodParams,
+  prefillMs,
+  serviceRate,
+  type Workload,
+} from './tuner/queueing-model.js';
+export {
   decodeWindow,
   ERROR_COUNT_INDEX,
   emptyWindow,

@@ -1,0 +1,161 @@
+/**
+ * Queueing model of one vLLM pod (the workload-variant-autoscaler's analyzer,
+ * made consistent): continuous batching where every iteration costs
+ *   T(n) = alpha + n * delta,  delta = beta*(i+o)/(o+1) + gamma*(i + o/2)
+ * for a batch of n requests with i input and o output tokens on average. A
+ * request's prefill iteration takes prefill(n) = T(n) + (beta+gamma)*i and each
+ * decode step decode(n) = T(n) + beta + gamma*(i + o/2).
+ *
+ * Requests in the pod form a state-dependent birth-death chain on k = 0..N+K
+ * (N = max batch, K = queue): arrivals at rate lambda (refused when full),
+ * completions at mu(k) = min(k,N) / (prefill(n) + o*decode(n)) with
+ * n = min(k,N) — the batch serves n requests at once, each needing one prefill
+ * and o decodes.
+ *
+ * One definition of each output is used everywhere (the filter and sizing):
+ *   meanBatch  n_bar = E[min(k, N)]
+ *   waitMs     = E[queue length] / throughput     (Little's law)
+ *   ttftMs     = waitMs + prefill(n_bar)
+ *   itlMs      = decode(n_bar)
+ * At light load n_bar -> 0 and TTFT -> alpha + (beta+gamma)*i, ITL -> alpha +
+ * beta + gamma*(i + o/2), and T(n_bar) follows the closed form alpha/(1-rho)
+ * with rho = lambda*(o+1)*delta.
+ * Times are in milliseconds, rates in requests per second.
+ */
+export interface PodParams {
+  /** Fixed cost of one engine iteration, ms. */
+  alpha: number;
+  /** Compute per processed token, ms. */
+  beta: number;
+  /** KV-cache read per token in the context, ms. */
+  gamma: number;
+}
+
+export interface Workload {
+  /** Mean input (prompt) tokens per request. */
+  inputTokens: number;
+  /** Mean output tokens per request (>= 1). */
+  outputTokens: number;
+  /** Max batch (vLLM max-num-seqs). */
+  maxBatch: number;
+  /** Queue positions beyond the batch (the chain's K). */
+  maxQueue: number;
+}
+
+export interface ModelResult {
+  /** Completed requests per second (arrivals minus refusals). */
+  throughput: number;
+  /** Fraction of arrivals refused because batch and queue were full. */
+  blocking: number;
+  meanBatch: number;
+  waitMs: number;
+  ttftMs: number;
+  itlMs: number;
+  /** Iteration time at the mean batch, ms. */
+  iterationMs: number;
+  /** lambda * (o+1) * delta: the closed form's utilisation. */
+  rho: number;
+}
+
+export function marginalWork(p: PodParams, w: Workload): number {
+  const i = w.inputTokens;
+  const o = w.outputTokens;
+  return (p.beta * (i + o)) / (o + 1) + p.gamma * (i + o / 2);
+}
+
+export function iterationMs(p: PodParams, w: Workload, n: number): number {
+  return p.alpha + n * marginalWork(p, w);
+}
+
+export function prefillMs(p: PodParams, w: Workload, n: number): number {
+  return iterationMs(p, w, n) + (p.beta + p.gamma) * w.inputTokens;
+}
+
+export function decodeMs(p: PodParams, w: Workload, n: number): number {
+  return iterationMs(p, w, n) + p.beta + p.gamma * (w.inputTokens + w.outputTokens / 2);
+}
+
+/** Completion rate (requests per second) with n requests in the batch. */
+export function serviceRate(p: PodParams, w: Workload, n: number): number {
+  if (n <= 0) return 0;
+  const batch = Math.min(n, w.maxBatch);
+  const perRequestMs = prefillMs(p, w, batch) + w.outputTokens * decodeMs(p, w, batch);
+  return (batch / perRequestMs) * 1_000;
+}
+
+/** Stationary analysis of the chain at arrival rate `lambda` (requests/s). */
+export function analyze(p: PodParams, w: Workload, lambda: number): ModelResult {
+  const states = w.maxBatch + w.maxQueue;
+  // Unnormalised probabilities in log space: products of lambda/mu can overflow.
+  const logWeights = new Float64Array(states + 1);
+  let maxLog = 0;
+  for (let k = 1; k <= states; k++) {
+    logWeights[k] = logWeights[k - 1]! + Math.log(lambda) - Math.log(serviceRate(p, w, k));
+    if (logWeights[k]! > maxLog) maxLog = logWeights[k]!;
+  }
+  let total = 0;
+  const probs = new Float64Array(states + 1);
+  for (let k = 0; k <= states; k++) {
+    probs[k] = Math.exp(logWeights[k]! - maxLog);
+    total += probs[k]!;
+  }
+  let meanBatch = 0;
+  let meanQueue = 0;
+  for (let k = 0; k <= states; k++) {
+    probs[k] = probs[k]! / total;
+    meanBatch += Math.min(k, w.maxBatch) * probs[k]!;
+    meanQueue += Math.max(0, k - w.maxBatch) * probs[k]!;
+  }
+  const blocking = probs[states]!;
+  const throughput = lambda * (1 - blocking);
+  const waitMs = throughput > 0 ? (meanQueue / throughput) * 1_000 : 0;
+  return {
+    throughput,
+    blocking,
+    meanBatch,
+    waitMs,
+    ttftMs: waitMs + prefillMs(p, w, meanBatch),
+    itlMs: decodeMs(p, w, meanBatch),
+    iterationMs: iterationMs(p, w, meanBatch),
+    rho: (lambda / 1_000) * (w.outputTokens + 1) * marginalWork(p, w),
+  };
+}
+
+export interface LatencyTargets {
+  ttftMs: number;
+  itlMs: number;
+}
+
+/**
+ * lambda*: the largest arrival rate (requests/s) at which the model's TTFT and
+ * ITL both meet the targets, by bisection over [mu(1)*0.001, mu(N)*0.999]
+ * (both latencies grow with the rate). 0 when even the lowest rate misses.
+ */
+export function maxRate(
+  p: PodParams,
+  w: Workload,
+  targets: LatencyTargets,
+  iterations = 60,
+): number {
+  const meets = (lambda: number) => {
+    const r = analyze(p, w, lambda);
+    return r.ttftMs <= targets.ttftMs && r.itlMs <= targets.itlMs;
+  };
+  let low = serviceRate(p, w, 1) * 0.001;
+  let high = serviceRate(p, w, w.maxBatch) * 0.999;
+  if (!meets(low)) return 0;
+  if (meets(high)) return high;
+  for (let n = 0; n < iterations; n++) {
+    const mid = (low + high) / 2;
+    if (meets(mid)) low = mid;
+    else high = mid;
+  }
+  return low;
+}
+
+/** Pods needed for `totalRate` requests/s when one pod takes `perPodRate`. */
+export function desiredPods(totalRate: number, perPodRate: number): number {
+  if (totalRate <= 0) return 0;
+  if (perPodRate <= 0) return Number.POSITIVE_INFINITY;
+  return Math.ceil(totalRate / perPodRate);
+}
