@@ -9,23 +9,10 @@ import {
   serviceRate,
   type Workload,
 } from '../src/tuner/queueing-model.js';
+import { normal, seededRandom } from './prng.js';
 
 const truth: PodParams = { alpha: 8, beta: 0.05, gamma: 0.0001 };
 const workload: Workload = { inputTokens: 512, outputTokens: 64, maxBatch: 64, maxQueue: 100 };
-
-/** Deterministic PRNG (mulberry32) and a standard normal from it. */
-function rng(seed: number) {
-  let a = seed >>> 0;
-  const uniform = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const normal = () => Math.sqrt(-2 * Math.log(1 - uniform())) * Math.cos(2 * Math.PI * uniform());
-  return { uniform, normal };
-}
 
 describe('queueing model', () => {
   it.each([0.001, 0.005, 0.01, 0.02])(
@@ -94,7 +81,8 @@ describe('queueing model', () => {
 
 describe('EKF tuner', () => {
   function observations(seed: number, count: number, noise: number): Observation[] {
-    const { uniform, normal } = rng(seed);
+    const uniform = seededRandom(seed);
+    const gaussian = () => normal(uniform);
     const ceiling = serviceRate(truth, workload, workload.maxBatch);
     return Array.from({ length: count }, () => {
       const w: Workload = {
@@ -105,8 +93,8 @@ describe('EKF tuner', () => {
       const rate = ceiling * (0.05 + uniform() * 0.35);
       const exact = analyze(truth, w, rate);
       return {
-        ttftMs: exact.ttftMs * (1 + noise * normal()),
-        itlMs: exact.itlMs * (1 + noise * normal()),
+        ttftMs: exact.ttftMs * (1 + noise * gaussian()),
+        itlMs: exact.itlMs * (1 + noise * gaussian()),
         rate,
         workload: w,
       };
