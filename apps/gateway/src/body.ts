@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import type { Context } from 'hono';
 import { payloadTooLarge } from './errors.js';
 
 /**
@@ -36,4 +37,19 @@ export function readBodyText(incoming: IncomingMessage, limit: number): Promise<
     incoming.once('end', onEnd);
     incoming.once('error', reject);
   });
+}
+
+/**
+ * The body of a request as text, within `limit` bytes: read from the Node
+ * request under @hono/node-server, or from the web Request under app.request()
+ * (tests without a socket), with the same limit semantics.
+ */
+export async function readRequestBody(c: Context, limit: number): Promise<string> {
+  const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
+  if (incoming) return readBodyText(incoming, limit);
+  const declared = c.req.header('content-length');
+  if (declared !== undefined && Number(declared) > limit) throw payloadTooLarge(limit);
+  const buffer = await c.req.arrayBuffer();
+  if (buffer.byteLength > limit) throw payloadTooLarge(limit);
+  return new TextDecoder().decode(buffer);
 }

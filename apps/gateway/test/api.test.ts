@@ -15,6 +15,7 @@ import {
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningGateway, startGateway } from '../src/index.js';
+import { type GatewayStack, startGatewayStack } from './fixture.js';
 
 /**
  * The OpenAI SDK against one gateway replica in front of a real sim, on both
@@ -199,34 +200,23 @@ describe.each(['embedded', 'redis'] as const)(
 );
 
 describe('flow-control drops', () => {
-  let sim: AppHandle;
   let gateway: RunningGateway;
+
+  let stack: GatewayStack;
 
   beforeAll(async () => {
     // A slow pod and a budget of 1 with no queue: a second concurrent request is dropped.
-    sim = await startSim({ args: { 'alpha-ms': 100, model: 'sim-model' } });
-    const config = writeGatewayConfig({
-      pods: [{ name: 'pod-a', url: sim.url }],
-      budget: 1,
-      tenants: [
-        {
-          id: 'paying',
-          api_key_sha256: [sha256Hex(TEST_KEYS.paying)],
-          queue_max: 0,
-        },
-      ],
-    });
-    gateway = await startGateway({
-      configPath: config,
-      port: 0,
+    stack = await startGatewayStack({
       replicaId: 'drops',
-      log: () => {},
+      simArgs: { 'alpha-ms': 100 },
+      config: {
+        budget: 1,
+        tenants: [{ id: 'paying', api_key_sha256: [sha256Hex(TEST_KEYS.paying)], queue_max: 0 }],
+      },
     });
+    gateway = stack.gateway;
   });
-  afterAll(async () => {
-    await gateway?.close(1_000);
-    await sim?.stop();
-  });
+  afterAll(() => stack?.close());
 
   it('is a RateLimitError with Retry-After, which the SDK honours on retry', async () => {
     const noRetry = new OpenAI({
@@ -264,23 +254,18 @@ describe('flow-control drops', () => {
 });
 
 describe('queue wait', () => {
-  let sim: AppHandle;
+  let stack: GatewayStack;
   let gateway: RunningGateway;
 
   beforeAll(async () => {
-    sim = await startSim({ args: { 'alpha-ms': 100, model: 'sim-model' } });
-    const config = writeGatewayConfig({ pods: [{ name: 'pod-a', url: sim.url }], budget: 1 });
-    gateway = await startGateway({
-      configPath: config,
-      port: 0,
+    stack = await startGatewayStack({
       replicaId: 'queue-wait',
-      log: () => {},
+      simArgs: { 'alpha-ms': 100 },
+      config: { budget: 1 },
     });
+    gateway = stack.gateway;
   });
-  afterAll(async () => {
-    await gateway?.close(1_000);
-    await sim?.stop();
-  });
+  afterAll(() => stack?.close());
 
   it('is reported in x-fairgate-queue-ms for a request that waited for the budget', async () => {
     const send = (stream: boolean) =>

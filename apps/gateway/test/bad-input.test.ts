@@ -1,8 +1,9 @@
 import { connect } from 'node:net';
 import { isOpenAIErrorBody } from '@fairgate/openai';
-import { type AppHandle, startSim, TEST_KEYS, writeGatewayConfig } from '@fairgate/testkit';
+import { type AppHandle, TEST_KEYS } from '@fairgate/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningGateway, startGateway } from '../src/index.js';
+import type { RunningGateway } from '../src/index.js';
+import { type GatewayStack, startGatewayStack } from './fixture.js';
 
 const LIMIT = 1_024;
 
@@ -148,26 +149,19 @@ const rows: Row[] = [
 ];
 
 describe('bad input is refused precisely and never reaches a pod', () => {
+  let stack: GatewayStack;
   let sim: AppHandle;
   let gateway: RunningGateway;
 
   beforeAll(async () => {
-    sim = await startSim({ args: { 'alpha-ms': 1, model: 'sim-model' } });
-    const config = writeGatewayConfig({
-      pods: [{ name: 'pod-a', url: sim.url }],
-      limits: { max_body_bytes: LIMIT },
-    });
-    gateway = await startGateway({
-      configPath: config,
-      port: 0,
+    stack = await startGatewayStack({
       replicaId: 'bad-input',
-      log: () => {},
+      simArgs: { 'alpha-ms': 1 },
+      config: { limits: { max_body_bytes: LIMIT } },
     });
+    ({ sim, gateway } = stack);
   });
-  afterAll(async () => {
-    await gateway?.close(1_000);
-    await sim?.stop();
-  });
+  afterAll(() => stack?.close());
 
   it.each(rows)('$name -> $status', async (row) => {
     const before = await simRequests(sim);

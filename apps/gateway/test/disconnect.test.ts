@@ -1,14 +1,8 @@
 import { decodeSseStream } from '@fairgate/openai';
-import {
-  type AppHandle,
-  type RedisHandle,
-  startRedis,
-  startSim,
-  TEST_KEYS,
-  writeGatewayConfig,
-} from '@fairgate/testkit';
+import { type AppHandle, TEST_KEYS } from '@fairgate/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningGateway, startGateway } from '../src/index.js';
+import type { RunningGateway } from '../src/index.js';
+import { type GatewayStack, startGatewayStack } from './fixture.js';
 
 async function simRunning(sim: AppHandle): Promise<number> {
   const text = await (await fetch(`${sim.url}/metrics`)).text();
@@ -17,29 +11,19 @@ async function simRunning(sim: AppHandle): Promise<number> {
 }
 
 describe('a client that disconnects mid-stream', () => {
-  let redis: RedisHandle;
+  let stack: GatewayStack;
   let sim: AppHandle;
   let gateway: RunningGateway;
 
   beforeAll(async () => {
-    redis = await startRedis();
-    sim = await startSim({ args: { 'alpha-ms': 20, model: 'sim-model' } });
-    const config = writeGatewayConfig({
-      redisUrl: redis.url,
-      pods: [{ name: 'pod-a', url: sim.url }],
-    });
-    gateway = await startGateway({
-      configPath: config,
-      port: 0,
+    stack = await startGatewayStack({
       replicaId: 'disconnect',
-      log: () => {},
+      simArgs: { 'alpha-ms': 20 },
+      withRedis: true,
     });
+    ({ sim, gateway } = stack);
   });
-  afterAll(async () => {
-    await gateway?.close(1_000);
-    await sim?.stop();
-    await redis?.stop();
-  });
+  afterAll(() => stack?.close());
 
   it('closes the upstream within 500 ms and frees the slot', async () => {
     const client = new AbortController();

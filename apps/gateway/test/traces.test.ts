@@ -1,5 +1,5 @@
 import { Attr, SpanEvents, startTelemetry } from '@fairgate/telemetry';
-import { type AppHandle, startSim, TEST_KEYS, writeGatewayConfig } from '@fairgate/testkit';
+import { type AppHandle, TEST_KEYS } from '@fairgate/testkit';
 import { hrTimeToMilliseconds } from '@opentelemetry/core';
 import {
   InMemorySpanExporter,
@@ -7,7 +7,8 @@ import {
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningGateway, startGateway } from '../src/index.js';
+import type { RunningGateway } from '../src/index.js';
+import { type GatewayStack, startGatewayStack } from './fixture.js';
 
 describe('traces t1..t7', () => {
   const exporter = new InMemorySpanExporter();
@@ -15,23 +16,20 @@ describe('traces t1..t7', () => {
     serviceName: 'fairgate-test',
     spanProcessors: [new SimpleSpanProcessor(exporter)],
   });
+  let stack: GatewayStack;
   let sim: AppHandle;
   let gateway: RunningGateway;
 
   beforeAll(async () => {
-    sim = await startSim({ args: { 'alpha-ms': 5, model: 'sim-model' } });
-    const config = writeGatewayConfig({ pods: [{ name: 'pod-a', url: sim.url }] });
-    gateway = await startGateway({
-      configPath: config,
-      port: 0,
+    stack = await startGatewayStack({
       replicaId: 'trace-r1',
+      simArgs: { 'alpha-ms': 5 },
       telemetry,
-      log: () => {},
     });
+    ({ sim, gateway } = stack);
   });
   afterAll(async () => {
-    await gateway?.close(1_000);
-    await sim?.stop();
+    await stack?.close();
     await telemetry.shutdown();
   });
 

@@ -23,7 +23,7 @@ import {
 } from '@fairgate/telemetry';
 import type { Context as OtelContext, Span } from '@opentelemetry/api';
 import type { Context } from 'hono';
-import { readBodyText } from '../body.js';
+import { readRequestBody } from '../body.js';
 import { type Classification, classify, SLO_CLASS_HEADER, SLO_TTFT_HEADER } from '../classify.js';
 import { clientAbortSignal } from '../client-signal.js';
 import { DEFAULT_MAX_TOKENS, type GatewayDeps } from '../context.js';
@@ -31,7 +31,6 @@ import { isSloProtected } from '../control/settings.js';
 import {
   flowControlDrop,
   noHealthyPod,
-  payloadTooLarge,
   unauthorized,
   upstreamFailure,
   upstreamTimeout,
@@ -71,18 +70,6 @@ export function generationHandler(deps: GatewayDeps, endpoint: Endpoint) {
   };
 }
 
-async function readBody(c: Context, limit: number): Promise<string> {
-  const incoming = (c.env as { incoming?: import('node:http').IncomingMessage } | undefined)
-    ?.incoming;
-  if (incoming) return readBodyText(incoming, limit);
-  // app.request() in tests: a web Request; same limit semantics.
-  const declared = c.req.header('content-length');
-  if (declared !== undefined && Number(declared) > limit) throw payloadTooLarge(limit);
-  const buffer = await c.req.arrayBuffer();
-  if (buffer.byteLength > limit) throw payloadTooLarge(limit);
-  return new TextDecoder().decode(buffer);
-}
-
 function authenticate(deps: GatewayDeps, c: Context): TenantConfig {
   const token = bearerToken(c.req.header('authorization'));
   if (!token) throw unauthorized('Missing `Authorization: Bearer <API key>` header');
@@ -106,7 +93,7 @@ async function serve(
   serverSpan.setAttribute(Attr.tenant, tenant.id);
   const request = parseGenerationRequest(
     endpoint,
-    parseJsonBody(await readBody(c, config.limits.max_body_bytes)),
+    parseJsonBody(await readRequestBody(c, config.limits.max_body_bytes)),
   );
   const nowMs = Date.now();
   const cls = classify({
