@@ -4,8 +4,8 @@
  * Chosen by `admission.policy`; always-admit is the default.
  *
  * - always-admit: admit everything (flow control still queues, caps and TTLs).
- * - tier-shed: under overload — the most loaded pod's in-flight + waiting is
- *   above `tierShedThreshold` — reject classes whose priority is below
+ * - tier-shed: under overload — the most loaded pod (maxPodLoad) is above
+ *   `tierShedThreshold` — reject classes whose priority is below
  *   `tierShedMinPriority` (default 3: only standard and critical pass).
  * - gaie-legacy: reject sheddable requests (priority < 0) while pool
  *   saturation >= 1.0.
@@ -21,7 +21,7 @@ export type AdmissionPolicy = (typeof ADMISSION_POLICIES)[number];
 
 export interface AdmissionConfig {
   policy: AdmissionPolicy;
-  /** tier-shed: per-pod in-flight + waiting above which the pool counts as overloaded. */
+  /** tier-shed: maxPodLoad above which the pool counts as overloaded (integer >= 0). */
   tierShedThreshold: number;
   /** tier-shed: lowest priority still admitted under overload. */
   tierShedMinPriority: number;
@@ -34,9 +34,9 @@ export const DEFAULT_ADMISSION: Readonly<AdmissionConfig> = {
 };
 
 export interface PoolSignals {
-  /** max over pods of (in-flight + waiting) as last scraped. */
+  /** maxPodLoad(): the busiest pod's in-flight or scraped running + waiting. */
   maxPodLoad: number;
-  /** Pool saturation (see poolSaturation); >= 1 is saturated. */
+  /** poolSaturation(): >= 1 is saturated. */
   saturation: number;
 }
 
@@ -44,6 +44,12 @@ export type AdmissionDecision =
   | { admit: true }
   | { admit: false; reason: 'shed_by_tier' | 'saturated' | 'rejected_by_policy' };
 
+/**
+ * The policy's verdict for a request of `priority` (its band). The scheduler evaluates the
+ * same rules inside its enqueue (lua/includes/admission.lua), reading a signal only when the
+ * policy needs it: always-admit reads nothing, tier-shed reads pod loads only for priorities
+ * below tierShedMinPriority, gaie-legacy computes saturation only for sheddable priorities.
+ */
 export function decideAdmission(
   config: AdmissionConfig,
   priority: number,
@@ -55,7 +61,7 @@ export function decideAdmission(
     case 'reject-all':
       return { admit: false, reason: 'rejected_by_policy' };
     case 'tier-shed':
-      if (signals.maxPodLoad > config.tierShedThreshold && priority < config.tierShedMinPriority) {
+      if (priority < config.tierShedMinPriority && signals.maxPodLoad > config.tierShedThreshold) {
         return { admit: false, reason: 'shed_by_tier' };
       }
       return { admit: true };
@@ -65,20 +71,36 @@ export function decideAdmission(
   }
 }
 
-/** One pod's scraped vLLM gauges. */
-export interface PodLoad {
+/** One pod's vLLM gauges as the leader last scraped them, stamped with the store clock. */
+export interface ScrapedLoad {
+  /** vllm:num_requests_waiting. */
   waiting: number;
+  /** vllm:num_requests_running. */
   running: number;
   /** vllm:kv_cache_usage_perc, 0..1. */
   kvUtilization: number;
-  /** When the scrape was taken (ms, same clock as `nowMs`). */
+  /** Store time of the scrape (ms, the clock `nowMs` is on). */
   scrapedAtMs: number;
 }
 
+/**
+ * What the load signals are computed from, per pod. A scheduler `PodSnapshot` is one, so
+ * `poolSaturation(snapshot.pods, snapshot.nowMs, settings.saturation)` works as it is.
+ */
+export interface PodLoad {
+  healthy: boolean;
+  /** Requests the gateways hold in flight on the pod (the scheduler's own count). */
+  inflight: number;
+  /** The last scrape, null when the pod was never scraped. */
+  load: ScrapedLoad | null;
+}
+
 export interface SaturationConfig {
+  /** Waiting requests per pod at which the queue component reaches 1.0 (> 0). */
   queueDepthThreshold: number;
+  /** KV-cache utilization at which the memory component reaches 1.0, in (0, 1]. */
   kvCacheUtilThreshold: number;
-  /** A scrape older than this counts as saturated (1.0). */
+  /** A scrape older than this (ms) counts as saturated (1.0). */
   staleMs: number;
 }
 
@@ -88,42 +110,81 @@ export const DEFAULT_SATURATION: Readonly<SaturationConfig> = {
   staleMs: 1_000,
 };
 
+/** Whether a pod's scrape may be used at `nowMs` (not older than staleMs). */
+export function isFreshLoad(
+  load: ScrapedLoad | null | undefined,
+  nowMs: number,
+  staleMs: number,
+): load is ScrapedLoad {
+  return load !== null && load !== undefined && nowMs - load.scrapedAtMs <= staleMs;
+}
+
 /**
- * Pool saturation = mean over pods of max(waiting / queueDepthThreshold,
- * kvUtilization / kvCacheUtilThreshold). A pod with no scrape or a stale one
- * counts as 1.0 (unknown is treated as full, so gating fails safe). No pods at
- * all is 1.0.
+ * Requests queued at a pod, current between scrapes: the scraped waiting count, or the
+ * gateways' own in-flight count on the pod less the scraped running count when that is
+ * larger (what was dispatched since the scrape and is not running yet is queued there or
+ * on its way). Without it a gate that opens on one scrape would let a whole budget through
+ * before the next scrape shows the pods' queues.
+ */
+function queuedAtPod(pod: PodLoad, load: ScrapedLoad): number {
+  return Math.max(load.waiting, pod.inflight - load.running);
+}
+
+/**
+ * Pool saturation = mean over HEALTHY pods of max(queued / queueDepthThreshold,
+ * kvUtilization / kvCacheUtilThreshold), queued as queuedAtPod. A healthy pod never scraped, or whose scrape is
+ * older than staleMs, counts as 1.0 (unknown is treated as full, so gating fails safe); no
+ * healthy pod at all is 1.0. Pods are summed in the order given (the scheduler passes them
+ * by name, as lua/includes/saturation.lua does, so both get the same floating-point result).
  */
 export function poolSaturation(
-  pods: ReadonlyArray<PodLoad | undefined>,
+  pods: readonly PodLoad[],
   nowMs: number,
   config: SaturationConfig = DEFAULT_SATURATION,
 ): number {
-  if (pods.length === 0) return 1;
   let sum = 0;
+  let count = 0;
   for (const pod of pods) {
-    if (!pod || nowMs - pod.scrapedAtMs > config.staleMs) {
+    if (!pod.healthy) continue;
+    count += 1;
+    if (isFreshLoad(pod.load, nowMs, config.staleMs)) {
+      sum += Math.max(
+        queuedAtPod(pod, pod.load) / config.queueDepthThreshold,
+        pod.load.kvUtilization / config.kvCacheUtilThreshold,
+      );
+    } else {
       sum += 1;
-      continue;
     }
-    sum += Math.max(
-      pod.waiting / config.queueDepthThreshold,
-      pod.kvUtilization / config.kvCacheUtilThreshold,
-    );
   }
-  return sum / pods.length;
+  return count === 0 ? 1 : sum / count;
 }
 
-/** max over pods of running + waiting (tier-shed's overload signal); stale pods count as 0. */
-export function maxPodLoad(
-  pods: ReadonlyArray<PodLoad | undefined>,
-  nowMs: number,
-  staleMs: number,
-): number {
+/**
+ * The newest scrape time among healthy pods, or undefined when none was ever scraped.
+ * In-flight eviction for a closed saturation gate evicts at most once per new scrape.
+ */
+export function newestScrapeMs(pods: readonly PodLoad[]): number | undefined {
+  let newest: number | undefined;
+  for (const pod of pods) {
+    if (!pod.healthy || !pod.load) continue;
+    if (newest === undefined || pod.load.scrapedAtMs > newest) newest = pod.load.scrapedAtMs;
+  }
+  return newest;
+}
+
+/**
+ * Tier-shed's overload signal: max over pods (all of them) of max(the gateways' in-flight on
+ * the pod, scraped running + waiting when the scrape is fresh). The in-flight count keeps the
+ * signal live between scrapes and when scraping is off.
+ */
+export function maxPodLoad(pods: readonly PodLoad[], nowMs: number, staleMs: number): number {
   let max = 0;
   for (const pod of pods) {
-    if (!pod || nowMs - pod.scrapedAtMs > staleMs) continue;
-    max = Math.max(max, pod.running + pod.waiting);
+    let load = pod.inflight;
+    if (isFreshLoad(pod.load, nowMs, staleMs)) {
+      load = Math.max(load, pod.load.running + pod.load.waiting);
+    }
+    max = Math.max(max, load);
   }
   return max;
 }

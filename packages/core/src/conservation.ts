@@ -10,6 +10,11 @@ export interface FlowCounters {
   admitted: number;
   rejected: Partial<Record<RejectCode, number>>;
   outcomes: Record<Outcome, number>;
+  /**
+   * Waiting requests removed by queue shedding. They are also counted in outcomes.evicted,
+   * so the conservation identities are unchanged.
+   */
+  shed: number;
   inputTokens: number;
   outputTokens: number;
 }

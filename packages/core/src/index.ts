@@ -6,11 +6,14 @@ export {
   DEFAULT_ADMISSION,
   DEFAULT_SATURATION,
   decideAdmission,
+  isFreshLoad,
   maxPodLoad,
+  newestScrapeMs,
   type PodLoad,
   type PoolSignals,
   poolSaturation,
   type SaturationConfig,
+  type ScrapedLoad,
 } from './admission.js';
 export {
   conservationViolations,
@@ -31,7 +34,13 @@ export {
   type RequestId,
   type TenantId,
 } from './ids.js';
-export { compareOrderKeys, type OrderKey, type QueueOrder, queueScore } from './order.js';
+export {
+  compareOrderKeys,
+  DISPATCH_ORDERS,
+  type OrderKey,
+  type QueueOrder,
+  queueScore,
+} from './order.js';
 export {
   isOutcome,
   isReleaseOutcome,
@@ -41,8 +50,12 @@ export {
   type ReleaseOutcome,
 } from './outcomes.js';
 export {
+  DROP_REASONS,
+  type DropReason,
   type DropResponse,
+  isDropReason,
   isRejectCode,
+  noticeDropResponse,
   outcomeDropResponse,
   REJECT_CODES,
   RejectCode,
@@ -57,9 +70,11 @@ export {
 export {
   type BucketConfig,
   type BucketState,
+  currentBucket,
   fullBucket,
   refill,
   type TakeResult,
   take,
   trueUp,
+  wholeTokens,
 } from './token-bucket.js';

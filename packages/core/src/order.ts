@@ -1,9 +1,17 @@
 /**
- * Order inside a tenant queue. The Redis implementation keeps queues in sorted sets, so the
- * order is (score, id) with ids compared bytewise, exactly as ZRANGE returns them; the
- * in-process implementation sorts the same way so both dispatch in the same order.
+ * Dispatch order (GIE / BLIS `--dispatch-order`):
+ * - `priority`: bands strictly highest first, the fairness policy inside a band, arrival
+ *   order inside a tenant queue;
+ * - `slo-deadline`: as priority, but earliest absolute deadline first inside a tenant queue;
+ * - `fifo`: the globally earliest arrival across all bands and tenants (priority and
+ *   fairness ignored for ordering; quotas still skip a tenant).
+ *
+ * The Redis implementation keeps queues in sorted sets, so the order inside a queue is
+ * (score, id) with ids compared bytewise, exactly as ZRANGE returns them; the in-process
+ * implementation sorts the same way so both dispatch in the same order.
  */
-export type QueueOrder = 'fifo' | 'slo-deadline';
+export type QueueOrder = 'priority' | 'fifo' | 'slo-deadline';
+export const DISPATCH_ORDERS: readonly QueueOrder[] = ['priority', 'fifo', 'slo-deadline'];
 
 export interface OrderKey {
   readonly score: number;
@@ -17,14 +25,16 @@ export function compareOrderKeys(a: OrderKey, b: OrderKey): number {
 }
 
 /**
- * The score of a newly waiting request. fifo: the pool-wide arrival sequence. slo-deadline:
- * the absolute deadline in server milliseconds; a request without one uses its queue expiry,
- * so it still gets served before it would time out instead of starving behind deadlines.
+ * The score of a newly waiting request in its tenant queue (the one place the order key is
+ * computed; lua/enqueue-18.lua computes the same). priority and fifo: the pool-wide arrival
+ * sequence. slo-deadline: the absolute deadline in server milliseconds; a request without one
+ * uses its queue expiry, so it still gets served before it would time out instead of starving
+ * behind deadlines.
  */
 export function queueScore(
   order: QueueOrder,
   arrival: { seq: number; nowMs: number; deadlineInMs: number | undefined; ttlMs: number },
 ): number {
-  if (order === 'fifo') return arrival.seq;
+  if (order !== 'slo-deadline') return arrival.seq;
   return arrival.nowMs + (arrival.deadlineInMs ?? arrival.ttlMs);
 }

@@ -17,10 +17,14 @@ export enum RejectCode {
   QuotaKvBlocksNeverFits = 'quota_kv_blocks',
   /** No pod is healthy: waiting could only end in a queue TTL expiry. */
   NoHealthyPod = 'no_healthy_pod',
-  /** Reserved for the per-tenant token bucket taken at enqueue (admission issue). */
+  /** The tenant's token bucket does not hold the request's cost (see retryAfterMs). */
   RateLimited = 'rate_limited',
-  /** Reserved for admission shedding by priority tier or saturation (admission issue). */
-  Shed = 'shed',
+  /** tier-shed admission: a pod is overloaded and the priority is below the minimum. */
+  ShedByTier = 'shed_by_tier',
+  /** gaie-legacy admission: a sheddable request while pool saturation >= 1. */
+  Saturated = 'saturated',
+  /** reject-all admission. */
+  RejectedByPolicy = 'rejected_by_policy',
 }
 
 export const REJECT_CODES: readonly RejectCode[] = Object.values(RejectCode);
@@ -29,11 +33,27 @@ export function isRejectCode(value: string): value is RejectCode {
   return (REJECT_CODES as readonly string[]).includes(value);
 }
 
+/**
+ * Every value `x-fairgate-drop-reason` (and the drops metric's reason label) can take: the
+ * rejection codes, plus the drops decided after admission (queue TTL, eviction, shedding).
+ */
+export type DropReason = RejectCode | 'queue_ttl' | 'evicted' | 'queue_shed';
+export const DROP_REASONS: readonly DropReason[] = [
+  ...REJECT_CODES,
+  'queue_ttl',
+  'evicted',
+  'queue_shed',
+];
+
+export function isDropReason(value: string): value is DropReason {
+  return (DROP_REASONS as readonly string[]).includes(value);
+}
+
 /** How a drop is rendered over HTTP: 429 with a drop reason, or 503 for no capacity at all. */
 export interface DropResponse {
   status: 429 | 503;
   /** Value of `x-fairgate-drop-reason`. */
-  dropReason: string;
+  dropReason: DropReason;
 }
 
 export function rejectionResponse(code: RejectCode): DropResponse {
@@ -53,5 +73,22 @@ export function outcomeDropResponse(outcome: Outcome): DropResponse | undefined 
       return { status: 429, dropReason: 'evicted' };
     default:
       return undefined;
+  }
+}
+
+/**
+ * The drop a scheduler notice ends a request with: 'expired' (queue TTL) -> 429 queue_ttl,
+ * 'evict' (lease lapsed or in-flight eviction) -> 429 evicted, 'shed' (a waiting request
+ * replaced by a higher-priority arrival under queue shedding; its outcome is evicted) ->
+ * 429 queue_shed.
+ */
+export function noticeDropResponse(kind: 'expired' | 'evict' | 'shed'): DropResponse {
+  switch (kind) {
+    case 'expired':
+      return { status: 429, dropReason: 'queue_ttl' };
+    case 'evict':
+      return { status: 429, dropReason: 'evicted' };
+    case 'shed':
+      return { status: 429, dropReason: 'queue_shed' };
   }
 }

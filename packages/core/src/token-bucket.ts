@@ -15,6 +15,12 @@
  * refill of r tokens/s over e ms is e * r milli-tokens, an integer for integer r
  * and whole milliseconds): a level kept in tokens drifts
  * by rounding and a long run would lose whole tokens at boundaries.
+ *
+ * Rules the scheduler adds around these (lua/includes/bucket.lua, LocalEngine):
+ * a bucket with no state yet is full (currentBucket); lowering the capacity clamps
+ * the level at the next refill; a request that never gets a slot (rejected by a
+ * queue cap, expired, cancelled or shed while waiting) gets its whole cost back
+ * (trueUp with actual 0).
  */
 export interface BucketConfig {
   capacity: number;
@@ -84,4 +90,18 @@ export function trueUp(
 /** A fresh bucket starts full. */
 export function fullBucket(config: BucketConfig, nowMs: number): BucketState {
   return { levelMilli: config.capacity * 1_000, updatedAtMs: nowMs };
+}
+
+/** The bucket at nowMs: refilled from its state, or full when it has none yet. */
+export function currentBucket(
+  state: BucketState | null | undefined,
+  config: BucketConfig,
+  nowMs: number,
+): BucketState {
+  return refill(state ?? fullBucket(config, nowMs), config, nowMs);
+}
+
+/** The level in whole tokens (rounded down; negative after an under-estimate). */
+export function wholeTokens(state: BucketState): number {
+  return Math.floor(state.levelMilli / 1_000);
 }

@@ -1,12 +1,19 @@
 import { describe, expect, it } from 'vitest';
 import {
   assertValidName,
+  compareOrderKeys,
   conservationViolations,
+  DISPATCH_ORDERS,
+  DROP_REASONS,
   emptyOutcomes,
   type FlowCounters,
+  isDropReason,
   isValidName,
+  noticeDropResponse,
   outcomeDropResponse,
+  type QueueOrder,
   queueScore,
+  REJECT_CODES,
   RejectCode,
   rejectionResponse,
 } from '../src/index.js';
@@ -19,7 +26,9 @@ describe('rejection -> HTTP', () => {
     [RejectCode.QuotaConcurrencyNeverFits, 429, 'quota_concurrency'],
     [RejectCode.QuotaKvBlocksNeverFits, 429, 'quota_kv_blocks'],
     [RejectCode.RateLimited, 429, 'rate_limited'],
-    [RejectCode.Shed, 429, 'shed'],
+    [RejectCode.ShedByTier, 429, 'shed_by_tier'],
+    [RejectCode.Saturated, 429, 'saturated'],
+    [RejectCode.RejectedByPolicy, 429, 'rejected_by_policy'],
     [RejectCode.NoHealthyPod, 503, 'no_healthy_pod'],
   ])('%s -> %i %s', (code, status, dropReason) => {
     expect(rejectionResponse(code)).toEqual({ status, dropReason });
@@ -30,6 +39,22 @@ describe('rejection -> HTTP', () => {
     expect(outcomeDropResponse('evicted')).toEqual({ status: 429, dropReason: 'evicted' });
     expect(outcomeDropResponse('completed')).toBeUndefined();
     expect(outcomeDropResponse('upstream_error')).toBeUndefined();
+  });
+
+  it.each([
+    ['expired', 'queue_ttl'],
+    ['evict', 'evicted'],
+    ['shed', 'queue_shed'],
+  ] as const)('notice %s -> 429 %s', (kind, dropReason) => {
+    expect(noticeDropResponse(kind)).toEqual({ status: 429, dropReason });
+  });
+
+  it('every drop reason is listed once, rejection codes included', () => {
+    expect(new Set(DROP_REASONS).size).toBe(DROP_REASONS.length);
+    for (const code of REJECT_CODES) expect(isDropReason(code)).toBe(true);
+    expect(isDropReason('queue_shed')).toBe(true);
+    expect(isDropReason('shed')).toBe(false);
+    expect(REJECT_CODES).toHaveLength(10);
   });
 });
 
@@ -44,11 +69,30 @@ describe('names', () => {
 });
 
 describe('queueScore', () => {
-  it('fifo uses the arrival sequence, slo-deadline the deadline or else the expiry', () => {
-    const arrival = { seq: 7, nowMs: 1000, deadlineInMs: 250, ttlMs: 900 };
-    expect(queueScore('fifo', arrival)).toBe(7);
-    expect(queueScore('slo-deadline', arrival)).toBe(1250);
-    expect(queueScore('slo-deadline', { ...arrival, deadlineInMs: undefined })).toBe(1900);
+  const arrival = { seq: 7, nowMs: 1000, deadlineInMs: 250, ttlMs: 900 };
+  it.each<[QueueOrder, Partial<typeof arrival>, number]>([
+    ['priority', {}, 7],
+    ['fifo', {}, 7],
+    ['priority', { deadlineInMs: undefined }, 7],
+    ['slo-deadline', {}, 1250],
+    ['slo-deadline', { deadlineInMs: 0 }, 1000],
+    ['slo-deadline', { deadlineInMs: undefined }, 1900],
+  ])('%s %j -> %s', (order, patch, expected) => {
+    expect(queueScore(order, { ...arrival, ...patch })).toBe(expected);
+  });
+
+  it('lists the three dispatch orders', () => {
+    expect(DISPATCH_ORDERS).toEqual(['priority', 'fifo', 'slo-deadline']);
+  });
+
+  it.each([
+    [{ score: 1, id: 'b' }, { score: 2, id: 'a' }, -1],
+    [{ score: 2, id: 'a' }, { score: 2, id: 'b' }, -1],
+    [{ score: 2, id: 'B' }, { score: 2, id: 'a' }, -1], // bytewise, as sorted sets order
+    [{ score: 2, id: 'a' }, { score: 2, id: 'a' }, 0],
+    [{ score: 3, id: 'a' }, { score: 2, id: 'z' }, 1],
+  ])('compareOrderKeys(%j, %j) = %s', (a, b, expected) => {
+    expect(compareOrderKeys(a, b)).toBe(expected);
   });
 });
 
@@ -60,6 +104,7 @@ describe('conservationViolations', () => {
     admitted: 4,
     rejected: { [RejectCode.TenantQueueFull]: 1 },
     outcomes: { ...emptyOutcomes(), completed: 3, expired: 1 },
+    shed: 0,
     inputTokens: 0,
     outputTokens: 0,
     ...patch,

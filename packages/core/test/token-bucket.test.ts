@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { type BucketConfig, fullBucket, refill, take, trueUp } from '../src/index.js';
+import {
+  type BucketConfig,
+  currentBucket,
+  fullBucket,
+  refill,
+  take,
+  trueUp,
+  wholeTokens,
+} from '../src/index.js';
 
 const config: BucketConfig = { capacity: 100, refillPerSecond: 10 };
 
@@ -63,6 +71,53 @@ describe('token bucket', () => {
     expect(trueUp({ levelMilli: 95_000, updatedAtMs: 0 }, config, 50, 0, 0).levelMilli).toBe(
       100_000,
     );
+  });
+});
+
+describe('token bucket rules the scheduler adds', () => {
+  it('a bucket without state is full; a stored one refills', () => {
+    expect(currentBucket(null, config, 5_000)).toEqual({ levelMilli: 100_000, updatedAtMs: 5_000 });
+    expect(currentBucket({ levelMilli: 0, updatedAtMs: 4_000 }, config, 5_000).levelMilli).toBe(
+      10_000,
+    );
+  });
+
+  it('a lowered capacity clamps the level at the next refill', () => {
+    const lowered = { capacity: 20, refillPerSecond: 10 };
+    expect(refill({ levelMilli: 90_000, updatedAtMs: 0 }, lowered, 0).levelMilli).toBe(20_000);
+  });
+
+  it('a refund is a true-up with actual 0, capped at capacity', () => {
+    expect(trueUp({ levelMilli: 10_000, updatedAtMs: 0 }, config, 30, 0, 0).levelMilli).toBe(
+      40_000,
+    );
+    expect(trueUp({ levelMilli: 90_000, updatedAtMs: 0 }, config, 30, 0, 0).levelMilli).toBe(
+      100_000,
+    );
+  });
+
+  it.each([
+    [100_000, 100],
+    [1_999, 1],
+    [0, 0],
+    [-1, -1],
+    [-2_500, -3],
+  ])('%s milli-tokens are %s whole tokens', (levelMilli, tokens) => {
+    expect(wholeTokens({ levelMilli, updatedAtMs: 0 })).toBe(tokens);
+  });
+
+  it('retry-after is the time the shortfall takes to refill, rounded up', () => {
+    const slow = { capacity: 10, refillPerSecond: 3 };
+    const result = take({ levelMilli: 0, updatedAtMs: 0 }, slow, 1, 0);
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(result.retryAfterMs).toBe(334);
+    const never = take(
+      { levelMilli: 0, updatedAtMs: 0 },
+      { capacity: 10, refillPerSecond: 0 },
+      1,
+      0,
+    );
+    if (!never.ok) expect(never.retryAfterMs).toBe(Number.POSITIVE_INFINITY);
   });
 });
 

@@ -8,7 +8,7 @@
     KEYS[1] config hash
     KEYS[2] ctl hash
     ARGV[1]  fairness: drr | round-robin | global-strict
-    ARGV[2]  order: fifo | slo-deadline
+    ARGV[2]  dispatch order: priority | fifo | slo-deadline
     ARGV[3]  quantum
     ARGV[4]  band capacity (waiting requests per band)
     ARGV[5]  global max queue depth
@@ -17,6 +17,17 @@
     ARGV[8]  max grants per dispatch pass
     ARGV[9]  janitor batch size
     ARGV[10] initial budget
+    ARGV[11] admission policy: always-admit | tier-shed | gaie-legacy | reject-all
+    ARGV[12] tier-shed threshold
+    ARGV[13] tier-shed minimum priority
+    ARGV[14] saturation queue depth threshold
+    ARGV[15] saturation KV-cache utilization threshold
+    ARGV[16] saturation staleness (ms)
+    ARGV[17] gating enabled ('1' | '0')
+    ARGV[18] gating default ceiling
+    ARGV[19] gating band ceilings (JSON object band -> ceiling)
+    ARGV[20] queue shedding ('1' | '0')
+    ARGV[21] in-flight eviction ('1' | '0')
 
   Output:
     the budget in force
@@ -25,9 +36,15 @@ local rcall = redis.call
 local configKey = KEYS[1]
 local ctlKey = KEYS[2]
 
-rcall('HSET', configKey, 'fairness', ARGV[1], 'order', ARGV[2], 'quantum', ARGV[3],
+rcall('HSET', configKey, 'fairness', ARGV[1], 'dispatchOrder', ARGV[2], 'quantum', ARGV[3],
   'bandCapacity', ARGV[4], 'maxQueueDepth', ARGV[5], 'queueTtlMs', ARGV[6],
   'leaseTtlMs', ARGV[7], 'maxGrantsPerPass', ARGV[8], 'janitorBatch', ARGV[9],
-  'initialBudget', ARGV[10])
+  'initialBudget', ARGV[10], 'admissionPolicy', ARGV[11], 'tierShedThreshold', ARGV[12],
+  'tierShedMinPriority', ARGV[13], 'queueDepthThreshold', ARGV[14],
+  'kvCacheUtilThreshold', ARGV[15], 'staleMs', ARGV[16], 'gatingEnabled', ARGV[17],
+  'gatingDefaultCeiling', ARGV[18], 'gatingBandCeilings', ARGV[19], 'queueShedding', ARGV[20],
+  'inflightEviction', ARGV[21])
+-- The dispatch order's field before it had three values.
+rcall('HDEL', configKey, 'order')
 rcall('HSETNX', ctlKey, 'budget', ARGV[10])
 return tonumber(rcall('HGET', ctlKey, 'budget'))

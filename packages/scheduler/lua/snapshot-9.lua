@@ -12,8 +12,9 @@
 
   Output:
     { now ms, config, ctl, pods, replicas (member, score, ...), stats,
-      tenants (groups of 8: tenant, weight, queueMax, maxConcurrent, maxKvBlocks,
-      inflight, kvBlocks, waiting; '' for absent), leader or false, epoch or false }
+      tenants (groups of 12: tenant, weight, queueMax, maxConcurrent, maxKvBlocks,
+      inflight, kvBlocks, waiting, bucketCapacity, bucketRefill, bucketLevel, bucketAt;
+      '' for absent), leader or false, epoch or false }
     where config/ctl/pods/stats are flat field, value lists.
 ]]
 local rcall = redis.call
@@ -32,9 +33,10 @@ local tenants = {}
 for _, tenant in ipairs(rcall('SMEMBERS', tenantsKey)) do
   local tenantKey = tenantPrefix .. tenant
   local row = rcall('HMGET', tenantKey, 'weight', 'queueMax', 'maxConcurrent', 'maxKvBlocks',
-    'inflight', 'kvBlocks', 'waiting')
+    'inflight', 'kvBlocks', 'waiting', 'bucketCapacity', 'bucketRefill', 'bucketLevel',
+    'bucketAt')
   tenants[#tenants + 1] = tenant
-  for i = 1, 7 do tenants[#tenants + 1] = row[i] or '' end
+  for i = 1, 11 do tenants[#tenants + 1] = row[i] or '' end
 end
 
 return {

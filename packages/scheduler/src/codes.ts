@@ -11,6 +11,10 @@ export enum ScriptCode {
   QuotaConcurrencyNeverFits = -4,
   QuotaKvBlocksNeverFits = -5,
   NoHealthyPod = -6,
+  RateLimited = -7,
+  ShedByTier = -8,
+  Saturated = -9,
+  RejectedByPolicy = -10,
   NotConfigured = -20,
   UnknownTenant = -21,
   StaleFence = -22,
@@ -23,6 +27,10 @@ const REJECTIONS: ReadonlyMap<ScriptCode, RejectCode> = new Map([
   [ScriptCode.QuotaConcurrencyNeverFits, RejectCode.QuotaConcurrencyNeverFits],
   [ScriptCode.QuotaKvBlocksNeverFits, RejectCode.QuotaKvBlocksNeverFits],
   [ScriptCode.NoHealthyPod, RejectCode.NoHealthyPod],
+  [ScriptCode.RateLimited, RejectCode.RateLimited],
+  [ScriptCode.ShedByTier, RejectCode.ShedByTier],
+  [ScriptCode.Saturated, RejectCode.Saturated],
+  [ScriptCode.RejectedByPolicy, RejectCode.RejectedByPolicy],
 ]);
 
 /** The rejection a code stands for, or undefined when the code is not a rejection. */

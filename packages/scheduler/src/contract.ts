@@ -6,9 +6,16 @@ import type {
   ReleaseOutcome,
   ReplicaId,
   RequestId,
+  ScrapedLoad,
   TenantId,
 } from '@fairgate/core';
-import type { PodConfig, SchedulerSettings, TenantConfig } from './settings.js';
+import type {
+  PodConfig,
+  SchedulerSettings,
+  SchedulerSettingsInput,
+  TenantConfig,
+  TokenBucketConfig,
+} from './settings.js';
 
 export interface EnqueueRequest {
   /** Unique per request; a retried enqueue with the same id never counts twice. */
@@ -30,27 +37,48 @@ export interface EnqueueRequest {
   ttlMs?: number;
   /** Preferred pod (prefix-cache routing), used when it is healthy and under its cap. */
   podHint?: PodName;
+  /**
+   * Token-bucket cost (estimated tokens), integer >= 0; 0 (default) is not charged. Taken
+   * atomically with the enqueue when the tenant has a bucket; given back if the request never
+   * gets a slot; trued up at release with ReleaseOptions.actualTokens.
+   */
+  tokens?: number;
 }
 
 export type EnqueueResult =
   /** Dispatched at once. `retried`: the id was already live (a retry after a lost reply). */
   | { status: 'granted'; pod: PodName; retried: boolean }
-  /** Waiting; exactly one 'grant' or 'expired' (or, later, 'evict') notice follows. */
+  /** Waiting; exactly one 'grant', 'expired' or 'shed' notice follows. */
   | { status: 'queued'; retried: boolean }
-  | { status: 'rejected'; code: RejectCode };
+  /**
+   * Refused, counted under `code`. retryAfterMs: rate_limited only, when the bucket refills
+   * the shortfall (absent when the cost exceeds the capacity or the bucket never refills).
+   */
+  | { status: 'rejected'; code: RejectCode; retryAfterMs?: number };
 
 /** What a replica learns on poll(): addressed to the request's owner replica only. */
 export type Notice =
   | { kind: 'grant'; id: RequestId; pod: PodName }
   /** Queue TTL reached: the request ended with outcome expired. */
   | { kind: 'expired'; id: RequestId }
-  /** The scheduler took the slot back (lease lapsed): abort the upstream request. */
-  | { kind: 'evict'; id: RequestId };
+  /**
+   * The scheduler took the slot back (lease lapsed, or in-flight eviction for a waiting
+   * non-sheddable request): abort the upstream request. Outcome evicted.
+   */
+  | { kind: 'evict'; id: RequestId }
+  /** The waiting request was removed by queue shedding. Outcome evicted (drop queue_shed). */
+  | { kind: 'shed'; id: RequestId };
 
 export interface ReleaseOptions {
   outcome: ReleaseOutcome;
-  /** Actual token usage, counted per tenant and class (token-bucket true-up hooks here). */
+  /** Actual token usage, counted per tenant and class. */
   usage?: { inputTokens?: number; outputTokens?: number };
+  /**
+   * Token-bucket true-up: the bucket gets back (charged tokens - actualTokens), capped at
+   * its capacity, or is charged the excess (the level may go below zero). Absent: no true-up.
+   * Only for a request that was charged (a bucket and tokens > 0 at enqueue) and granted.
+   */
+  actualTokens?: number;
 }
 
 /** What an ended id was: 'unknown' means it had already ended (or never existed): no-op. */
@@ -84,15 +112,29 @@ export interface ControlWrite {
   state?: string;
 }
 
+/** One pod's vLLM gauges as scraped by the leader (reportPodLoad). */
+export interface PodLoadReport {
+  pod: PodName;
+  /** vllm:num_requests_waiting (integer >= 0). */
+  waiting: number;
+  /** vllm:num_requests_running (integer >= 0). */
+  running: number;
+  /** vllm:kv_cache_usage_perc (finite, >= 0; normally 0..1). */
+  kvUtilization: number;
+}
+
 export interface TenantSnapshot {
   tenant: TenantId;
   weight: number;
   queueMax: number | null;
   maxConcurrent: number | null;
   maxKvBlocks: number | null;
+  tokenBucket: TokenBucketConfig | null;
   inflight: number;
   kvBlocks: number;
   waiting: number;
+  /** Bucket level in whole tokens at snapshot time (after refill; may be negative). */
+  tokens: number | null;
 }
 
 export interface PodSnapshot {
@@ -100,6 +142,8 @@ export interface PodSnapshot {
   cap: number;
   healthy: boolean;
   inflight: number;
+  /** The last scrape (scrapedAtMs on the store clock), null when never scraped. */
+  load: ScrapedLoad | null;
 }
 
 export interface SchedulerSnapshot {
@@ -122,6 +166,8 @@ export interface SchedulerSnapshot {
   epoch: number;
   /** Outcome counters per (tenant, class), by tenant then class. */
   counters: FlowCounters[];
+  /** Pool saturation at snapshot time (poolSaturation over pods, settings.saturation). */
+  saturation: number;
 }
 
 /**
@@ -131,7 +177,7 @@ export interface SchedulerSnapshot {
  */
 export interface Scheduler {
   /** Writes pool settings (validated, defaults filled); the budget only if none is set yet. */
-  configure(settings?: Partial<SchedulerSettings>): Promise<SchedulerSettings>;
+  configure(settings?: SchedulerSettingsInput): Promise<SchedulerSettings>;
   upsertTenants(tenants: readonly TenantConfig[]): Promise<void>;
   upsertPods(pods: readonly PodConfig[]): Promise<void>;
 
@@ -165,6 +211,15 @@ export interface Scheduler {
    * grant raises it), restarted from the current in-flight; null (nothing reset) when stale.
    */
   takeInflightPeak(fence: Fence): Promise<number | null>;
+  /**
+   * Fenced: the leader's scrape of the pods' vLLM gauges, stamped with the store clock.
+   * Pods not configured are ignored. false (nothing written) when the fence is stale.
+   */
+  reportPodLoad(fence: Fence, loads: readonly PodLoadReport[]): Promise<boolean>;
+  /** Fenced: one field of the leader's durable state (e.g. the capacity tuner's JSON). */
+  setLeaderData(fence: Fence, field: string, value: string): Promise<boolean>;
+  /** A field written by setLeaderData, null when never written. */
+  getLeaderData(field: string): Promise<string | null>;
 
   /** Adds TTFT histogram counts (bucket index -> count) to the current store second. */
   flushLatency(counts: ReadonlyMap<number, number>): Promise<void>;

@@ -9,8 +9,8 @@ import { rejectionOf } from './codes.js';
 
 /**
  * Counter fields, the same in Redis (the stats hash) and in LocalScheduler:
- * '<counter>|<tenant>|<class>' where counter is offered, admitted, an outcome, inputTokens or
- * outputTokens, and 'rejected|<tenant>|<class>|<script code>' for rejections.
+ * '<counter>|<tenant>|<class>' where counter is offered, admitted, an outcome, shed,
+ * inputTokens or outputTokens, and 'rejected|<tenant>|<class>|<script code>' for rejections.
  */
 export function counterField(counter: string, tenant: TenantId, sloClass: string): string {
   return `${counter}|${tenant}|${sloClass}`;
@@ -35,6 +35,7 @@ export function countersFromFields(fields: Iterable<readonly [string, number]>):
         admitted: 0,
         rejected: {},
         outcomes: emptyOutcomes(),
+        shed: 0,
         inputTokens: 0,
         outputTokens: 0,
       };
@@ -43,7 +44,7 @@ export function countersFromFields(fields: Iterable<readonly [string, number]>):
     if (counter === 'rejected') {
       const reason: RejectCode | undefined = rejectionOf(Number(code));
       if (reason) row.rejected[reason] = (row.rejected[reason] ?? 0) + value;
-    } else if (counter === 'offered' || counter === 'admitted') {
+    } else if (counter === 'offered' || counter === 'admitted' || counter === 'shed') {
       row[counter] += value;
     } else if (counter === 'inputTokens' || counter === 'outputTokens') {
       row[counter] += value;

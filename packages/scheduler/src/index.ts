@@ -8,6 +8,7 @@ export type {
   HeartbeatResult,
   LeadershipResult,
   Notice,
+  PodLoadReport,
   PodSnapshot,
   ReclaimReport,
   ReleaseOptions,
@@ -19,9 +20,13 @@ export { type PoolKeys, poolKeys } from './keys.js';
 export { LocalScheduler, type LocalSchedulerOptions } from './local/local-scheduler.js';
 export { RedisScheduler, type RedisSchedulerOptions } from './redis/redis-scheduler.js';
 export {
+  DEFAULT_GATING,
   DEFAULT_SETTINGS,
+  type GatingConfig,
   type PodConfig,
   resolveSettings,
   type SchedulerSettings,
+  type SchedulerSettingsInput,
   type TenantConfig,
+  type TokenBucketConfig,
 } from './settings.js';

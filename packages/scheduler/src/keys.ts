@@ -29,6 +29,10 @@ export interface PoolKeys {
   readonly tenants: string;
   readonly leader: string;
   readonly leaderEpoch: string;
+  readonly leaderData: string;
+  readonly evictable: string;
+  readonly sheddable: string;
+  readonly sheddableByTenantPrefix: string;
   readonly requestPrefix: string;
   readonly queuePrefix: string;
   readonly ringPrefix: string;
@@ -55,6 +59,10 @@ export function poolKeys(pool: string): PoolKeys {
     tenants: `${tag}tenants`,
     leader: `${tag}leader`,
     leaderEpoch: `${tag}leader:epoch`,
+    leaderData: `${tag}leaderData`,
+    evictable: `${tag}evictable`,
+    sheddable: `${tag}sheddable`,
+    sheddableByTenantPrefix: `${tag}sheddable:`,
     requestPrefix: `${tag}req:`,
     queuePrefix: `${tag}q:`,
     ringPrefix: `${tag}band:`,
@@ -82,6 +90,9 @@ export const ENGINE_KEY_ORDER = [
   'tenantPrefix',
   'noticesPrefix',
   'waitingByReplicaPrefix',
+  'evictable',
+  'sheddable',
+  'sheddableByTenantPrefix',
 ] as const satisfies readonly (keyof PoolKeys)[];
 
 /** Key families that exist only while a request (or a replica's notices) is live. */
@@ -90,4 +101,13 @@ export const PER_REQUEST_PREFIXES = [
   'queuePrefix',
   'noticesPrefix',
   'waitingByReplicaPrefix',
+  'sheddableByTenantPrefix',
+] as const satisfies readonly (keyof PoolKeys)[];
+
+/** Pool-wide indexes of live requests: empty whenever nothing is waiting or in flight. */
+export const PER_REQUEST_INDEXES = [
+  'leases',
+  'queueDeadlines',
+  'evictable',
+  'sheddable',
 ] as const satisfies readonly (keyof PoolKeys)[];

@@ -5,7 +5,8 @@ import {
   isReleaseOutcome,
   type ReleaseOutcome,
 } from '@fairgate/core';
-import type { EnqueueRequest, ReleaseOptions } from './contract.js';
+import type { EnqueueRequest, PodLoadReport, ReleaseOptions } from './contract.js';
+import { MAX_TOKENS } from './settings.js';
 
 const DAY_MS = 86_400_000;
 
@@ -22,6 +23,8 @@ export interface NormalizedEnqueue {
   ttlMs: number | undefined;
   /** '' when none. */
   podHint: string;
+  /** Token-bucket cost (0 = not charged). */
+  tokens: number;
 }
 
 export function normalizeEnqueue(request: EnqueueRequest): NormalizedEnqueue {
@@ -39,6 +42,8 @@ export function normalizeEnqueue(request: EnqueueRequest): NormalizedEnqueue {
     assertInteger('request.deadlineMs', request.deadlineMs, 0, DAY_MS);
   if (request.ttlMs !== undefined) assertInteger('request.ttlMs', request.ttlMs, 1, DAY_MS);
   if (request.podHint !== undefined) assertValidName('request.podHint', request.podHint);
+  const tokens = request.tokens ?? 0;
+  assertInteger('request.tokens', tokens, 0, MAX_TOKENS);
   return {
     id: request.id,
     tenant: request.tenant,
@@ -50,6 +55,7 @@ export function normalizeEnqueue(request: EnqueueRequest): NormalizedEnqueue {
     deadlineMs: request.deadlineMs,
     ttlMs: request.ttlMs,
     podHint: request.podHint ?? '',
+    tokens,
   };
 }
 
@@ -57,6 +63,7 @@ export interface NormalizedRelease {
   outcome: ReleaseOutcome;
   inputTokens: number | undefined;
   outputTokens: number | undefined;
+  actualTokens: number | undefined;
 }
 
 export function normalizeRelease(id: string, options: ReleaseOptions): NormalizedRelease {
@@ -69,5 +76,32 @@ export function normalizeRelease(id: string, options: ReleaseOptions): Normalize
   const { inputTokens, outputTokens } = options.usage ?? {};
   if (inputTokens !== undefined) assertInteger('usage.inputTokens', inputTokens, 0);
   if (outputTokens !== undefined) assertInteger('usage.outputTokens', outputTokens, 0);
-  return { outcome: options.outcome, inputTokens, outputTokens };
+  const { actualTokens } = options;
+  if (actualTokens !== undefined) assertInteger('actualTokens', actualTokens, 0, MAX_TOKENS);
+  return { outcome: options.outcome, inputTokens, outputTokens, actualTokens };
+}
+
+/** Validates the leader's pod scrape (integers for counts, a finite utilization >= 0). */
+export function normalizePodLoads(loads: readonly PodLoadReport[]): PodLoadReport[] {
+  return loads.map((load) => {
+    assertValidName('load.pod', load.pod);
+    const field = (name: string) => `pod ${load.pod}: ${name}`;
+    assertInteger(field('waiting'), load.waiting, 0);
+    assertInteger(field('running'), load.running, 0);
+    if (
+      typeof load.kvUtilization !== 'number' ||
+      !Number.isFinite(load.kvUtilization) ||
+      load.kvUtilization < 0
+    ) {
+      throw new TypeError(
+        `${field('kvUtilization')} must be a finite number >= 0, got ${String(load.kvUtilization)}`,
+      );
+    }
+    return {
+      pod: load.pod,
+      waiting: load.waiting,
+      running: load.running,
+      kvUtilization: load.kvUtilization,
+    };
+  });
 }

@@ -1,19 +1,39 @@
 import {
+  ADMISSION_POLICIES,
+  type AdmissionConfig,
   assertInteger,
   assertValidName,
+  DEFAULT_ADMISSION,
+  DEFAULT_SATURATION,
+  DISPATCH_ORDERS,
   FAIRNESS_POLICIES,
   type FairnessPolicy,
   type PodName,
   type QueueOrder,
+  type SaturationConfig,
   type TenantId,
 } from '@fairgate/core';
 
+/** Saturation gating of dispatch: a band dispatches only while saturation < its ceiling. */
+export interface GatingConfig {
+  enabled: boolean;
+  /** Band (as a string, e.g. '-1') -> ceiling; bands not listed use defaultCeiling. */
+  bandCeilings: Record<string, number>;
+  defaultCeiling: number;
+}
+
+export const DEFAULT_GATING: Readonly<GatingConfig> = {
+  enabled: false,
+  bandCeilings: {},
+  defaultCeiling: 1,
+};
+
 /** Pool-wide scheduler settings, shared by all replicas through the store. */
 export interface SchedulerSettings {
-  /** Fairness across tenants inside a band. */
+  /** Fairness across tenants inside a band (ignored by dispatchOrder fifo). */
   fairness: FairnessPolicy;
-  /** Order inside a tenant's queue: arrival, or earliest deadline first. */
-  order: QueueOrder;
+  /** priority (bands, then fairness, then arrival), slo-deadline, or global fifo. */
+  dispatchOrder: QueueOrder;
   /** DRR quantum: a tenant earns weight x quantum cost units per turn. */
   quantum: number;
   /** Most requests waiting in one priority band. */
@@ -30,11 +50,30 @@ export interface SchedulerSettings {
   janitorBatch: number;
   /** Budget (pool-wide in-flight limit) used until a controller sets one. */
   initialBudget: number;
+  /** Admission policy applied at enqueue. */
+  admission: AdmissionConfig;
+  /** How pool saturation is computed from the scraped pod loads. */
+  saturation: SaturationConfig;
+  /** Saturation gating of dispatch, per band. */
+  gating: GatingConfig;
+  /** A full tenant or global queue sheds a lower-band sheddable waiting request. */
+  queueShedding: boolean;
+  /** A non-sheddable request that cannot be dispatched evicts a sheddable in-flight one. */
+  inflightEviction: boolean;
 }
+
+/** What configure() accepts: any subset, nested groups merged with their defaults. */
+export type SchedulerSettingsInput = Partial<
+  Omit<SchedulerSettings, 'admission' | 'saturation' | 'gating'>
+> & {
+  admission?: Partial<AdmissionConfig>;
+  saturation?: Partial<SaturationConfig>;
+  gating?: Partial<GatingConfig>;
+};
 
 export const DEFAULT_SETTINGS: Readonly<SchedulerSettings> = {
   fairness: 'drr',
-  order: 'fifo',
+  dispatchOrder: 'priority',
   quantum: 1,
   bandCapacity: 1_000,
   maxQueueDepth: 10_000,
@@ -43,24 +82,36 @@ export const DEFAULT_SETTINGS: Readonly<SchedulerSettings> = {
   maxGrantsPerPass: 64,
   janitorBatch: 100,
   initialBudget: 32,
+  admission: DEFAULT_ADMISSION,
+  saturation: DEFAULT_SATURATION,
+  gating: DEFAULT_GATING,
+  queueShedding: false,
+  inflightEviction: false,
 };
 
-const ORDERS: readonly QueueOrder[] = ['fifo', 'slo-deadline'];
 const DAY_MS = 86_400_000;
+const MAX_BAND = 1_000;
+const SETTING_KEYS = Object.keys(DEFAULT_SETTINGS) as (keyof SchedulerSettings)[];
 
-/** Fills defaults and validates; a bad value throws an error naming its key. */
-export function resolveSettings(input: Partial<SchedulerSettings> = {}): SchedulerSettings {
-  const settings = { ...DEFAULT_SETTINGS, ...withoutUndefined(input) };
-  if (!FAIRNESS_POLICIES.includes(settings.fairness)) {
-    throw new TypeError(
-      `scheduler.fairness must be one of ${FAIRNESS_POLICIES.join(', ')}, got ${JSON.stringify(settings.fairness)}`,
-    );
+/**
+ * Fills defaults and validates; a bad value throws an error naming its key. Unknown keys are
+ * dropped, except the replaced `order`, which throws so a stale caller fails loudly.
+ */
+export function resolveSettings(input: SchedulerSettingsInput = {}): SchedulerSettings {
+  if ((input as { order?: unknown }).order !== undefined) {
+    throw new TypeError('scheduler.order was replaced by scheduler.dispatchOrder');
   }
-  if (!ORDERS.includes(settings.order)) {
-    throw new TypeError(
-      `scheduler.order must be one of ${ORDERS.join(', ')}, got ${JSON.stringify(settings.order)}`,
-    );
+  const given = withoutUndefined(input) as SchedulerSettingsInput;
+  const settings = { ...DEFAULT_SETTINGS } as SchedulerSettings;
+  for (const key of SETTING_KEYS) {
+    if (given[key] !== undefined)
+      (settings as unknown as Record<string, unknown>)[key] = given[key];
   }
+  settings.admission = group('admission', DEFAULT_ADMISSION, given.admission);
+  settings.saturation = group('saturation', DEFAULT_SATURATION, given.saturation);
+  settings.gating = group('gating', DEFAULT_GATING, given.gating);
+  oneOf('scheduler.fairness', settings.fairness, FAIRNESS_POLICIES);
+  oneOf('scheduler.dispatchOrder', settings.dispatchOrder, DISPATCH_ORDERS);
   assertInteger('scheduler.quantum', settings.quantum, 1, 1_000_000);
   assertInteger('scheduler.bandCapacity', settings.bandCapacity, 0);
   assertInteger('scheduler.maxQueueDepth', settings.maxQueueDepth, 0);
@@ -69,7 +120,91 @@ export function resolveSettings(input: Partial<SchedulerSettings> = {}): Schedul
   assertInteger('scheduler.maxGrantsPerPass', settings.maxGrantsPerPass, 1, 10_000);
   assertInteger('scheduler.janitorBatch', settings.janitorBatch, 1, 10_000);
   assertInteger('scheduler.initialBudget', settings.initialBudget, 0);
+
+  const { admission, saturation, gating } = settings;
+  oneOf('scheduler.admission.policy', admission.policy, ADMISSION_POLICIES);
+  assertInteger('scheduler.admission.tierShedThreshold', admission.tierShedThreshold, 0, 1e9);
+  assertInteger(
+    'scheduler.admission.tierShedMinPriority',
+    admission.tierShedMinPriority,
+    -MAX_BAND,
+    MAX_BAND,
+  );
+  assertNumber('scheduler.saturation.queueDepthThreshold', saturation.queueDepthThreshold, {
+    above: 0,
+  });
+  assertNumber('scheduler.saturation.kvCacheUtilThreshold', saturation.kvCacheUtilThreshold, {
+    above: 0,
+    max: 1,
+  });
+  assertInteger('scheduler.saturation.staleMs', saturation.staleMs, 1, DAY_MS);
+  assertBoolean('scheduler.gating.enabled', gating.enabled);
+  assertNumber('scheduler.gating.defaultCeiling', gating.defaultCeiling, { min: 0 });
+  const ceilings = gating.bandCeilings as unknown;
+  if (typeof ceilings !== 'object' || ceilings === null || Array.isArray(ceilings)) {
+    throw new TypeError('scheduler.gating.bandCeilings must be an object of band -> ceiling');
+  }
+  const bandCeilings: Record<string, number> = {};
+  for (const [band, ceiling] of Object.entries(ceilings as Record<string, unknown>)) {
+    const number = Number(band);
+    if (!/^-?\d+$/.test(band.trim()) || !Number.isInteger(number) || Math.abs(number) > MAX_BAND) {
+      throw new TypeError(
+        `scheduler.gating.bandCeilings keys must be integer bands in [-${MAX_BAND}, ${MAX_BAND}], got ${JSON.stringify(band)}`,
+      );
+    }
+    assertNumber(`scheduler.gating.bandCeilings.${band}`, ceiling, { min: 0 });
+    bandCeilings[String(number)] = ceiling as number;
+  }
+  settings.gating = { ...gating, bandCeilings };
+  assertBoolean('scheduler.queueShedding', settings.queueShedding);
+  assertBoolean('scheduler.inflightEviction', settings.inflightEviction);
   return settings;
+}
+
+function group<T extends object>(name: string, defaults: Readonly<T>, given: unknown): T {
+  if (given === undefined) return { ...defaults };
+  if (typeof given !== 'object' || given === null || Array.isArray(given)) {
+    throw new TypeError(`scheduler.${name} must be an object, got ${JSON.stringify(given)}`);
+  }
+  const merged = { ...defaults } as Record<string, unknown>;
+  for (const key of Object.keys(defaults)) {
+    const value = (given as Record<string, unknown>)[key];
+    if (value !== undefined) merged[key] = value;
+  }
+  return merged as T;
+}
+
+function oneOf<T extends string>(key: string, value: unknown, allowed: readonly T[]): void {
+  if (!(allowed as readonly unknown[]).includes(value)) {
+    throw new TypeError(
+      `${key} must be one of ${allowed.join(', ')}, got ${JSON.stringify(value)}`,
+    );
+  }
+}
+
+function assertBoolean(key: string, value: unknown): void {
+  if (typeof value !== 'boolean') {
+    throw new TypeError(`${key} must be a boolean, got ${JSON.stringify(value)}`);
+  }
+}
+
+function assertNumber(
+  key: string,
+  value: unknown,
+  range: { min?: number; above?: number; max?: number },
+): void {
+  const ok =
+    typeof value === 'number' &&
+    Number.isFinite(value) &&
+    (range.min === undefined || value >= range.min) &&
+    (range.above === undefined || value > range.above) &&
+    (range.max === undefined || value <= range.max);
+  if (!ok) {
+    const low =
+      range.above !== undefined ? `(${range.above}` : `[${range.min ?? Number.NEGATIVE_INFINITY}`;
+    const high = range.max !== undefined ? `${range.max}]` : 'Infinity)';
+    throw new TypeError(`${key} must be a finite number in ${low}, ${high}, got ${String(value)}`);
+  }
 }
 
 /** A tenant's share and limits. `null` (or absent) limits are unlimited. */
@@ -83,6 +218,16 @@ export interface TenantConfig {
   maxConcurrent?: number | null;
   /** Most KV-cache blocks held by this tenant's in-flight requests. */
   maxKvBlocks?: number | null;
+  /**
+   * Token bucket taken at enqueue (cost = EnqueueRequest.tokens), trued up at release.
+   * Integers: capacity >= 1 (also the burst), refillPerSecond >= 0. null = no bucket.
+   */
+  tokenBucket?: TokenBucketConfig | null;
+}
+
+export interface TokenBucketConfig {
+  capacity: number;
+  refillPerSecond: number;
 }
 
 export interface ResolvedTenantConfig {
@@ -91,7 +236,11 @@ export interface ResolvedTenantConfig {
   queueMax: number | null;
   maxConcurrent: number | null;
   maxKvBlocks: number | null;
+  tokenBucket: TokenBucketConfig | null;
 }
+
+/** Largest token count anywhere (bucket capacity, refill, request tokens): exact in Lua. */
+export const MAX_TOKENS = 1_000_000_000;
 
 export function resolveTenant(tenant: TenantConfig): ResolvedTenantConfig {
   assertValidName('tenant.id', tenant.id);
@@ -103,12 +252,20 @@ export function resolveTenant(tenant: TenantConfig): ResolvedTenantConfig {
   };
   const weight = tenant.weight ?? 1;
   assertInteger(field('weight'), weight, 1, 1_000_000);
+  let tokenBucket: TokenBucketConfig | null = null;
+  if (tenant.tokenBucket !== null && tenant.tokenBucket !== undefined) {
+    const { capacity, refillPerSecond } = tenant.tokenBucket;
+    assertInteger(field('tokenBucket.capacity'), capacity, 1, MAX_TOKENS);
+    assertInteger(field('tokenBucket.refillPerSecond'), refillPerSecond, 0, MAX_TOKENS);
+    tokenBucket = { capacity, refillPerSecond };
+  }
   return {
     id: tenant.id,
     weight,
     queueMax: limit('queueMax', tenant.queueMax),
     maxConcurrent: limit('maxConcurrent', tenant.maxConcurrent),
     maxKvBlocks: limit('maxKvBlocks', tenant.maxKvBlocks),
+    tokenBucket,
   };
 }
 

@@ -1,3 +1,4 @@
+import { RejectCode } from '@fairgate/core';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { poolKeys, RedisScheduler } from '../src/index.js';
@@ -96,6 +97,53 @@ describe('RedisScheduler on Redis', () => {
       await s.release(`c${i}`, { outcome: 'completed' });
     }
     expect(sent).toBe(100);
+    await s.close();
+  });
+
+  it('stale shedding and eviction index entries (an older release in a rolling deploy) are skipped and dropped', async () => {
+    const pool = 'stale-index';
+    const keys = poolKeys(pool);
+    const s = new RedisScheduler({ pool, connection: getRedis().handle.url });
+    await s.configure({
+      initialBudget: 1,
+      queueTtlMs: 60_000,
+      queueShedding: true,
+      inflightEviction: true,
+    });
+    await s.upsertTenants([{ id: 't', queueMax: 1 }]);
+    await s.upsertPods([{ name: 'pod-a', cap: 10 }]);
+    const lowest = -1_000 * 2 ** 43;
+    expect(await s.enqueue({ id: 'g', tenant: 't', band: -1, replica: 'r1' })).toMatchObject({
+      status: 'granted',
+    });
+    // Lower scores than any live entry: a gone id, and a live one in the wrong state.
+    await admin.zadd(keys.evictable, lowest, 'gone-1');
+    expect(await s.enqueue({ id: 'w', tenant: 't', band: -2, replica: 'r1' })).toMatchObject({
+      status: 'queued',
+    });
+    await admin.zadd(keys.evictable, lowest + 1, 'w');
+    await admin.zadd(keys.sheddable, lowest, 'gone-2');
+    await admin.zadd(`${keys.sheddableByTenantPrefix}t`, lowest, 'gone-3');
+    await admin.zadd(`${keys.sheddableByTenantPrefix}t`, lowest + 1, 'g');
+    // No budget: c evicts past the stale entries (gone-1, and w which is not granted) to g.
+    expect(await s.enqueue({ id: 'c', tenant: 't', band: 3, replica: 'r1' })).toMatchObject({
+      status: 'granted',
+    });
+    expect((await s.poll('r1')).map((n) => `${n.kind}|${n.id}`)).toEqual(['evict|g']);
+    expect(await admin.zrange(keys.evictable, 0, -1)).toEqual([]);
+    // Tenant queue full: the stale gone-3 and g are dropped; nothing lies below band -3.
+    expect(await s.enqueue({ id: 'v', tenant: 't', band: -3, replica: 'r1' })).toEqual({
+      status: 'rejected',
+      code: RejectCode.TenantQueueFull,
+    });
+    expect(await admin.zrange(`${keys.sheddableByTenantPrefix}t`, 0, -1)).toEqual(['w']);
+    expect(await s.enqueue({ id: 'c2', tenant: 't', band: 3, replica: 'r1' })).toMatchObject({
+      status: 'queued',
+    });
+    expect((await s.poll('r1')).map((n) => `${n.kind}|${n.id}`)).toEqual(['shed|w']);
+    for (const id of ['c', 'c2']) await s.cancel(id);
+    expect(await admin.zcard(keys.sheddable)).toBe(1); // gone-2: only dropped when reached
+    await admin.zrem(keys.sheddable, 'gone-2');
     await s.close();
   });
 

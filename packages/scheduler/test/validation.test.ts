@@ -9,7 +9,7 @@ import {
   schedulerError,
 } from '../src/index.js';
 import { formatNotice, parseNotice } from '../src/notices.js';
-import { normalizeEnqueue, normalizeRelease } from '../src/requests.js';
+import { normalizeEnqueue, normalizePodLoads, normalizeRelease } from '../src/requests.js';
 import { resolvePod, resolveTenant } from '../src/settings.js';
 
 describe('settings validation names the bad key', () => {
@@ -18,11 +18,32 @@ describe('settings validation names the bad key', () => {
       { fairness: 'fair' as never },
       /scheduler.fairness must be one of drr, round-robin, global-strict/,
     ],
-    [{ order: 'lifo' as never }, /scheduler.order must be one of fifo, slo-deadline/],
+    [
+      { dispatchOrder: 'lifo' as never },
+      /scheduler.dispatchOrder must be one of priority, fifo, slo-deadline/,
+    ],
+    [{ order: 'fifo' } as never, /scheduler.order was replaced by scheduler.dispatchOrder/],
     [{ quantum: 0 }, /scheduler.quantum must be an integer/],
     [{ queueTtlMs: 1.5 }, /scheduler.queueTtlMs must be an integer/],
     [{ leaseTtlMs: -1 }, /scheduler.leaseTtlMs/],
     [{ initialBudget: Number.NaN }, /scheduler.initialBudget/],
+    [
+      { admission: { policy: 'maybe' as never } },
+      /scheduler.admission.policy must be one of always-admit, tier-shed, gaie-legacy, reject-all/,
+    ],
+    [{ admission: { tierShedThreshold: -1 } }, /scheduler.admission.tierShedThreshold/],
+    [{ admission: { tierShedMinPriority: 1.5 } }, /scheduler.admission.tierShedMinPriority/],
+    [{ admission: 'tier-shed' as never }, /scheduler.admission must be an object/],
+    [{ saturation: { queueDepthThreshold: 0 } }, /scheduler.saturation.queueDepthThreshold/],
+    [{ saturation: { kvCacheUtilThreshold: 1.2 } }, /scheduler.saturation.kvCacheUtilThreshold/],
+    [{ saturation: { staleMs: 0 } }, /scheduler.saturation.staleMs/],
+    [{ gating: { enabled: 'yes' as never } }, /scheduler.gating.enabled must be a boolean/],
+    [{ gating: { defaultCeiling: -0.5 } }, /scheduler.gating.defaultCeiling/],
+    [{ gating: { bandCeilings: { high: 1 } } }, /scheduler.gating.bandCeilings keys/],
+    [{ gating: { bandCeilings: { '2000': 1 } } }, /scheduler.gating.bandCeilings keys/],
+    [{ gating: { bandCeilings: { '-1': Number.NaN } } }, /scheduler.gating.bandCeilings.-1/],
+    [{ queueShedding: 1 as never }, /scheduler.queueShedding must be a boolean/],
+    [{ inflightEviction: 'on' as never }, /scheduler.inflightEviction must be a boolean/],
   ])('%j', (input, message) => {
     expect(() => resolveSettings(input)).toThrow(message);
   });
@@ -30,10 +51,36 @@ describe('settings validation names the bad key', () => {
   it('fills defaults and keeps given values', () => {
     expect(resolveSettings({ quantum: 4, initialBudget: undefined })).toMatchObject({
       fairness: 'drr',
-      order: 'fifo',
+      dispatchOrder: 'priority',
       quantum: 4,
       initialBudget: 32,
+      admission: { policy: 'always-admit', tierShedThreshold: 8, tierShedMinPriority: 3 },
+      saturation: { queueDepthThreshold: 5, kvCacheUtilThreshold: 0.8, staleMs: 1_000 },
+      gating: { enabled: false, bandCeilings: {}, defaultCeiling: 1 },
+      queueShedding: false,
+      inflightEviction: false,
     });
+  });
+
+  it('merges nested groups with their defaults and normalizes band keys', () => {
+    const settings = resolveSettings({
+      admission: { policy: 'tier-shed' },
+      gating: { enabled: true, bandCeilings: { '03': 0.9, '-1': 0.5 } },
+    });
+    expect(settings.admission).toEqual({
+      policy: 'tier-shed',
+      tierShedThreshold: 8,
+      tierShedMinPriority: 3,
+    });
+    expect(settings.gating).toEqual({
+      enabled: true,
+      bandCeilings: { '3': 0.9, '-1': 0.5 },
+      defaultCeiling: 1,
+    });
+  });
+
+  it('drops unknown keys', () => {
+    expect(resolveSettings({ nonsense: 1 } as never)).not.toHaveProperty('nonsense');
   });
 
   it('tenants and pods', () => {
@@ -43,7 +90,17 @@ describe('settings validation names the bad key', () => {
       queueMax: null,
       maxConcurrent: null,
       maxKvBlocks: null,
+      tokenBucket: null,
     });
+    expect(
+      resolveTenant({ id: 'acme', tokenBucket: { capacity: 10, refillPerSecond: 0 } }).tokenBucket,
+    ).toEqual({ capacity: 10, refillPerSecond: 0 });
+    expect(() =>
+      resolveTenant({ id: 'acme', tokenBucket: { capacity: 0, refillPerSecond: 1 } }),
+    ).toThrow(/tenant acme: tokenBucket.capacity/);
+    expect(() =>
+      resolveTenant({ id: 'acme', tokenBucket: { capacity: 5, refillPerSecond: 0.5 } }),
+    ).toThrow(/tenant acme: tokenBucket.refillPerSecond/);
     expect(() => resolveTenant({ id: 'acme', weight: 0 })).toThrow(/tenant acme: weight/);
     expect(() => resolveTenant({ id: 'acme', maxKvBlocks: -1 })).toThrow(
       /tenant acme: maxKvBlocks/,
@@ -66,6 +123,7 @@ describe('requests', () => {
       deadlineMs: undefined,
       ttlMs: undefined,
       podHint: '',
+      tokens: 0,
     });
   });
 
@@ -76,6 +134,8 @@ describe('requests', () => {
     [{ ttlMs: 0 }, /request.ttlMs/],
     [{ replica: 'a|b' }, /request.replica/],
     [{ sloClass: 'x y' }, /request.sloClass/],
+    [{ tokens: -1 }, /request.tokens/],
+    [{ tokens: 1.5 }, /request.tokens/],
   ])('rejects %j', (patch, message) => {
     expect(() => normalizeEnqueue({ ...base, ...patch })).toThrow(message);
   });
@@ -88,6 +148,21 @@ describe('requests', () => {
     expect(() =>
       normalizeRelease('r1', { outcome: 'completed', usage: { inputTokens: -3 } }),
     ).toThrow(/usage.inputTokens/);
+    expect(() => normalizeRelease('r1', { outcome: 'completed', actualTokens: -1 })).toThrow(
+      /actualTokens/,
+    );
+    expect(normalizeRelease('r1', { outcome: 'completed', actualTokens: 7 }).actualTokens).toBe(7);
+  });
+
+  it('validates pod load reports naming the pod', () => {
+    const load = { pod: 'pod-a', waiting: 1, running: 2, kvUtilization: 0.5 };
+    expect(normalizePodLoads([load])).toEqual([load]);
+    expect(() => normalizePodLoads([{ ...load, waiting: -1 }])).toThrow(/pod pod-a: waiting/);
+    expect(() => normalizePodLoads([{ ...load, running: 0.5 }])).toThrow(/pod pod-a: running/);
+    expect(() => normalizePodLoads([{ ...load, kvUtilization: Number.NaN }])).toThrow(
+      /pod pod-a: kvUtilization/,
+    );
+    expect(() => normalizePodLoads([{ ...load, pod: 'a|b' }])).toThrow(/load.pod/);
   });
 });
 
@@ -97,6 +172,7 @@ describe('wire formats', () => {
       { kind: 'grant', id: 'a', pod: 'pod-1' },
       { kind: 'expired', id: 'b' },
       { kind: 'evict', id: 'c' },
+      { kind: 'shed', id: 'd' },
     ] as const) {
       expect(parseNotice(formatNotice(notice))).toEqual(notice);
     }
@@ -114,6 +190,10 @@ describe('wire formats', () => {
       ['offered|a|batch', 1],
       ['admitted|a|batch', 1],
       ['expired|a|batch', 1],
+      ['evicted|a|batch', 2],
+      ['shed|a|batch', 2],
+      [rejectionField('a', 'batch', ScriptCode.RateLimited), 3],
+      [rejectionField('a', 'batch', ScriptCode.ShedByTier), 1],
     ]);
     expect(rows.map((r) => [r.tenant, r.sloClass])).toEqual([
       ['a', 'batch'],
@@ -126,6 +206,12 @@ describe('wire formats', () => {
       inputTokens: 40,
     });
     expect(rows[0]?.outcomes.expired).toBe(1);
+    expect(rows[0]).toMatchObject({
+      shed: 2,
+      outcomes: { evicted: 2 },
+      rejected: { [RejectCode.RateLimited]: 3, [RejectCode.ShedByTier]: 1 },
+    });
+    expect(rows[1]?.shed).toBe(0);
   });
 
   it('pool keys carry only the pool name in the hash tag', () => {

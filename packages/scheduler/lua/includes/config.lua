@@ -1,11 +1,14 @@
 -- Pool settings as written by configure-2.lua; nil until the pool has been configured.
 local function loadConfig()
-  local raw = rcall('HMGET', configKey, 'fairness', 'order', 'quantum', 'bandCapacity',
-    'maxQueueDepth', 'queueTtlMs', 'leaseTtlMs', 'maxGrantsPerPass', 'janitorBatch')
+  local raw = rcall('HMGET', configKey, 'fairness', 'dispatchOrder', 'quantum', 'bandCapacity',
+    'maxQueueDepth', 'queueTtlMs', 'leaseTtlMs', 'maxGrantsPerPass', 'janitorBatch',
+    'admissionPolicy', 'tierShedThreshold', 'tierShedMinPriority', 'queueDepthThreshold',
+    'kvCacheUtilThreshold', 'staleMs', 'gatingEnabled', 'gatingDefaultCeiling',
+    'gatingBandCeilings', 'queueShedding', 'inflightEviction')
   if not raw[1] then return nil end
   return {
     fairness = raw[1],
-    order = raw[2],
+    dispatchOrder = raw[2],
     quantum = tonumber(raw[3]),
     bandCapacity = tonumber(raw[4]),
     maxQueueDepth = tonumber(raw[5]),
@@ -13,5 +16,17 @@ local function loadConfig()
     leaseTtlMs = tonumber(raw[7]),
     maxGrantsPerPass = tonumber(raw[8]),
     janitorBatch = tonumber(raw[9]),
+    admissionPolicy = raw[10] or 'always-admit',
+    tierShedThreshold = tonumber(raw[11]),
+    tierShedMinPriority = tonumber(raw[12]),
+    queueDepthThreshold = tonumber(raw[13]),
+    kvCacheUtilThreshold = tonumber(raw[14]),
+    staleMs = tonumber(raw[15]),
+    gatingEnabled = raw[16] == '1',
+    gatingDefaultCeiling = tonumber(raw[17]),
+    -- JSON object band -> ceiling; decoded only when a pass needs a gate.
+    gatingBandCeilings = raw[18],
+    queueShedding = raw[19] == '1',
+    inflightEviction = raw[20] == '1',
   }
 end

@@ -1,7 +1,8 @@
 --- @include "includes/bytes"
--- pods hash fields 'cap:<pod>', 'healthy:<pod>' ('1'|'0') and 'inflight:<pod>'; other
--- fields (scraped metrics) are ignored here. Loaded once per pass, pods being few, and kept
--- current in memory as the pass grants.
+-- pods hash fields 'cap:<pod>', 'healthy:<pod>' ('1'|'0') and 'inflight:<pod>', and the
+-- leader's scrape (reportPodLoad-3.lua): 'waiting:<pod>', 'running:<pod>', 'kv:<pod>' and
+-- 'scrapedAt:<pod>' (server ms; absent = never scraped). Loaded once per pass, pods being
+-- few, and kept current in memory as the pass grants and evicts.
 local function loadPods()
   local flat = rcall('HGETALL', podsKey)
   local byName, names = {}, {}
@@ -18,7 +19,11 @@ local function loadPods()
       end
       if kind == 'cap' then pod.cap = tonumber(value)
       elseif kind == 'healthy' then pod.healthy = value == '1'
-      elseif kind == 'inflight' then pod.inflight = tonumber(value) end
+      elseif kind == 'inflight' then pod.inflight = tonumber(value)
+      elseif kind == 'waiting' then pod.waiting = tonumber(value)
+      elseif kind == 'running' then pod.running = tonumber(value)
+      elseif kind == 'kv' then pod.kv = tonumber(value)
+      elseif kind == 'scrapedAt' then pod.scrapedAt = tonumber(value) end
     end
   end
   table.sort(names, bytesLess)

@@ -1,16 +1,20 @@
 --- @include "includes/stats"
+--- @include "includes/bucket"
 --[[
   req:<id> hash: tenant, band, owner (replica), class, cost, kvBlocks, hint, expiresAt
-  (queue expiry), seq, state ('queued' | 'granted') and pod once granted. A request is live
-  iff its hash exists; it is deleted the moment the request ends, so ids never leak.
+  (queue expiry), seq, tokens (charged to the tenant's bucket, 0 = not charged), state
+  ('queued' | 'granted') and pod once granted. A request is live iff its hash exists; it is
+  deleted the moment the request ends, so ids never leak.
   Gauges (in ctl): waiting = number of queued requests, waiting:<band> per band,
   tenant.waiting per tenant; inflight, tenant.inflight/kvBlocks and pods
-  inflight:<pod> count granted ones. Every change below keeps them exact.
+  inflight:<pod> count granted ones. Indexes of sheddable requests (bands < 0): sheddable and
+  sheddable:<tenant> hold the waiting ones, evictable the granted ones. Every change below
+  keeps them exact.
 ]]
 local function readRequest(id)
   local requestKey = requestPrefix .. id
   local raw = rcall('HMGET', requestKey, 'state', 'tenant', 'band', 'owner', 'class', 'cost',
-    'kvBlocks', 'hint', 'expiresAt', 'pod')
+    'kvBlocks', 'hint', 'expiresAt', 'pod', 'seq', 'tokens')
   if not raw[1] then return nil end
   return {
     id = id,
@@ -24,6 +28,8 @@ local function readRequest(id)
     hint = raw[8],
     expiresAt = tonumber(raw[9]),
     pod = raw[10],
+    seq = tonumber(raw[11]),
+    tokens = tonumber(raw[12]) or 0,
   }
 end
 
@@ -31,11 +37,21 @@ local function storeRequest(req, state, pod)
   local requestKey = requestPrefix .. req.id
   rcall('HSET', requestKey, 'state', state, 'tenant', req.tenant, 'band', req.band,
     'owner', req.owner, 'class', req.class, 'cost', req.cost, 'kvBlocks', req.kvBlocks,
-    'hint', req.hint, 'expiresAt', req.expiresAt, 'seq', req.seq, 'pod', pod or '')
+    'hint', req.hint, 'expiresAt', req.expiresAt, 'seq', req.seq, 'tokens', req.tokens,
+    'pod', pod or '')
+end
+
+-- Score in the shedding and eviction indexes (sheddableScore in src/local/engine.ts): the
+-- lowest band first, then the highest sequence (the newest) first. Exact in a double for
+-- bands >= -1000 and sequences < 2^43.
+local SHEDDABLE_BAND_STRIDE = 8796093022208
+local function sheddableScore(band, seq)
+  return band * SHEDDABLE_BAND_STRIDE - seq
 end
 
 -- Puts a stored request into its tenant's queue and the indexes that find it again: by
--- queue expiry (janitor) and by owner (reclaim of a dead replica).
+-- queue expiry (janitor), by owner (reclaim of a dead replica) and, for bands < 0, by
+-- sheddability (queue shedding).
 local function linkWaiting(req, score)
   local queueKey = queuePrefix .. req.band .. ':' .. req.tenant
   rcall('ZADD', queueKey, score, req.id)
@@ -46,6 +62,13 @@ local function linkWaiting(req, score)
   rcall('HINCRBY', ctlKey, 'waiting:' .. req.band, 1)
   local tenantKey = tenantPrefix .. req.tenant
   rcall('HINCRBY', tenantKey, 'waiting', 1)
+  local band = tonumber(req.band)
+  if band < 0 then
+    local shedScore = sheddableScore(band, req.seq)
+    rcall('ZADD', sheddableKey, shedScore, req.id)
+    local sheddableTenantKey = sheddableByTenantPrefix .. req.tenant
+    rcall('ZADD', sheddableTenantKey, shedScore, req.id)
+  end
 end
 
 -- The inverse of linkWaiting. The tenant stays in its band's ring even when its queue is
@@ -60,11 +83,17 @@ local function unlinkWaiting(req)
   rcall('HINCRBY', ctlKey, 'waiting:' .. req.band, -1)
   local tenantKey = tenantPrefix .. req.tenant
   rcall('HINCRBY', tenantKey, 'waiting', -1)
+  if tonumber(req.band) < 0 then
+    rcall('ZREM', sheddableKey, req.id)
+    local sheddableTenantKey = sheddableByTenantPrefix .. req.tenant
+    rcall('ZREM', sheddableTenantKey, req.id)
+  end
 end
 
--- Takes the in-flight slot: the lease, global, tenant and pod counts. A lease never outlives
--- its owner's liveness: a grant made to a replica that has just gone quiet lapses when the
--- replica is declared dead, not a whole lease TTL later.
+-- Takes the in-flight slot: the lease, global, tenant and pod counts, and for bands < 0 the
+-- eviction index (by grant order). A lease never outlives its owner's liveness: a grant made
+-- to a replica that has just gone quiet lapses when the replica is declared dead, not a
+-- whole lease TTL later.
 local function holdLease(req, pod, now, cfg, ownerLiveness)
   rcall('ZADD', leasesKey, math.min(now + cfg.leaseTtlMs, ownerLiveness), req.id)
   -- peakInflight: the most in flight at once since the leader last took it (the
@@ -78,6 +107,11 @@ local function holdLease(req, pod, now, cfg, ownerLiveness)
   if req.kvBlocks > 0 then rcall('HINCRBY', tenantKey, 'kvBlocks', req.kvBlocks) end
   rcall('HINCRBY', podsKey, 'inflight:' .. pod.name, 1)
   pod.inflight = pod.inflight + 1
+  local band = tonumber(req.band)
+  if band < 0 then
+    local grantSeq = rcall('HINCRBY', ctlKey, 'grantSeq', 1)
+    rcall('ZADD', evictableKey, sheddableScore(band, grantSeq), req.id)
+  end
 end
 
 local function freeLease(req)
@@ -87,11 +121,18 @@ local function freeLease(req)
   rcall('HINCRBY', tenantKey, 'inflight', -1)
   if req.kvBlocks > 0 then rcall('HINCRBY', tenantKey, 'kvBlocks', -req.kvBlocks) end
   rcall('HINCRBY', podsKey, 'inflight:' .. req.pod, -1)
+  if tonumber(req.band) < 0 then rcall('ZREM', evictableKey, req.id) end
 end
 
--- Ends a live request, whatever its state, with its one terminal outcome.
+-- Ends a live request, whatever its state, with its one terminal outcome. A request that
+-- ends while waiting never had a slot: its bucket tokens go back.
 local function endRequest(req, outcome)
-  if req.state == 'granted' then freeLease(req) else unlinkWaiting(req) end
+  if req.state == 'granted' then
+    freeLease(req)
+  else
+    unlinkWaiting(req)
+    if req.tokens > 0 then creditTokens(req.tenant, req.tokens) end
+  end
   countFlow(outcome, req.tenant, req.class)
   local requestKey = requestPrefix .. req.id
   rcall('DEL', requestKey)

@@ -45,7 +45,13 @@ local function probeFlow(band, tenantName, now)
   end
 end
 
--- global-strict: the earliest head (score, then id) among the band's unblocked tenants.
+-- Whether order key (score, id) a comes before b, as sorted sets order members.
+local function orderKeyLess(aScore, aId, bScore, bId)
+  return aScore < bScore or (aScore == bScore and bytesLess(aId, bId))
+end
+
+-- global-strict (and dispatchOrder fifo): the earliest head (score, then id) among the
+-- band's unblocked tenants, and its score.
 local function selectEarliest(band, now)
   local ringKey = ringPrefix .. band .. ':ring'
   local best, bestScore = nil, nil
@@ -54,18 +60,18 @@ local function selectEarliest(band, now)
     if state == 'empty' then
       leaveRing(band, tenantName)
     elseif state == 'ready' then
-      if not best or score < bestScore or (score == bestScore and bytesLess(req.id, best.id)) then
+      if not best or orderKeyLess(score, req.id, bestScore, best.id) then
         best, bestScore = req, score
       end
     end
   end
-  return best
+  return best, bestScore
 end
 
 -- The next request to dispatch from the band, or nil when the ring is empty or every
 -- member is blocked. O(skipped flows): see FlowRing.select.
 local function selectFlow(band, now, cfg)
-  if cfg.fairness == 'global-strict' then return selectEarliest(band, now) end
+  if cfg.fairness == 'global-strict' then return (selectEarliest(band, now)) end
   local ringKey = ringPrefix .. band .. ':ring'
   local blockedInARow = 0
   while true do

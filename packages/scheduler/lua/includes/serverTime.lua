@@ -1,5 +1,11 @@
--- Milliseconds on the Redis server clock: the one clock every replica agrees on.
+-- Milliseconds on the Redis server clock: the one clock every replica agrees on. Read once
+-- per script run: a script is atomic, so every rule in it sees the same instant (as each
+-- LocalScheduler operation reads its clock once).
+local scriptNowMs = nil
 local function serverNowMs()
-  local time = rcall('TIME')
-  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  if not scriptNowMs then
+    local time = rcall('TIME')
+    scriptNowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  end
+  return scriptNowMs
 end

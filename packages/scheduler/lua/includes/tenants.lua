@@ -1,9 +1,12 @@
 -- tenant:<tenant> hash: configuration (weight, and queueMax / maxConcurrent / maxKvBlocks,
--- absent = unlimited) and gauges (inflight, kvBlocks, waiting). nil for unknown tenants.
+-- absent = unlimited; bucketCapacity / bucketRefill, absent = no token bucket), gauges
+-- (inflight, kvBlocks, waiting) and bucket state (bucketLevel in milli-tokens, bucketAt;
+-- absent = full). nil for unknown tenants.
 local function loadTenant(tenant)
   local tenantKey = tenantPrefix .. tenant
   local raw = rcall('HMGET', tenantKey, 'weight', 'queueMax', 'maxConcurrent', 'maxKvBlocks',
-    'inflight', 'kvBlocks', 'waiting')
+    'inflight', 'kvBlocks', 'waiting', 'bucketCapacity', 'bucketRefill', 'bucketLevel',
+    'bucketAt')
   if not raw[1] then return nil end
   return {
     weight = tonumber(raw[1]),
@@ -13,6 +16,10 @@ local function loadTenant(tenant)
     inflight = tonumber(raw[5]) or 0,
     kvBlocks = tonumber(raw[6]) or 0,
     waiting = tonumber(raw[7]) or 0,
+    bucketCapacity = tonumber(raw[8]),
+    bucketRefill = tonumber(raw[9]),
+    bucketLevel = tonumber(raw[10]),
+    bucketAt = tonumber(raw[11]),
   }
 end
 

@@ -1,5 +1,19 @@
-import { FlowRing, type FlowState } from '@fairgate/core';
-import type { ScriptCode } from '../codes.js';
+import {
+  type BucketConfig,
+  type BucketState,
+  compareOrderKeys,
+  decideAdmission,
+  FlowRing,
+  type FlowState,
+  fullBucket,
+  maxPodLoad,
+  newestScrapeMs,
+  poolSaturation,
+  type ScrapedLoad,
+  take,
+  trueUp,
+} from '@fairgate/core';
+import { ScriptCode } from '../codes.js';
 import { compareBytes, counterField, rejectionField } from '../counters.js';
 import type { SchedulerSettings } from '../settings.js';
 import { SortedSet } from './sorted-set.js';
@@ -20,6 +34,8 @@ export interface LocalRequest {
   hint: string;
   expiresAt: number;
   seq: number;
+  /** Tokens charged to the tenant's bucket (0 = not charged). */
+  tokens: number;
   state: 'queued' | 'granted';
   pod: string;
 }
@@ -30,11 +46,65 @@ interface ReadyHead {
   ownerLiveness: number;
 }
 
+/** A band's earliest ready head and its queue score (selectEarliest). */
+interface EarliestHead {
+  head: ReadyHead;
+  score: number;
+}
+
+/** One dispatch pass's working state (the `pass` table of lua/includes/dispatch.lua). */
+interface Pass {
+  now: number;
+  settings: SchedulerSettings;
+  pods: LocalPod[];
+  gate: Gate;
+  selfId: string | null;
+  selfPod: string | null;
+  inflight: number;
+  budget: number;
+  grants: number;
+  evictions: number;
+  gateTried: boolean;
+}
+
+/**
+ * Saturation gating (newGate / gateOpen in lua/includes/saturation.lua): saturation is
+ * computed on every question, so each grant of a pass (a pod's in-flight count + 1) is seen
+ * by the next; and only when gating is enabled.
+ */
+export class Gate {
+  constructor(
+    private readonly settings: SchedulerSettings,
+    private readonly pods: readonly LocalPod[],
+    private readonly now: number,
+  ) {}
+
+  open(band: number): boolean {
+    const gating = this.settings.gating;
+    if (!gating.enabled) return true;
+    const ceiling = gating.bandCeilings[String(band)] ?? gating.defaultCeiling;
+    return poolSaturation(this.pods, this.now, this.settings.saturation) < ceiling;
+  }
+}
+
+/**
+ * Score in the shedding and eviction indexes (sheddableScore in lua/includes/requests.lua):
+ * the lowest band first, then the highest sequence (the newest) first. Exact in a double for
+ * bands >= -1000 and sequences < 2^43.
+ */
+const SHEDDABLE_BAND_STRIDE = 2 ** 43;
+export function sheddableScore(band: number, seq: number): number {
+  return band * SHEDDABLE_BAND_STRIDE - seq;
+}
+
 export interface LocalTenant {
   weight: number;
   queueMax: number | null;
   maxConcurrent: number | null;
   maxKvBlocks: number | null;
+  tokenBucket: BucketConfig | null;
+  /** Bucket level and timestamp; null = full (never used, or the bucket was re-added). */
+  bucket: BucketState | null;
   inflight: number;
   kvBlocks: number;
   waiting: number;
@@ -45,6 +115,7 @@ export interface LocalPod {
   cap: number;
   healthy: boolean;
   inflight: number;
+  load: ScrapedLoad | null;
 }
 
 export class LocalEngine {
@@ -56,6 +127,10 @@ export class LocalEngine {
   peakInflight = 0;
   waiting = 0;
   seq = 0;
+  /** Grants of bands < 0 so far (ctl.grantSeq): orders the eviction index. */
+  grantSeq = 0;
+  /** The scrape the last gate eviction was for (ctl.gateEvictedScrape). */
+  gateEvictedScrape: number | undefined;
   readonly waitingByBand = new Map<number, number>();
   readonly tenants = new Map<string, LocalTenant>();
   readonly pods = new Map<string, LocalPod>();
@@ -66,6 +141,11 @@ export class LocalEngine {
   readonly leases = new SortedSet();
   readonly replicas = new SortedSet();
   readonly waitingByReplica = new Map<string, SortedSet>();
+  /** Granted requests of bands < 0 by sheddableScore(band, grantSeq) (evictable). */
+  readonly evictable = new SortedSet();
+  /** Waiting requests of bands < 0 by sheddableScore(band, seq) (sheddable). */
+  readonly sheddable = new SortedSet();
+  readonly sheddableByTenant = new Map<string, SortedSet>();
   readonly notices = new Map<string, string[]>();
   readonly stats = new Map<string, number>();
   /** Called after a notice is queued for a replica (wakes waitForNotices). */
@@ -106,6 +186,32 @@ export class LocalEngine {
     return tenant.maxKvBlocks !== null && tenant.kvBlocks + kvBlocks > tenant.maxKvBlocks;
   }
 
+  // --- bucket.lua
+  /** takeTokens: undefined when taken or not charged, else the refusal (nothing taken). */
+  takeTokens(
+    tenant: LocalTenant,
+    cost: number,
+    now: number,
+  ): { code: ScriptCode; retryAfterMs: number | undefined } | undefined {
+    const config = tenant.tokenBucket;
+    if (!config || cost <= 0) return undefined;
+    const result = take(tenant.bucket ?? fullBucket(config, now), config, cost, now);
+    if (result.ok) {
+      tenant.bucket = result.state;
+      return undefined;
+    }
+    const retryAfterMs = Number.isFinite(result.retryAfterMs) ? result.retryAfterMs : undefined;
+    return { code: ScriptCode.RateLimited, retryAfterMs };
+  }
+
+  /** creditTokens: a refund or a true-up (negative charges), capped at the capacity. */
+  creditTokens(tenantName: string, tokens: number, now: number): void {
+    const tenant = this.tenantOf(tenantName);
+    const config = tenant.tokenBucket;
+    if (!config) return;
+    tenant.bucket = trueUp(tenant.bucket ?? fullBucket(config, now), config, tokens, 0, now);
+  }
+
   // --- pods.lua
   podsByName(): LocalPod[] {
     return [...this.pods.values()].sort((a, b) => compareBytes(a.name, b.name));
@@ -132,6 +238,13 @@ export class LocalEngine {
     this.waiting += 1;
     this.waitingByBand.set(req.band, (this.waitingByBand.get(req.band) ?? 0) + 1);
     this.tenantOf(req.tenant).waiting += 1;
+    if (req.band < 0) {
+      const shedScore = sheddableScore(req.band, req.seq);
+      this.sheddable.add(req.id, shedScore);
+      const byTenant = this.sheddableByTenant.get(req.tenant) ?? new SortedSet();
+      byTenant.add(req.id, shedScore);
+      this.sheddableByTenant.set(req.tenant, byTenant);
+    }
   }
 
   unlinkWaiting(req: LocalRequest): void {
@@ -145,6 +258,12 @@ export class LocalEngine {
     this.waiting -= 1;
     this.waitingByBand.set(req.band, (this.waitingByBand.get(req.band) ?? 0) - 1);
     this.tenantOf(req.tenant).waiting -= 1;
+    if (req.band < 0) {
+      this.sheddable.remove(req.id);
+      const byTenant = this.sheddableByTenant.get(req.tenant);
+      byTenant?.remove(req.id);
+      if (byTenant?.size === 0) this.sheddableByTenant.delete(req.tenant);
+    }
   }
 
   holdLease(
@@ -161,6 +280,10 @@ export class LocalEngine {
     tenant.inflight += 1;
     tenant.kvBlocks += req.kvBlocks;
     pod.inflight += 1;
+    if (req.band < 0) {
+      this.grantSeq += 1;
+      this.evictable.add(req.id, sheddableScore(req.band, this.grantSeq));
+    }
   }
 
   freeLease(req: LocalRequest): void {
@@ -171,24 +294,62 @@ export class LocalEngine {
     tenant.kvBlocks -= req.kvBlocks;
     const pod = this.pods.get(req.pod);
     if (pod) pod.inflight -= 1;
+    if (req.band < 0) this.evictable.remove(req.id);
   }
 
-  endRequest(req: LocalRequest, outcome: string): void {
-    if (req.state === 'granted') this.freeLease(req);
-    else this.unlinkWaiting(req);
+  /** Ends a live request; one that ends while waiting gets its bucket tokens back. */
+  endRequest(req: LocalRequest, outcome: string, now: number): void {
+    if (req.state === 'granted') {
+      this.freeLease(req);
+    } else {
+      this.unlinkWaiting(req);
+      if (req.tokens > 0) this.creditTokens(req.tenant, req.tokens, now);
+    }
     this.countFlow(outcome, req.tenant, req.sloClass);
     this.requests.delete(req.id);
   }
 
   // --- expiry.lua
-  expireWaiting(req: LocalRequest): void {
-    this.endRequest(req, 'expired');
+  expireWaiting(req: LocalRequest, now: number): void {
+    this.endRequest(req, 'expired', now);
     this.notifyReplica(req.owner, `expired|${req.id}`);
   }
 
-  evictGranted(req: LocalRequest): void {
-    this.endRequest(req, 'evicted');
+  evictGranted(req: LocalRequest, now: number): void {
+    this.endRequest(req, 'evicted', now);
     this.notifyReplica(req.owner, `evict|${req.id}`);
+  }
+
+  // --- admission.lua
+  admissionCode(settings: SchedulerSettings, band: number, pods: readonly LocalPod[], now: number) {
+    const decision = decideAdmission(settings.admission, band, {
+      maxPodLoad: maxPodLoad(pods, now, settings.saturation.staleMs),
+      saturation: poolSaturation(pods, now, settings.saturation),
+    });
+    if (decision.admit) return undefined;
+    return {
+      shed_by_tier: ScriptCode.ShedByTier,
+      saturated: ScriptCode.Saturated,
+      rejected_by_policy: ScriptCode.RejectedByPolicy,
+    }[decision.reason];
+  }
+
+  // --- shedding.lua
+  shedVictim(tenantName: string | null, arrivalBand: number): LocalRequest | undefined {
+    const index = tenantName === null ? this.sheddable : this.sheddableByTenant.get(tenantName);
+    for (;;) {
+      const head = index?.first();
+      if (!index || !head) return undefined;
+      const victim = this.requests.get(head.member);
+      if (victim?.state === 'queued') return victim.band < arrivalBand ? victim : undefined;
+      index.remove(head.member); // stale entry (the Lua drops those of older script versions)
+    }
+  }
+
+  shedWaiting(victim: LocalRequest, now: number): void {
+    this.endRequest(victim, 'evicted', now);
+    this.countFlow('shed', victim.tenant, victim.sloClass);
+    this.notifyReplica(victim.owner, `shed|${victim.id}`);
   }
 
   // --- ring.lua
@@ -209,9 +370,9 @@ export class LocalEngine {
       const req = this.requests.get(head.member) as LocalRequest;
       const ownerLiveness = req.expiresAt > now ? this.replicaLiveness(req.owner, now) : undefined;
       if (req.expiresAt <= now) {
-        this.expireWaiting(req);
+        this.expireWaiting(req, now);
       } else if (ownerLiveness === undefined) {
-        this.endRequest(req, 'cancelled');
+        this.endRequest(req, 'cancelled', now);
       } else {
         if (this.tenantAtQuota(this.tenantOf(tenantName), req.kvBlocks)) return { kind: 'blocked' };
         const ready = { req, ownerLiveness };
@@ -221,70 +382,200 @@ export class LocalEngine {
   }
 
   selectFlow(band: number, now: number, settings: SchedulerSettings): ReadyHead | undefined {
+    return this.selectIn(band, now, settings.fairness, settings.quantum)?.head;
+  }
+
+  /** selectEarliest: the band's earliest head (score, then id) and its score. */
+  selectEarliest(band: number, now: number): EarliestHead | undefined {
+    return this.selectIn(band, now, 'global-strict', 1);
+  }
+
+  private selectIn(
+    band: number,
+    now: number,
+    fairness: SchedulerSettings['fairness'],
+    quantum: number,
+  ): EarliestHead | undefined {
     const ring = this.rings.get(band);
     if (!ring) return undefined;
-    const ready = new Map<string, ReadyHead>();
+    const ready = new Map<string, EarliestHead>();
     const tenant = ring.select(
-      settings.fairness,
+      fairness,
       (name) => {
         const state = this.probeFlow(band, name, now);
-        if (state.ready) ready.set(name, state.ready);
+        if (state.ready && state.kind === 'ready') {
+          ready.set(name, { head: state.ready, score: state.head.score });
+        }
         return state;
       },
-      (name) => this.tenantOf(name).weight * settings.quantum,
+      (name) => this.tenantOf(name).weight * quantum,
     );
+    if (ring.size === 0) this.rings.delete(band);
     return tenant === undefined ? undefined : ready.get(tenant);
   }
 
   // --- dispatch.lua
   dispatchPass(now: number, settings: SchedulerSettings, selfId: string | null): string | null {
     if (this.waiting <= 0) return null;
-    let inflight = this.inflight;
     const budget = this.budget ?? 0;
-    if (inflight >= budget) return null;
+    if (this.inflight >= budget && !settings.inflightEviction) return null;
     const pods = this.podsByName();
-    let grants = 0;
-    let selfPod: string | null = null;
-    const bands = [...this.rings]
+    const pass: Pass = {
+      now,
+      settings,
+      pods,
+      gate: new Gate(settings, pods, now),
+      selfId,
+      selfPod: null,
+      inflight: this.inflight,
+      budget,
+      grants: 0,
+      evictions: 0,
+      gateTried: false,
+    };
+    if (settings.dispatchOrder === 'fifo') this.fifoPass(pass);
+    else this.priorityPass(pass);
+    return pass.selfPod;
+  }
+
+  private hasRoom(pass: Pass): boolean {
+    return pass.inflight < pass.budget && this.choosePod(pass.pods, '') !== undefined;
+  }
+
+  private mayEvict(pass: Pass, band: number): boolean {
+    return (
+      pass.settings.inflightEviction && band >= 0 && pass.evictions < pass.settings.maxGrantsPerPass
+    );
+  }
+
+  private evictOne(pass: Pass): boolean {
+    let victim: LocalRequest | undefined;
+    while (!victim) {
+      const head = this.evictable.first();
+      if (!head) return false;
+      victim = this.requests.get(head.member);
+      if (victim?.state !== 'granted') {
+        victim = undefined;
+        this.evictable.remove(head.member); // stale entry (see lua/includes/dispatch.lua)
+      }
+    }
+    // The pass works on the engine's own pod objects, so freeing the lease frees the pod slot.
+    this.evictGranted(victim, pass.now);
+    pass.inflight -= 1;
+    pass.evictions += 1;
+    return true;
+  }
+
+  private gateEviction(pass: Pass): void {
+    if (pass.gateTried) return;
+    pass.gateTried = true;
+    const newest = newestScrapeMs(pass.pods);
+    if (newest === undefined) return;
+    if (newest <= (this.gateEvictedScrape ?? -1)) return;
+    if (this.evictOne(pass)) this.gateEvictedScrape = newest;
+  }
+
+  private grantWaiting(pass: Pass, ready: ReadyHead, band: number, fifo: boolean): void {
+    const { req, ownerLiveness } = ready;
+    const pod = this.choosePod(pass.pods, req.hint) as LocalPod;
+    this.unlinkWaiting(req);
+    req.state = 'granted';
+    req.pod = pod.name;
+    this.holdLease(req, pod, pass.now, pass.settings, ownerLiveness);
+    const queueEmptyNow = !this.queues.has(queueName(band, req.tenant));
+    const ring = this.rings.get(band);
+    if (fifo) {
+      // Fairness is not used in fifo: no deficits, only ring membership.
+      ring?.charge(req.tenant, req.cost, 'global-strict', queueEmptyNow);
+    } else {
+      ring?.charge(req.tenant, req.cost, pass.settings.fairness, queueEmptyNow);
+    }
+    if (ring?.size === 0) this.rings.delete(band);
+    pass.grants += 1;
+    pass.inflight += 1;
+    if (req.id === pass.selfId) pass.selfPod = pod.name;
+    else this.notifyReplica(req.owner, `grant|${req.id}|${pod.name}`);
+  }
+
+  private bandsHighestFirst(): number[] {
+    return [...this.rings]
       .filter(([, ring]) => ring.size > 0)
       .map(([band]) => band)
       .sort((a, b) => b - a);
-    for (const band of bands) {
-      while (grants < settings.maxGrantsPerPass && inflight < budget && this.choosePod(pods, '')) {
-        const selected = this.selectFlow(band, now, settings);
-        if (!selected) break;
-        const { req, ownerLiveness } = selected;
-        const pod = this.choosePod(pods, req.hint) as LocalPod;
-        this.unlinkWaiting(req);
-        req.state = 'granted';
-        req.pod = pod.name;
-        this.holdLease(req, pod, now, settings, ownerLiveness);
-        const queueEmptyNow = !this.queues.has(queueName(band, req.tenant));
-        this.rings.get(band)?.charge(req.tenant, req.cost, settings.fairness, queueEmptyNow);
-        grants += 1;
-        inflight += 1;
-        if (req.id === selfId) selfPod = pod.name;
-        else this.notifyReplica(req.owner, `grant|${req.id}|${pod.name}`);
+  }
+
+  private priorityPass(pass: Pass): void {
+    const { settings } = pass;
+    for (const band of this.bandsHighestFirst()) {
+      let stop = false;
+      if (!pass.gate.open(band)) {
+        if (
+          this.mayEvict(pass, band) &&
+          !pass.gateTried &&
+          this.selectFlow(band, pass.now, settings)
+        ) {
+          this.gateEviction(pass);
+        }
+      } else {
+        while (pass.grants < settings.maxGrantsPerPass) {
+          // Each grant adds to a pod's queue: the gate may close part-way through a band.
+          if (!pass.gate.open(band)) break;
+          const room = this.hasRoom(pass);
+          if (!room && !this.mayEvict(pass, band)) {
+            stop = true;
+            break;
+          }
+          const ready = this.selectFlow(band, pass.now, settings);
+          if (!ready) break;
+          if (room) {
+            this.grantWaiting(pass, ready, band, false);
+          } else if (!this.evictOne(pass)) {
+            stop = true;
+            break;
+          }
+        }
       }
-      if (grants >= settings.maxGrantsPerPass || inflight >= budget || !this.choosePod(pods, '')) {
-        break;
+      if (stop || pass.grants >= settings.maxGrantsPerPass) break;
+    }
+  }
+
+  private fifoPass(pass: Pass): void {
+    const { settings } = pass;
+    while (pass.grants < settings.maxGrantsPerPass) {
+      if (!settings.inflightEviction && !this.hasRoom(pass)) return;
+      const scanClosed = settings.inflightEviction && !pass.gateTried;
+      let best: { at: EarliestHead; band: number } | undefined;
+      let first: { at: EarliestHead; band: number; open: boolean } | undefined;
+      for (const band of this.bandsHighestFirst()) {
+        const open = pass.gate.open(band);
+        if (!open && !scanClosed) continue;
+        const at = this.selectEarliest(band, pass.now);
+        if (!at) continue;
+        if (open && (!best || earlier(at, best.at))) best = { at, band };
+        if (!first || earlier(at, first.at)) first = { at, band, open };
+      }
+      if (first && !first.open && this.mayEvict(pass, first.band)) this.gateEviction(pass);
+      if (!best) return;
+      if (this.hasRoom(pass)) {
+        this.grantWaiting(pass, best.at.head, best.band, true);
+      } else if (!this.mayEvict(pass, best.band) || !this.evictOne(pass)) {
+        return;
       }
     }
-    return selfPod;
   }
 
   // --- janitor.lua
   runJanitor(now: number, settings: SchedulerSettings): [number, number, number] {
     const batch = settings.janitorBatch;
     const due = this.queueDeadlines.upTo(now, batch);
-    for (const id of due) this.expireWaiting(this.requests.get(id) as LocalRequest);
+    for (const id of due) this.expireWaiting(this.requests.get(id) as LocalRequest, now);
     const lapsed = this.leases.upTo(now, batch);
-    for (const id of lapsed) this.evictGranted(this.requests.get(id) as LocalRequest);
+    for (const id of lapsed) this.evictGranted(this.requests.get(id) as LocalRequest, now);
     let cancelled = 0;
     const dead = this.replicas.upTo(now, 1)[0];
     if (dead !== undefined) {
       for (const id of this.waitingByReplica.get(dead)?.head(batch) ?? []) {
-        this.endRequest(this.requests.get(id) as LocalRequest, 'cancelled');
+        this.endRequest(this.requests.get(id) as LocalRequest, 'cancelled', now);
         cancelled += 1;
       }
       if (!this.waitingByReplica.has(dead)) {
@@ -316,4 +607,11 @@ export class LocalEngine {
 
 function queueName(band: number, tenant: string): string {
   return `${band}:${tenant}`;
+}
+
+function earlier(a: EarliestHead, b: EarliestHead): boolean {
+  return (
+    compareOrderKeys({ score: a.score, id: a.head.req.id }, { score: b.score, id: b.head.req.id }) <
+    0
+  );
 }

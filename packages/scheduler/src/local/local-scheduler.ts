@@ -1,4 +1,15 @@
-import { assertInteger, assertValidName, type ReplicaId, type RequestId } from '@fairgate/core';
+import {
+  assertInteger,
+  assertValidName,
+  type BucketState,
+  currentBucket,
+  poolSaturation,
+  queueScore,
+  type ReplicaId,
+  type RequestId,
+  refill,
+  wholeTokens,
+} from '@fairgate/core';
 import { rejectionOf, ScriptCode, schedulerError } from '../codes.js';
 import type {
   ControlWrite,
@@ -9,6 +20,7 @@ import type {
   HeartbeatResult,
   LeadershipResult,
   Notice,
+  PodLoadReport,
   ReclaimReport,
   ReleaseOptions,
   Scheduler,
@@ -16,16 +28,17 @@ import type {
 } from '../contract.js';
 import { compareBytes, countersFromFields } from '../counters.js';
 import { parseNotice } from '../notices.js';
-import { normalizeEnqueue, normalizeRelease } from '../requests.js';
+import { normalizeEnqueue, normalizePodLoads, normalizeRelease } from '../requests.js';
 import {
   type PodConfig,
   resolvePod,
   resolveSettings,
   resolveTenant,
   type SchedulerSettings,
+  type SchedulerSettingsInput,
   type TenantConfig,
 } from '../settings.js';
-import { LocalEngine, type LocalRequest } from './engine.js';
+import { Gate, LocalEngine, type LocalRequest } from './engine.js';
 import { LatencyWindow } from './latency-window.js';
 import { LeaderLease } from './leader-lease.js';
 
@@ -49,6 +62,7 @@ export class LocalScheduler implements Scheduler {
   private readonly latency: LatencyWindow;
   private readonly lease = new LeaderLease();
   private readonly waiters = new Map<string, Set<() => void>>();
+  private readonly leaderData = new Map<string, string>();
 
   constructor(options: LocalSchedulerOptions = {}) {
     this.clock = options.now ?? Date.now;
@@ -63,22 +77,38 @@ export class LocalScheduler implements Scheduler {
     return this.engine.requests.size;
   }
 
-  async configure(input: Partial<SchedulerSettings> = {}): Promise<SchedulerSettings> {
+  async configure(input: SchedulerSettingsInput = {}): Promise<SchedulerSettings> {
     const settings = resolveSettings(input);
     this.engine.settings = settings;
     this.engine.budget ??= settings.initialBudget;
     return settings;
   }
 
+  /**
+   * Mirrors lua/upsertTenants-2.lua: an updated bucket is refilled at its old rate up to now
+   * and clamped to the new capacity; removing a bucket drops its level (re-added: full).
+   */
   async upsertTenants(tenants: readonly TenantConfig[]): Promise<void> {
-    for (const tenant of tenants.map(resolveTenant)) {
+    const resolved = tenants.map(resolveTenant);
+    const now = this.clock();
+    for (const tenant of resolved) {
       const existing = this.engine.tenants.get(tenant.id);
       const gauges = existing ?? { inflight: 0, kvBlocks: 0, waiting: 0 };
+      let bucket: BucketState | null = null;
+      if (tenant.tokenBucket && existing?.tokenBucket && existing.bucket) {
+        const current = refill(existing.bucket, existing.tokenBucket, now);
+        bucket = {
+          levelMilli: Math.min(current.levelMilli, tenant.tokenBucket.capacity * 1_000),
+          updatedAtMs: current.updatedAtMs,
+        };
+      }
       this.engine.tenants.set(tenant.id, {
         weight: tenant.weight,
         queueMax: tenant.queueMax,
         maxConcurrent: tenant.maxConcurrent,
         maxKvBlocks: tenant.maxKvBlocks,
+        tokenBucket: tenant.tokenBucket,
+        bucket,
         inflight: gauges.inflight,
         kvBlocks: gauges.kvBlocks,
         waiting: gauges.waiting,
@@ -89,11 +119,15 @@ export class LocalScheduler implements Scheduler {
   async upsertPods(pods: readonly PodConfig[]): Promise<void> {
     for (const pod of pods.map(resolvePod)) {
       const existing = this.engine.pods.get(pod.name);
-      this.engine.pods.set(pod.name, { ...pod, inflight: existing?.inflight ?? 0 });
+      this.engine.pods.set(pod.name, {
+        ...pod,
+        inflight: existing?.inflight ?? 0,
+        load: existing?.load ?? null,
+      });
     }
   }
 
-  /** Mirrors lua/enqueue-15.lua. */
+  /** Mirrors lua/enqueue-18.lua. */
   async enqueue(request: EnqueueRequest): Promise<EnqueueResult> {
     const r = normalizeEnqueue(request);
     const e = this.engine;
@@ -110,16 +144,21 @@ export class LocalScheduler implements Scheduler {
     if (!tenant)
       throw schedulerError(ScriptCode.UnknownTenant, `enqueue ${r.id} (tenant ${r.tenant})`);
     e.countFlow('offered', r.tenant, r.sloClass);
-    const reject = (code: ScriptCode): EnqueueResult => {
+    const reject = (code: ScriptCode, retryAfterMs?: number): EnqueueResult => {
       e.countRejection(r.tenant, r.sloClass, code);
-      return { status: 'rejected', code: rejectionOf(code)! };
+      const rejected = { status: 'rejected', code: rejectionOf(code)! } as const;
+      return retryAfterMs === undefined ? rejected : { ...rejected, retryAfterMs };
     };
+    const pods = e.podsByName();
+    if (!pods.some((pod) => pod.healthy)) return reject(ScriptCode.NoHealthyPod);
+    const policyCode = e.admissionCode(settings, r.band, pods, now);
+    if (policyCode !== undefined) return reject(policyCode);
     if (tenant.maxConcurrent === 0) return reject(ScriptCode.QuotaConcurrencyNeverFits);
     if (tenant.maxKvBlocks !== null && r.kvBlocks > tenant.maxKvBlocks) {
       return reject(ScriptCode.QuotaKvBlocksNeverFits);
     }
-    const pods = e.podsByName();
-    if (!pods.some((pod) => pod.healthy)) return reject(ScriptCode.NoHealthyPod);
+    const refused = e.takeTokens(tenant, r.tokens, now);
+    if (refused) return reject(refused.code, refused.retryAfterMs);
 
     const ttlMs = r.ttlMs ?? settings.queueTtlMs;
     const req: LocalRequest = {
@@ -133,12 +172,18 @@ export class LocalScheduler implements Scheduler {
       hint: r.podHint,
       expiresAt: now + ttlMs,
       seq: 0,
+      tokens: tenant.tokenBucket ? r.tokens : 0,
       state: 'queued',
       pod: '',
     };
 
-    if (e.waiting === 0 && !e.tenantAtQuota(tenant, r.kvBlocks)) {
-      const pod = e.inflight < (e.budget ?? 0) ? e.choosePod(pods, r.podHint) : undefined;
+    if (
+      e.waiting === 0 &&
+      !e.tenantAtQuota(tenant, r.kvBlocks) &&
+      e.inflight < (e.budget ?? 0) &&
+      new Gate(settings, pods, now).open(r.band)
+    ) {
+      const pod = e.choosePod(pods, r.podHint);
       if (pod) {
         req.state = 'granted';
         req.pod = pod.name;
@@ -151,7 +196,12 @@ export class LocalScheduler implements Scheduler {
 
     e.seq += 1;
     req.seq = e.seq;
-    const score = settings.order === 'fifo' ? req.seq : now + (r.deadlineMs ?? ttlMs);
+    const score = queueScore(settings.dispatchOrder, {
+      seq: req.seq,
+      nowMs: now,
+      deadlineInMs: r.deadlineMs,
+      ttlMs,
+    });
     e.requests.set(req.id, req);
     e.linkWaiting(req, score);
     e.joinRing(req.band, req.tenant, tenant.weight * settings.quantum);
@@ -162,22 +212,34 @@ export class LocalScheduler implements Scheduler {
       return { status: 'granted', pod: grantedPod, retried: false };
     }
 
+    const tenantOver = tenant.queueMax !== null && tenant.waiting > tenant.queueMax;
+    const bandOver = (e.waitingByBand.get(req.band) ?? 0) > settings.bandCapacity;
     let code: ScriptCode | undefined;
-    if (tenant.queueMax !== null && tenant.waiting > tenant.queueMax)
+    let victim: LocalRequest | undefined;
+    if (tenantOver) {
       code = ScriptCode.TenantQueueFull;
-    else if ((e.waitingByBand.get(req.band) ?? 0) > settings.bandCapacity)
+      if (settings.queueShedding && !bandOver) victim = e.shedVictim(req.tenant, req.band);
+    } else if (bandOver) {
       code = ScriptCode.BandFull;
-    else if (e.waiting > settings.maxQueueDepth) code = ScriptCode.GlobalQueueFull;
+    } else if (e.waiting > settings.maxQueueDepth) {
+      code = ScriptCode.GlobalQueueFull;
+      if (settings.queueShedding) victim = e.shedVictim(null, req.band);
+    }
+    if (victim) {
+      e.shedWaiting(victim, now);
+      code = undefined;
+    }
     if (code !== undefined) {
       e.unlinkWaiting(req);
       e.requests.delete(req.id);
+      if (req.tokens > 0) e.creditTokens(req.tenant, req.tokens, now);
       return reject(code);
     }
     e.countFlow('admitted', r.tenant, r.sloClass);
     return { status: 'queued', retried: false };
   }
 
-  /** Mirrors lua/poll-15.lua. */
+  /** Mirrors lua/poll-18.lua. */
   async poll(replica: ReplicaId): Promise<Notice[]> {
     assertValidName('replica', replica);
     const now = this.clock();
@@ -212,7 +274,7 @@ export class LocalScheduler implements Scheduler {
     return this.release(id, { outcome: 'cancelled' });
   }
 
-  /** Mirrors lua/release-15.lua. */
+  /** Mirrors lua/release-18.lua. */
   async release(id: RequestId, options: ReleaseOptions): Promise<EndResult> {
     const r = normalizeRelease(id, options);
     const req = this.engine.requests.get(id);
@@ -220,7 +282,10 @@ export class LocalScheduler implements Scheduler {
     const now = this.clock();
     const settings = this.settingsOr(`release ${id}`);
     const was = req.state;
-    this.engine.endRequest(req, r.outcome);
+    this.engine.endRequest(req, r.outcome, now);
+    if (r.actualTokens !== undefined && was === 'granted' && req.tokens > 0) {
+      this.engine.creditTokens(req.tenant, req.tokens - r.actualTokens, now);
+    }
     if (r.inputTokens !== undefined) {
       this.engine.countFlow('inputTokens', req.tenant, req.sloClass, r.inputTokens);
     }
@@ -231,7 +296,7 @@ export class LocalScheduler implements Scheduler {
     return { was };
   }
 
-  /** Mirrors lua/heartbeat-15.lua. */
+  /** Mirrors lua/heartbeat-18.lua. */
   async heartbeat(replica: ReplicaId, ids: readonly RequestId[] = []): Promise<HeartbeatResult> {
     assertValidName('replica', replica);
     for (const id of ids) assertValidName('heartbeat id', id);
@@ -247,7 +312,7 @@ export class LocalScheduler implements Scheduler {
     return { lost };
   }
 
-  /** Mirrors lua/reclaim-15.lua. */
+  /** Mirrors lua/reclaim-18.lua. */
   async reclaim(): Promise<ReclaimReport> {
     const now = this.clock();
     const settings = this.settingsOr('reclaim');
@@ -262,24 +327,37 @@ export class LocalScheduler implements Scheduler {
     const waitingByBand: Record<string, number> = {};
     for (const [band, count] of e.waitingByBand)
       if (count !== 0) waitingByBand[String(band)] = count;
+    const pods = e.podsByName().map((pod) => ({ ...pod, load: pod.load && { ...pod.load } }));
     return {
       nowMs: now,
-      settings: e.settings && { ...e.settings },
+      settings: e.settings && structuredClone(e.settings),
       budget: e.budget ?? 0,
       controllerState: e.controllerState,
       inflight: e.inflight,
       waiting: e.waiting,
       waitingByBand,
       tenants: [...e.tenants]
-        .map(([tenant, t]) => ({ tenant, ...t }))
+        .map(([tenant, t]) => ({
+          tenant,
+          weight: t.weight,
+          queueMax: t.queueMax,
+          maxConcurrent: t.maxConcurrent,
+          maxKvBlocks: t.maxKvBlocks,
+          tokenBucket: t.tokenBucket && { ...t.tokenBucket },
+          inflight: t.inflight,
+          kvBlocks: t.kvBlocks,
+          waiting: t.waiting,
+          tokens: t.tokenBucket && wholeTokens(currentBucket(t.bucket, t.tokenBucket, now)),
+        }))
         .sort((a, b) => compareBytes(a.tenant, b.tenant)),
-      pods: e.podsByName().map((pod) => ({ ...pod })),
+      pods,
       replicas: e.replicas
         .entriesInOrder()
         .map(({ member, score }) => ({ replica: member, livenessExpiresAtMs: score })),
       leader: this.lease.leaderAt(now),
       epoch: this.lease.epoch,
       counters: countersFromFields(e.stats),
+      saturation: poolSaturation(pods, now, e.settings?.saturation),
     };
   }
 
@@ -324,6 +402,37 @@ export class LocalScheduler implements Scheduler {
     const peak = Math.max(e.peakInflight, e.inflight);
     e.peakInflight = e.inflight;
     return peak;
+  }
+
+  /** Mirrors lua/reportPodLoad-3.lua. */
+  async reportPodLoad(fence: Fence, loads: readonly PodLoadReport[]): Promise<boolean> {
+    const checked = normalizePodLoads(loads);
+    const now = this.clock();
+    if (!this.lease.holds(fence, now)) return false;
+    for (const load of checked) {
+      const pod = this.engine.pods.get(load.pod);
+      if (!pod) continue;
+      pod.load = {
+        waiting: load.waiting,
+        running: load.running,
+        kvUtilization: load.kvUtilization,
+        scrapedAtMs: now,
+      };
+    }
+    return true;
+  }
+
+  async setLeaderData(fence: Fence, field: string, value: string): Promise<boolean> {
+    assertValidName('leader data field', field);
+    if (typeof value !== 'string') throw new TypeError('leader data value must be a string');
+    if (!this.lease.holds(fence, this.clock())) return false;
+    this.leaderData.set(field, value);
+    return true;
+  }
+
+  async getLeaderData(field: string): Promise<string | null> {
+    assertValidName('leader data field', field);
+    return this.leaderData.get(field) ?? null;
   }
 
   async flushLatency(counts: ReadonlyMap<number, number>): Promise<void> {

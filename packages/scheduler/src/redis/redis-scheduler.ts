@@ -10,6 +10,7 @@ import type {
   HeartbeatResult,
   LeadershipResult,
   Notice,
+  PodLoadReport,
   ReclaimReport,
   ReleaseOptions,
   Scheduler,
@@ -17,13 +18,14 @@ import type {
 } from '../contract.js';
 import { ENGINE_KEY_ORDER, type PoolKeys, poolKeys } from '../keys.js';
 import { parseNotice } from '../notices.js';
-import { normalizeEnqueue, normalizeRelease } from '../requests.js';
+import { normalizeEnqueue, normalizePodLoads, normalizeRelease } from '../requests.js';
 import {
   type PodConfig,
   resolvePod,
   resolveSettings,
   resolveTenant,
   type SchedulerSettings,
+  type SchedulerSettingsInput,
   type TenantConfig,
 } from '../settings.js';
 import { defineScripts, type RunScript, type ScriptArg } from './commands.js';
@@ -70,14 +72,15 @@ export class RedisScheduler implements Scheduler {
     assertInteger('latencyRetentionMs', this.latencyRetentionMs, 1_000);
   }
 
-  async configure(input: Partial<SchedulerSettings> = {}): Promise<SchedulerSettings> {
+  async configure(input: SchedulerSettingsInput = {}): Promise<SchedulerSettings> {
     const s = resolveSettings(input);
+    const flag = (value: boolean) => (value ? '1' : '0');
     await this.run(
       'configure',
       [this.keys.config, this.keys.ctl],
       [
         s.fairness,
-        s.order,
+        s.dispatchOrder,
         s.quantum,
         s.bandCapacity,
         s.maxQueueDepth,
@@ -86,6 +89,17 @@ export class RedisScheduler implements Scheduler {
         s.maxGrantsPerPass,
         s.janitorBatch,
         s.initialBudget,
+        s.admission.policy,
+        s.admission.tierShedThreshold,
+        s.admission.tierShedMinPriority,
+        String(s.saturation.queueDepthThreshold),
+        String(s.saturation.kvCacheUtilThreshold),
+        s.saturation.staleMs,
+        flag(s.gating.enabled),
+        String(s.gating.defaultCeiling),
+        JSON.stringify(s.gating.bandCeilings),
+        flag(s.queueShedding),
+        flag(s.inflightEviction),
       ],
     );
     return s;
@@ -95,7 +109,15 @@ export class RedisScheduler implements Scheduler {
     if (tenants.length === 0) return;
     const args = tenants.flatMap((tenant) => {
       const t = resolveTenant(tenant);
-      return [t.id, t.weight, t.queueMax ?? '', t.maxConcurrent ?? '', t.maxKvBlocks ?? ''];
+      return [
+        t.id,
+        t.weight,
+        t.queueMax ?? '',
+        t.maxConcurrent ?? '',
+        t.maxKvBlocks ?? '',
+        t.tokenBucket?.capacity ?? '',
+        t.tokenBucket?.refillPerSecond ?? '',
+      ];
     });
     await this.run('upsertTenants', [this.keys.tenants, this.keys.tenantPrefix], args);
   }
@@ -122,14 +144,19 @@ export class RedisScheduler implements Scheduler {
       r.deadlineMs ?? '',
       r.ttlMs ?? '',
       r.podHint,
+      r.tokens,
     ]);
-    if (typeof reply === 'number') {
-      const code = rejectionOf(reply);
-      if (code) return { status: 'rejected', code };
+    if (typeof reply === 'number')
       throw schedulerError(reply, `enqueue ${r.id} (tenant ${r.tenant})`);
+    const [status, pod, retried] = reply as [number, string | number | null, number];
+    if (status < 0) {
+      const code = rejectionOf(status);
+      if (!code) throw schedulerError(status, `enqueue ${r.id} (tenant ${r.tenant})`);
+      return typeof pod === 'number'
+        ? { status: 'rejected', code, retryAfterMs: pod }
+        : { status: 'rejected', code };
     }
-    const [granted, pod, retried] = reply as [number, string | null, number];
-    return granted === 1
+    return status === 1
       ? { status: 'granted', pod: pod as string, retried: retried === 1 }
       : { status: 'queued', retried: retried === 1 };
   }
@@ -162,6 +189,7 @@ export class RedisScheduler implements Scheduler {
       r.outcome,
       r.inputTokens ?? '',
       r.outputTokens ?? '',
+      r.actualTokens ?? '',
     ]);
     const was = END_STATES[reply as number];
     if (was === undefined) throw schedulerError(reply as number, `release ${id}`);
@@ -261,6 +289,37 @@ export class RedisScheduler implements Scheduler {
     return reply;
   }
 
+  async reportPodLoad(fence: Fence, loads: readonly PodLoadReport[]): Promise<boolean> {
+    const args = normalizePodLoads(loads).flatMap((load) => [
+      load.pod,
+      load.waiting,
+      load.running,
+      String(load.kvUtilization),
+    ]);
+    return this.fenced(
+      'reportPodLoad',
+      [this.keys.leader, this.keys.leaderEpoch, this.keys.pods],
+      fence,
+      args,
+    );
+  }
+
+  async setLeaderData(fence: Fence, field: string, value: string): Promise<boolean> {
+    assertValidName('leader data field', field);
+    if (typeof value !== 'string') throw new TypeError('leader data value must be a string');
+    return this.fenced(
+      'setLeaderData',
+      [this.keys.leader, this.keys.leaderEpoch, this.keys.leaderData],
+      fence,
+      [field, value],
+    );
+  }
+
+  async getLeaderData(field: string): Promise<string | null> {
+    assertValidName('leader data field', field);
+    return this.redis.hget(this.keys.leaderData, field);
+  }
+
   async flushLatency(counts: ReadonlyMap<number, number>): Promise<void> {
     const args: ScriptArg[] = [this.latencyRetentionMs];
     for (const [bucket, count] of counts) {
@@ -297,7 +356,12 @@ export class RedisScheduler implements Scheduler {
   }
 
   private async fenced(
-    name: 'renewLeadership' | 'releaseLeadership' | 'setControl',
+    name:
+      | 'renewLeadership'
+      | 'releaseLeadership'
+      | 'setControl'
+      | 'reportPodLoad'
+      | 'setLeaderData',
     keys: string[],
     fence: Fence,
     args: ScriptArg[],

@@ -1,7 +1,14 @@
-import type { FlowCounters } from '@fairgate/core';
+import {
+  ADMISSION_POLICIES,
+  currentBucket,
+  DEFAULT_SATURATION,
+  type FlowCounters,
+  poolSaturation,
+  wholeTokens,
+} from '@fairgate/core';
 import type { PodSnapshot, SchedulerSnapshot, TenantSnapshot } from '../contract.js';
 import { compareBytes, countersFromFields } from '../counters.js';
-import type { SchedulerSettings } from '../settings.js';
+import { DEFAULT_SETTINGS, type SchedulerSettings } from '../settings.js';
 
 /** Reply shapes of the scripts, decoded into the contract's types. */
 
@@ -17,12 +24,18 @@ const num = (value: string | undefined, fallback = 0): number =>
 const limit = (value: string | undefined): number | null =>
   value === undefined || value === '' ? null : Number(value);
 
+const numberOr = (value: string | undefined, fallback: number): number =>
+  value === undefined || value === '' ? fallback : Number(value);
+
 export function decodeSettings(config: Map<string, string>): SchedulerSettings | null {
   const fairness = config.get('fairness');
   if (fairness === undefined) return null;
+  const d = DEFAULT_SETTINGS;
+  const policy = config.get('admissionPolicy');
   return {
     fairness: fairness as SchedulerSettings['fairness'],
-    order: config.get('order') as SchedulerSettings['order'],
+    dispatchOrder: (config.get('dispatchOrder') ??
+      d.dispatchOrder) as SchedulerSettings['dispatchOrder'],
     quantum: num(config.get('quantum')),
     bandCapacity: num(config.get('bandCapacity')),
     maxQueueDepth: num(config.get('maxQueueDepth')),
@@ -31,28 +44,75 @@ export function decodeSettings(config: Map<string, string>): SchedulerSettings |
     maxGrantsPerPass: num(config.get('maxGrantsPerPass')),
     janitorBatch: num(config.get('janitorBatch')),
     initialBudget: num(config.get('initialBudget')),
+    admission: {
+      policy: ADMISSION_POLICIES.find((p) => p === policy) ?? d.admission.policy,
+      tierShedThreshold: numberOr(config.get('tierShedThreshold'), d.admission.tierShedThreshold),
+      tierShedMinPriority: numberOr(
+        config.get('tierShedMinPriority'),
+        d.admission.tierShedMinPriority,
+      ),
+    },
+    saturation: {
+      queueDepthThreshold: numberOr(
+        config.get('queueDepthThreshold'),
+        d.saturation.queueDepthThreshold,
+      ),
+      kvCacheUtilThreshold: numberOr(
+        config.get('kvCacheUtilThreshold'),
+        d.saturation.kvCacheUtilThreshold,
+      ),
+      staleMs: numberOr(config.get('staleMs'), d.saturation.staleMs),
+    },
+    gating: {
+      enabled: config.get('gatingEnabled') === '1',
+      bandCeilings: JSON.parse(config.get('gatingBandCeilings') ?? '{}') as Record<string, number>,
+      defaultCeiling: numberOr(config.get('gatingDefaultCeiling'), d.gating.defaultCeiling),
+    },
+    queueShedding: config.get('queueShedding') === '1',
+    inflightEviction: config.get('inflightEviction') === '1',
   };
 }
 
-/** Pods hash ('cap:<pod>', 'healthy:<pod>', 'inflight:<pod>') to rows sorted by name. */
+/**
+ * Pods hash ('cap:<pod>', 'healthy:<pod>', 'inflight:<pod>' and the scraped 'waiting:',
+ * 'running:', 'kv:', 'scrapedAt:') to rows sorted by name (lua/includes/pods.lua).
+ */
 export function decodePods(pods: Map<string, string>): PodSnapshot[] {
   const byName = new Map<string, PodSnapshot>();
+  const scraped = new Map<string, Map<string, number>>();
   for (const [field, value] of pods) {
     const sep = field.indexOf(':');
     if (sep < 0) continue;
     const kind = field.slice(0, sep);
     const name = field.slice(sep + 1);
-    const pod = byName.get(name) ?? { name, cap: 0, healthy: false, inflight: 0 };
+    const pod = byName.get(name) ?? { name, cap: 0, healthy: false, inflight: 0, load: null };
     byName.set(name, pod);
     if (kind === 'cap') pod.cap = Number(value);
     else if (kind === 'healthy') pod.healthy = value === '1';
     else if (kind === 'inflight') pod.inflight = Number(value);
+    else if (['waiting', 'running', 'kv', 'scrapedAt'].includes(kind)) {
+      const fields = scraped.get(name) ?? new Map<string, number>();
+      scraped.set(name, fields.set(kind, Number(value)));
+    }
+  }
+  for (const [name, fields] of scraped) {
+    const scrapedAtMs = fields.get('scrapedAt');
+    const pod = byName.get(name);
+    if (pod && scrapedAtMs !== undefined) {
+      pod.load = {
+        waiting: fields.get('waiting') ?? 0,
+        running: fields.get('running') ?? 0,
+        kvUtilization: fields.get('kv') ?? 0,
+        scrapedAtMs,
+      };
+    }
   }
   return [...byName.values()].sort((a, b) => compareBytes(a.name, b.name));
 }
 
 export function decodeSnapshot(reply: unknown): SchedulerSnapshot {
   const [now, config, ctl, pods, replicas, stats, tenants, leader, epoch] = reply as unknown[];
+  const nowMs = Number(now);
   const ctlMap = flatToMap(ctl);
   const settings = decodeSettings(flatToMap(config));
   const waitingByBand: Record<string, number> = {};
@@ -61,16 +121,17 @@ export function decodeSnapshot(reply: unknown): SchedulerSnapshot {
       waitingByBand[field.slice('waiting:'.length)] = Number(value);
     }
   }
+  const podRows = decodePods(flatToMap(pods));
   return {
-    nowMs: Number(now),
+    nowMs,
     settings,
     budget: num(ctlMap.get('budget')),
     controllerState: ctlMap.get('controllerState') ?? null,
     inflight: num(ctlMap.get('inflight')),
     waiting: num(ctlMap.get('waiting')),
     waitingByBand,
-    tenants: decodeTenants(tenants as string[]),
-    pods: decodePods(flatToMap(pods)),
+    tenants: decodeTenants(tenants as string[], nowMs),
+    pods: podRows,
     replicas: [...flatToMap(replicas)].map(([replica, score]) => ({
       replica,
       livenessExpiresAtMs: Number(score),
@@ -78,23 +139,46 @@ export function decodeSnapshot(reply: unknown): SchedulerSnapshot {
     leader: typeof leader === 'string' ? leader : null,
     epoch: num(typeof epoch === 'string' ? epoch : undefined),
     counters: decodeCounters(flatToMap(stats)),
+    saturation: poolSaturation(podRows, nowMs, settings?.saturation ?? DEFAULT_SATURATION),
   };
 }
 
-function decodeTenants(flat: string[]): TenantSnapshot[] {
+const TENANT_ROW = 12;
+
+function decodeTenants(flat: string[], nowMs: number): TenantSnapshot[] {
   const rows: TenantSnapshot[] = [];
-  for (let i = 0; i + 7 < flat.length; i += 8) {
-    const [tenant, weight, queueMax, maxConcurrent, maxKvBlocks, inflight, kvBlocks, waiting] =
-      flat.slice(i, i + 8);
+  for (let i = 0; i + TENANT_ROW - 1 < flat.length; i += TENANT_ROW) {
+    const [
+      tenant,
+      weight,
+      queueMax,
+      maxConcurrent,
+      maxKvBlocks,
+      inflight,
+      kvBlocks,
+      waiting,
+      capacity,
+      refillPerSecond,
+      level,
+      at,
+    ] = flat.slice(i, i + TENANT_ROW);
+    const tokenBucket =
+      capacity === undefined || capacity === ''
+        ? null
+        : { capacity: Number(capacity), refillPerSecond: num(refillPerSecond) };
+    const state =
+      level === undefined || level === '' ? null : { levelMilli: num(level), updatedAtMs: num(at) };
     rows.push({
       tenant: tenant as string,
       weight: num(weight, 1),
       queueMax: limit(queueMax),
       maxConcurrent: limit(maxConcurrent),
       maxKvBlocks: limit(maxKvBlocks),
+      tokenBucket,
       inflight: num(inflight),
       kvBlocks: num(kvBlocks),
       waiting: num(waiting),
+      tokens: tokenBucket && wholeTokens(currentBucket(state, tokenBucket, nowMs)),
     });
   }
   return rows.sort((a, b) => compareBytes(a.tenant, b.tenant));

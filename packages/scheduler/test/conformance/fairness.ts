@@ -52,7 +52,7 @@ function expectShares(shares: Record<string, number>, weights: Record<string, nu
 }
 
 /** Holds the only slot (budget 1) with `hold`, queues `arrivals`, then frees one slot at a time. */
-async function grantOrder(
+export async function grantOrder(
   getPool: GetPool,
   arrivals: { id: string; tenant: string; band?: number; deadlineMs?: number }[],
 ): Promise<string[]> {
@@ -136,9 +136,9 @@ export function fairness(getPool: GetPool): void {
     { id: 'none', tenant: 'a' },
   ];
 
-  it('fifo serves a tenant queue in arrival order', async () => {
+  it('priority order serves a tenant queue in arrival order', async () => {
     await getPool().setup({
-      settings: { initialBudget: 1, order: 'fifo', queueTtlMs: 60_000 },
+      settings: { initialBudget: 1, dispatchOrder: 'priority', queueTtlMs: 60_000 },
       tenants: orderTenants,
     });
     expect(await grantOrder(getPool, deadlines)).toEqual(['d900', 'd100', 'd500', 'none']);
@@ -146,7 +146,7 @@ export function fairness(getPool: GetPool): void {
 
   it('slo-deadline serves earliest deadline first, no deadline = queue expiry', async () => {
     await getPool().setup({
-      settings: { initialBudget: 1, order: 'slo-deadline', queueTtlMs: 60_000 },
+      settings: { initialBudget: 1, dispatchOrder: 'slo-deadline', queueTtlMs: 60_000 },
       tenants: orderTenants,
     });
     expect(await grantOrder(getPool, deadlines)).toEqual(['d100', 'd500', 'd900', 'none']);

@@ -1,12 +1,19 @@
 import { afterEach, beforeEach, describe, expect } from 'vitest';
 import type { Backend } from '../support/backends.js';
 import { TestPool } from '../support/pool.js';
+import { admissionPolicies } from './admission.js';
 import { capsAndQuotas } from './caps.js';
 import { controlPlane } from './control.js';
+import { dispatchOrders } from './dispatch-order.js';
+import { inflightEviction } from './eviction.js';
 import { fairness } from './fairness.js';
+import { saturationGating } from './gating.js';
 import { lifecycle } from './lifecycle.js';
 import { liveness } from './liveness.js';
+import { podLoad } from './pod-load.js';
 import { replicas } from './replicas.js';
+import { queueShedding } from './shedding.js';
+import { tokenBuckets } from './token-bucket.js';
 
 export type GetPool = () => TestPool;
 export type GetBackend = () => Backend;
@@ -39,4 +46,11 @@ export function describeSchedulerConformance(getBackend: GetBackend): void {
   describe('leases and liveness', () => liveness(getPool));
   describe('several replicas', () => replicas(getPool));
   describe('leadership, control and latency', () => controlPlane(getPool));
+  describe('dispatch orders', () => dispatchOrders(getPool));
+  describe('admission policies', () => admissionPolicies(getPool));
+  describe('token buckets', () => tokenBuckets(getPool));
+  describe('pod load, saturation and leader data', () => podLoad(getPool));
+  describe('saturation gating', () => saturationGating(getPool));
+  describe('queue shedding', () => queueShedding(getPool));
+  describe('in-flight eviction', () => inflightEviction(getPool));
 }

@@ -1,5 +1,7 @@
 import { Redis } from 'ioredis';
 import { LocalScheduler, poolKeys, RedisScheduler, type Scheduler } from '../../src/index.js';
+import { PER_REQUEST_INDEXES, PER_REQUEST_PREFIXES } from '../../src/keys.js';
+import type { LocalEngine } from '../../src/local/engine.js';
 import type { TestRedis } from './cluster-redis.js';
 
 /** One isolated pool of one implementation, with as many replica handles as a test wants. */
@@ -25,7 +27,21 @@ export function localBackend(): Backend {
         connect: () => scheduler,
         async perRequestResidue() {
           const live = scheduler.liveRequestCount;
-          return live === 0 ? [] : [`${live} live request records`];
+          const residue = live === 0 ? [] : [`${live} live request records`];
+          const engine = (scheduler as unknown as { engine: LocalEngine }).engine;
+          const indexes = {
+            leases: engine.leases.size,
+            queueDeadlines: engine.queueDeadlines.size,
+            evictable: engine.evictable.size,
+            sheddable: engine.sheddable.size,
+            sheddableByTenant: engine.sheddableByTenant.size,
+            waitingByReplica: engine.waitingByReplica.size,
+            queues: engine.queues.size,
+          };
+          for (const [name, size] of Object.entries(indexes)) {
+            if (size > 0) residue.push(`${name} holds ${size}`);
+          }
+          return residue;
         },
         close: () => scheduler.close(),
       };
@@ -58,15 +74,11 @@ export function redisBackend(redis: () => TestRedis): Backend {
           try {
             const residue: string[] = [];
             for (const key of await scanAll(admin, `${keys.tag}*`)) {
-              const perRequest = [
-                keys.requestPrefix,
-                keys.queuePrefix,
-                keys.waitingByReplicaPrefix,
-              ];
-              if (perRequest.some((prefix) => key.startsWith(prefix))) residue.push(key);
-              if (key.startsWith(keys.noticesPrefix)) residue.push(key);
+              if (PER_REQUEST_PREFIXES.some((name) => key.startsWith(keys[name]))) {
+                residue.push(key);
+              }
             }
-            for (const zset of [keys.leases, keys.queueDeadlines]) {
+            for (const zset of PER_REQUEST_INDEXES.map((name) => keys[name])) {
               const size = await admin.zcard(zset);
               if (size > 0) residue.push(`${zset} holds ${size}`);
             }

@@ -2,10 +2,12 @@ import { conservationViolations } from '@fairgate/core';
 import type {
   EnqueueRequest,
   EnqueueResult,
+  Fence,
   Notice,
   PodConfig,
+  PodLoadReport,
   Scheduler,
-  SchedulerSettings,
+  SchedulerSettingsInput,
   TenantConfig,
 } from '../../src/index.js';
 import type { PoolBackend } from './backends.js';
@@ -13,7 +15,7 @@ import type { PoolBackend } from './backends.js';
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export interface PoolSetup {
-  settings?: Partial<SchedulerSettings>;
+  settings?: SchedulerSettingsInput;
   tenants?: TenantConfig[];
   pods?: PodConfig[];
 }
@@ -73,6 +75,59 @@ export class TestPool {
       if (notices.length === 0) await sleep(2);
     }
     return seen;
+  }
+
+  /** Takes the leader lease for replica 'leader' and returns its fence. */
+  async lead(): Promise<Fence> {
+    const result = await this.on().acquireLeadership('leader', 600_000);
+    if (!result.leader) throw new Error(`leadership held by ${result.holder}`);
+    return { replica: 'leader', epoch: result.epoch };
+  }
+
+  /** Reports pod loads as the leader (fields not given are 0), asserting the write took. */
+  async report(fence: Fence, loads: (Partial<PodLoadReport> & { pod: string })[]): Promise<void> {
+    const full = loads.map((load) => ({ waiting: 0, running: 0, kvUtilization: 0, ...load }));
+    if (!(await this.on().reportPodLoad(fence, full))) throw new Error('stale fence');
+  }
+
+  /** Notices of `replica` as wire-like strings ('grant|id|pod', 'evict|id', ...). */
+  async notices(replica = 'r1'): Promise<string[]> {
+    return (await this.on(replica).poll(replica)).map((n) =>
+      n.kind === 'grant' ? `grant|${n.id}|${n.pod}` : `${n.kind}|${n.id}`,
+    );
+  }
+
+  /** Outcome result as a short string: the pod when granted, 'queued', or the reject code. */
+  async admit(
+    request: Omit<EnqueueRequest, 'band' | 'replica'> & Partial<EnqueueRequest>,
+  ): Promise<string> {
+    const result = await this.enqueue(request);
+    if (result.status === 'granted') return result.pod;
+    return result.status === 'queued' ? 'queued' : result.code;
+  }
+
+  /** The snapshot row of `tenant`. */
+  async tenant(tenant: string) {
+    const row = (await this.on().snapshot()).tenants.find((t) => t.tenant === tenant);
+    if (!row) throw new Error(`no tenant ${tenant}`);
+    return row;
+  }
+
+  /** Counters summed over classes for `tenant`. */
+  async counters(tenant: string) {
+    const rows = (await this.on().snapshot()).counters.filter((c) => c.tenant === tenant);
+    const rejected: Record<string, number> = {};
+    const outcomes: Record<string, number> = {};
+    let shed = 0;
+    for (const row of rows) {
+      shed += row.shed;
+      for (const [code, n] of Object.entries(row.rejected))
+        rejected[code] = (rejected[code] ?? 0) + (n ?? 0);
+      for (const [outcome, n] of Object.entries(row.outcomes)) {
+        if (n > 0) outcomes[outcome] = (outcomes[outcome] ?? 0) + n;
+      }
+    }
+    return { rejected, outcomes, shed };
   }
 
   /** Releases `id` as completed and returns the ids granted by the pass it triggered. */

@@ -2,10 +2,14 @@
 --[[
   Admits a request: grants it at once when nothing waits and there is room, otherwise
   queues it and runs a dispatch pass (which may grant it, or others). Idempotent by id: a
-  retry of a live request reports its state and counts nothing again.
+  retry of a live request reports its state and counts (and charges) nothing again.
+
+  Checks, in order: configuration and tenant errors (nothing counted), a retried live id,
+  no healthy pod, the admission policy, a quota the request can never fit, the tenant's
+  token bucket; then queue, dispatch pass, queue caps (with queue shedding).
 
   Input:
-    KEYS[1..15]  the engine keyspace (includes/engineKeys.lua)
+    KEYS[1..18]  the engine keyspace (includes/engineKeys.lua)
     ARGV[1]  request id
     ARGV[2]  tenant
     ARGV[3]  band (integer; higher dispatches first)
@@ -16,13 +20,15 @@
     ARGV[8]  deadline in ms from now, '' for none (slo-deadline order)
     ARGV[9]  queue TTL in ms, '' for the pool default
     ARGV[10] preferred pod, '' for none
+    ARGV[11] token-bucket cost (integer >= 0; 0 = not charged)
 
   Output:
     {1, pod, retried}   granted on pod (retried = 1 when the id was already live)
-    {0, false, retried} queued; a 'grant', 'expired' or 'evict' notice follows
-    Code.TenantQueueFull | BandFull | GlobalQueueFull   a queue cap is reached
-    Code.QuotaConcurrencyNeverFits | QuotaKvBlocksNeverFits   can never be dispatched
-    Code.NoHealthyPod    no pod is healthy
+    {0, false, retried} queued; a 'grant', 'expired' or 'shed' notice follows
+    {code, retryAfterMs | false}  rejected and counted: Code.TenantQueueFull | BandFull |
+        GlobalQueueFull | QuotaConcurrencyNeverFits | QuotaKvBlocksNeverFits | NoHealthyPod |
+        RateLimited (with the retry-after when waiting helps) | ShedByTier | Saturated |
+        RejectedByPolicy
     Code.NotConfigured | UnknownTenant   configuration errors (nothing counted)
 ]]
 local rcall = redis.call
@@ -31,6 +37,8 @@ local rcall = redis.call
 --- @include "includes/serverTime"
 --- @include "includes/config"
 --- @include "includes/dispatch"
+--- @include "includes/admission"
+--- @include "includes/shedding"
 
 local now = serverNowMs()
 local cfg = loadConfig()
@@ -45,7 +53,9 @@ local req = {
   cost = tonumber(ARGV[6]),
   kvBlocks = tonumber(ARGV[7]),
   hint = ARGV[10],
+  tokens = 0,
 }
+local band = tonumber(req.band)
 touchReplica(req.owner, now, cfg)
 
 local requestKey = requestPrefix .. req.id
@@ -57,17 +67,23 @@ local tenant = loadTenant(req.tenant)
 if not tenant then return Code.UnknownTenant end
 countFlow('offered', req.tenant, req.class)
 
-local function reject(code)
+local function reject(code, retryAfterMs)
   countRejection(req.tenant, req.class, code)
-  return code
+  return { code, retryAfterMs or false }
 end
 
+local pods = loadPods()
+if not anyHealthyPod(pods) then return reject(Code.NoHealthyPod) end
+local policyCode = admissionCode(cfg, band, pods, now)
+if policyCode then return reject(policyCode) end
 if tenant.maxConcurrent == 0 then return reject(Code.QuotaConcurrencyNeverFits) end
 if tenant.maxKvBlocks and req.kvBlocks > tenant.maxKvBlocks then
   return reject(Code.QuotaKvBlocksNeverFits)
 end
-local pods = loadPods()
-if not anyHealthyPod(pods) then return reject(Code.NoHealthyPod) end
+local tokens = tonumber(ARGV[11])
+local bucketCode, retryAfterMs = takeTokens(req.tenant, tenant, tokens, now)
+if bucketCode then return reject(bucketCode, retryAfterMs) end
+if tenant.bucketCapacity then req.tokens = tokens end
 
 local ttlMs = tonumber(ARGV[9]) or cfg.queueTtlMs
 req.expiresAt = now + ttlMs
@@ -76,8 +92,10 @@ req.seq = 0
 -- Fast path: with nothing waiting anywhere the pass would pick this request first, so
 -- grant it without touching queues or rings (same state as the long way round).
 local gauges = rcall('HMGET', ctlKey, 'waiting', 'inflight', 'budget')
-if (tonumber(gauges[1]) or 0) == 0 and not tenantAtQuota(tenant, req.kvBlocks) then
-  local pod = (tonumber(gauges[2]) or 0) < (tonumber(gauges[3]) or 0) and choosePod(pods, req.hint)
+if (tonumber(gauges[1]) or 0) == 0 and not tenantAtQuota(tenant, req.kvBlocks)
+  and (tonumber(gauges[2]) or 0) < (tonumber(gauges[3]) or 0)
+  and gateOpen(newGate(cfg, pods, now), band) then
+  local pod = choosePod(pods, req.hint)
   if pod then
     storeRequest(req, 'granted', pod.name)
     holdLease(req, pod, now, cfg, now + cfg.leaseTtlMs)
@@ -86,10 +104,11 @@ if (tonumber(gauges[1]) or 0) == 0 and not tenantAtQuota(tenant, req.kvBlocks) t
   end
 end
 
--- The arrival sequence orders fifo queues and a replica's waiting requests.
+-- The arrival sequence orders fifo queues and a replica's waiting requests (queueScore in
+-- @fairgate/core is the same rule).
 req.seq = rcall('HINCRBY', ctlKey, 'seq', 1)
 local score = req.seq
-if cfg.order == 'slo-deadline' then score = now + (tonumber(ARGV[8]) or ttlMs) end
+if cfg.dispatchOrder == 'slo-deadline' then score = now + (tonumber(ARGV[8]) or ttlMs) end
 storeRequest(req, 'queued', nil)
 linkWaiting(req, score)
 joinRing(req.band, req.tenant, tenant.weight * cfg.quantum)
@@ -101,20 +120,31 @@ if grantedPod then
 end
 
 -- Still waiting: the caps bound what waits, so they are checked now (a request granted at
--- once never counts against a queue cap).
+-- once never counts against a queue cap). With queue shedding a full tenant or global queue
+-- replaces a lower-band sheddable waiting request with the arrival (no count grows); a full
+-- band never sheds (its requests all share the arrival's priority).
 local waitingNow = rcall('HMGET', ctlKey, 'waiting', 'waiting:' .. req.band)
 local tenantKey = tenantPrefix .. req.tenant
-local code = nil
-if tenant.queueMax and tonumber(rcall('HGET', tenantKey, 'waiting')) > tenant.queueMax then
+local tenantOver = tenant.queueMax and tonumber(rcall('HGET', tenantKey, 'waiting')) > tenant.queueMax
+local bandOver = tonumber(waitingNow[2]) > cfg.bandCapacity
+local code, victim = nil, nil
+if tenantOver then
   code = Code.TenantQueueFull
-elseif tonumber(waitingNow[2]) > cfg.bandCapacity then
+  if cfg.queueShedding and not bandOver then victim = shedVictim(req.tenant, band) end
+elseif bandOver then
   code = Code.BandFull
 elseif tonumber(waitingNow[1]) > cfg.maxQueueDepth then
   code = Code.GlobalQueueFull
+  if cfg.queueShedding then victim = shedVictim(nil, band) end
+end
+if victim then
+  shedWaiting(victim)
+  code = nil
 end
 if code then
   unlinkWaiting(req)
   rcall('DEL', requestKey)
+  if req.tokens > 0 then creditTokens(req.tenant, req.tokens) end
   return reject(code)
 end
 countFlow('admitted', req.tenant, req.class)

@@ -5,7 +5,7 @@
   lost: the replica must abort them (their lease lapsed, or the replica was reclaimed).
 
   Input:
-    KEYS[1..15]  the engine keyspace (includes/engineKeys.lua)
+    KEYS[1..18]  the engine keyspace (includes/engineKeys.lua)
     ARGV[1]      replica
     ARGV[2..n]   request ids the replica holds (granted or waiting)
 

@@ -5,7 +5,7 @@
   that freed up.
 
   Input:
-    KEYS[1..15]  the engine keyspace (includes/engineKeys.lua)
+    KEYS[1..18]  the engine keyspace (includes/engineKeys.lua)
 
   Output:
     {expired, evicted, cancelled}  how many requests each part ended

@@ -1,16 +1,18 @@
 #!lua
 --[[
   Ends a request with the caller's outcome: a granted one frees its slot (lease, tenant, pod
-  and global counts), a queued one leaves its queue; then a dispatch pass hands the room to
+  and global counts) and, given the actual tokens, trues up its tenant's bucket; a queued one
+  leaves its queue and gets its bucket tokens back; then a dispatch pass hands the room to
   whoever is next. An unknown id (already ended, or never admitted) is a no-op, so a retried
   release never counts twice. Used for cancel too (outcome 'cancelled').
 
   Input:
-    KEYS[1..15]  the engine keyspace (includes/engineKeys.lua)
+    KEYS[1..18]  the engine keyspace (includes/engineKeys.lua)
     ARGV[1]  request id
     ARGV[2]  outcome: completed | cancelled | evicted | upstream_error
     ARGV[3]  input tokens used, '' if unknown
     ARGV[4]  output tokens used, '' if unknown
+    ARGV[5]  actual token-bucket cost for the true-up, '' for none
 
   Output:
     1 it was granted, 2 it was queued, 0 unknown id
@@ -22,6 +24,10 @@ local rcall = redis.call
 local req = readRequest(ARGV[1])
 if not req then return 0 end
 endRequest(req, ARGV[2])
+local actualTokens = tonumber(ARGV[5])
+if actualTokens and req.state == 'granted' and req.tokens > 0 then
+  creditTokens(req.tenant, req.tokens - actualTokens)
+end
 local inputTokens, outputTokens = tonumber(ARGV[3]), tonumber(ARGV[4])
 if inputTokens then countFlow('inputTokens', req.tenant, req.class, inputTokens) end
 if outputTokens then countFlow('outputTokens', req.tenant, req.class, outputTokens) end

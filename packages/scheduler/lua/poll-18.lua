@@ -4,12 +4,13 @@
   dispatch pass, then pops the replica's notices.
 
   Input:
-    KEYS[1..15]  the engine keyspace (includes/engineKeys.lua)
+    KEYS[1..18]  the engine keyspace (includes/engineKeys.lua)
     ARGV[1]  replica
     ARGV[2]  most notices to return
 
   Output:
-    {notice, ...}  'grant|<id>|<pod>', 'expired|<id>', 'evict|<id>' in the order they happened
+    {notice, ...}  'grant|<id>|<pod>', 'expired|<id>', 'evict|<id>', 'shed|<id>' in the
+                   order they happened
     Code.NotConfigured
 ]]
 local rcall = redis.call

@@ -1,0 +1,35 @@
+#!lua
+--[[
+  The leader's scrape of the pods' vLLM gauges, stamped with the server clock. Fenced: only
+  the replica holding the leader lease in the current epoch writes. Pods that are not
+  configured (no cap) are skipped, so a scrape never creates a pod.
+
+  Input:
+    KEYS[1] leader string
+    KEYS[2] leader epoch counter
+    KEYS[3] pods hash
+    ARGV[1] replica
+    ARGV[2] epoch
+    ARGV[3..n] groups of 4: pod, waiting, running, KV-cache utilization
+
+  Output:
+    1 written, Code.StaleFence rejected (nothing written)
+]]
+local rcall = redis.call
+local leaderKey = KEYS[1]
+local leaderEpochKey = KEYS[2]
+local podsKey = KEYS[3]
+--- @include "includes/codes"
+--- @include "includes/fence"
+--- @include "includes/serverTime"
+
+if not holdsFence(ARGV[1], ARGV[2]) then return Code.StaleFence end
+local now = serverNowMs()
+for i = 3, #ARGV, 4 do
+  local pod = ARGV[i]
+  if rcall('HEXISTS', podsKey, 'cap:' .. pod) == 1 then
+    rcall('HSET', podsKey, 'waiting:' .. pod, ARGV[i + 1], 'running:' .. pod, ARGV[i + 2],
+      'kv:' .. pod, ARGV[i + 3], 'scrapedAt:' .. pod, now)
+  end
+end
+return 1
