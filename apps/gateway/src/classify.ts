@@ -12,17 +12,35 @@ export interface Classification {
   sloClass: string;
   /** Priority of the class = the band the request waits in (higher first). */
   priority: number;
-  /** Absolute deadline for first token (ms since epoch), from x-slo-ttft-ms. */
+  /**
+   * Absolute deadline for the first token (ms since epoch): x-slo-ttft-ms, else the class's
+   * target from scheduler.slo_targets_ms, else none (slo-deadline order then uses the queue TTL).
+   */
   deadlineMs: number | undefined;
   inputTokens: number;
   /** Output tokens assumed for KV sizing: max_tokens, or the default when unset. */
   maxTokens: number;
   kvBlocks: number;
+  /** Token-bucket cost (0 when the tenant has no bucket): input tokens (+ max_tokens). */
+  bucketTokens: number;
+}
+
+/** The token-bucket amount a finished request actually used, by the same rule as its cost. */
+export function actualBucketTokens(
+  tenant: TenantConfig,
+  usage: { prompt_tokens: number; completion_tokens: number },
+): number {
+  if (!tenant.token_bucket) return 0;
+  return (
+    usage.prompt_tokens + (tenant.token_bucket.include_max_tokens ? usage.completion_tokens : 0)
+  );
 }
 
 export interface ClassifyInput {
   tenant: TenantConfig;
   sloClasses: Record<string, number>;
+  /** Per-class TTFT targets in ms (scheduler.slo_targets_ms). */
+  sloTargetsMs: Record<string, number>;
   request: GenerationRequest;
   /** Raw header values (undefined when absent). */
   classHeader: string | undefined;
@@ -69,6 +87,9 @@ export function classify(input: ClassifyInput): Classification {
       );
     }
     deadlineMs = input.nowMs + ms;
+  } else {
+    const target = input.sloTargetsMs[sloClass];
+    if (target !== undefined) deadlineMs = input.nowMs + target;
   }
   const inputTokens = estimatePromptTokens(input.request);
   const maxTokens = requestedMaxTokens(input.request) ?? input.defaultMaxTokens;
@@ -79,5 +100,8 @@ export function classify(input: ClassifyInput): Classification {
     inputTokens,
     maxTokens,
     kvBlocks: kvBlocksFor(inputTokens + maxTokens, input.blockSize),
+    bucketTokens: tenant.token_bucket
+      ? inputTokens + (tenant.token_bucket.include_max_tokens ? maxTokens : 0)
+      : 0,
   };
 }

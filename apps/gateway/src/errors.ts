@@ -8,11 +8,14 @@ import { OpenAIHttpError } from '@fairgate/openai';
 
 export const DROP_REASON_HEADER = 'x-fairgate-drop-reason';
 
-/** A flow-control drop: 429, Retry-After and the drop reason header. */
+/**
+ * A flow-control drop: 429, the drop reason header and Retry-After (default 1 s; `null`
+ * for a request that can never pass, e.g. one costing more than the whole token bucket).
+ */
 export function flowControlDrop(
   reason: string,
   message: string,
-  retryAfterMs = 1_000,
+  retryAfterMs: number | null = 1_000,
 ): OpenAIHttpError {
   return new OpenAIHttpError({
     status: 429,
@@ -20,8 +23,12 @@ export function flowControlDrop(
     message,
     code: reason,
     headers: {
-      'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1_000))),
-      'retry-after-ms': String(Math.max(1, Math.round(retryAfterMs))),
+      ...(retryAfterMs === null
+        ? {}
+        : {
+            'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1_000))),
+            'retry-after-ms': String(Math.max(1, Math.round(retryAfterMs))),
+          }),
       [DROP_REASON_HEADER]: reason,
     },
   });

@@ -158,6 +158,13 @@ export class GrantBroker {
             flowControlDrop('queue_ttl', 'The request waited longer than the queue TTL'),
           );
         }
+      } else if (notice.kind === 'shed') {
+        if (waiter) {
+          this.#waiters.delete(notice.id);
+          waiter.reject(
+            flowControlDrop('queue_shed', 'A higher-priority request took this queue slot'),
+          );
+        }
       } else {
         this.#inflight.get(notice.id)?.abort(new EvictedError());
         if (waiter) {

@@ -41,15 +41,34 @@ export function createScheduler(config: FairgateConfig): CreatedScheduler {
 
 export function schedulerSettings(config: FairgateConfig): Partial<SchedulerSettings> {
   const s = config.scheduler;
+  const { admission, saturation } = config;
+  const bandCeilings: Record<string, number> = {};
+  for (const [cls, ceiling] of Object.entries(saturation.band_ceilings)) {
+    const band = config.slo_classes[cls];
+    if (band !== undefined) bandCeilings[String(band)] = ceiling;
+  }
   return {
     fairness: s.fairness,
-    order: s.order,
+    dispatchOrder: s.dispatch_order,
     quantum: s.quantum,
     bandCapacity: s.band_capacity,
     maxQueueDepth: s.max_queue_depth,
     queueTtlMs: s.queue_ttl_ms,
     leaseTtlMs: s.lease_ttl_ms,
     initialBudget: s.budget,
+    admission: {
+      policy: admission.policy,
+      tierShedThreshold: admission.tier_shed_threshold,
+      tierShedMinPriority: admission.tier_shed_min_priority,
+    },
+    saturation: {
+      queueDepthThreshold: saturation.queue_depth_threshold,
+      kvCacheUtilThreshold: saturation.kv_cache_util_threshold,
+      staleMs: saturation.stale_ms,
+    },
+    gating: { enabled: saturation.gating, bandCeilings, defaultCeiling: 1 },
+    queueShedding: s.queue_shedding,
+    inflightEviction: s.inflight_eviction,
   };
 }
 
@@ -60,6 +79,9 @@ export function schedulerTenants(config: FairgateConfig): SchedulerTenant[] {
     queueMax: t.queue_max,
     maxConcurrent: t.quotas.max_concurrent ?? null,
     maxKvBlocks: t.quotas.max_kv_blocks ?? null,
+    tokenBucket: t.token_bucket
+      ? { capacity: t.token_bucket.capacity, refillPerSecond: t.token_bucket.refill_per_second }
+      : null,
   }));
 }
 

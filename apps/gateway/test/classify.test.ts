@@ -5,7 +5,7 @@ import {
   parseCompletionRequest,
 } from '@fairgate/openai';
 import { describe, expect, it } from 'vitest';
-import { classify } from '../src/classify.js';
+import { actualBucketTokens, classify } from '../src/classify.js';
 
 const digest = 'a'.repeat(64);
 function tenant(overrides: Partial<TenantConfig> = {}): TenantConfig {
@@ -22,10 +22,16 @@ const chat = parseChatCompletionRequest({
   max_tokens: 50,
 });
 
-function run(t: TenantConfig, classHeader?: string, ttftHeader?: string) {
+function run(
+  t: TenantConfig,
+  classHeader?: string,
+  ttftHeader?: string,
+  sloTargetsMs: Record<string, number> = {},
+) {
   return classify({
     tenant: t,
     sloClasses: DEFAULT_SLO_CLASSES,
+    sloTargetsMs,
     request: chat,
     classHeader,
     ttftHeader,
@@ -72,6 +78,17 @@ describe('deadline', () => {
     expect(run(tenant(), undefined, header).deadlineMs).toBe(deadline);
   });
 
+  it.each([
+    // class header, ttft header -> deadline (targets: standard 500, batch 5000)
+    [undefined, undefined, 1_500],
+    [undefined, '250', 1_250], // the header wins over the class target
+    ['batch', undefined, 6_000],
+    ['sheddable', undefined, undefined], // no target for the class
+  ])('class %s, x-slo-ttft-ms %s with class targets -> %s', (cls, header, deadline) => {
+    const targets = { standard: 500, batch: 5_000 };
+    expect(run(tenant(), cls, header, targets).deadlineMs).toBe(deadline);
+  });
+
   it.each(['0', '-5', '1.5', 'soon', ''])('rejects x-slo-ttft-ms %j', (header) => {
     expect(() => run(tenant(), undefined, header)).toThrowError(/x-slo-ttft-ms/);
   });
@@ -86,6 +103,29 @@ describe('size estimates', () => {
     expect(result.kvBlocks).toBe(Math.ceil((31 + 50) / 16));
   });
 
+  it.each([
+    // bucket, include_max_tokens -> cost (31 input tokens, max_tokens 50)
+    [false, false, 0],
+    [true, false, 31],
+    [true, true, 81],
+  ])('token bucket %s, include_max_tokens %s -> cost %s', (bucket, includeMax, cost) => {
+    const t = tenant(
+      bucket
+        ? {
+            token_bucket: {
+              capacity: 1_000,
+              refill_per_second: 10,
+              include_max_tokens: includeMax,
+            },
+          }
+        : {},
+    );
+    expect(run(t).bucketTokens).toBe(cost);
+    expect(actualBucketTokens(t, { prompt_tokens: 30, completion_tokens: 7 })).toBe(
+      bucket ? (includeMax ? 37 : 30) : 0,
+    );
+  });
+
   it('falls back to the default output budget for chat without max_tokens, 16 for completions', () => {
     const noMax = parseChatCompletionRequest({
       model: 'm',
@@ -94,6 +134,7 @@ describe('size estimates', () => {
     const base = {
       tenant: tenant(),
       sloClasses: DEFAULT_SLO_CLASSES,
+      sloTargetsMs: {},
       classHeader: undefined,
       ttftHeader: undefined,
       nowMs: 0,

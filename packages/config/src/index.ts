@@ -9,14 +9,25 @@ export {
   parseConfigText,
 } from './load.js';
 export {
+  type AdmissionSectionConfig,
   type ControllerSectionConfig,
   configSchema,
   DEFAULT_SLO_CLASSES,
   type FairgateConfig,
   type LeaderConfig,
   type PodConfig,
+  type SaturationSectionConfig,
   type SchedulerConfig,
   type TenantConfig,
+  type TokenBucketConfig,
   type UpstreamConfig,
 } from './schema.js';
+export {
+  type ScrapeConfig,
+  scrapeSchema,
+  type TunerConfig,
+  type TunerModelConfig,
+  tunerModelSchema,
+  tunerSchema,
+} from './tuner-schema.js';
 export { ConfigWatcher, type ConfigWatcherEvents } from './watch.js';

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { scrapeSchema, tunerSchema } from './tuner-schema.js';
 
 /**
  * The gateway configuration file (YAML). One schema; every field has a default
@@ -34,6 +35,20 @@ export const quotasSchema = z.strictObject({
   max_kv_blocks: z.number().int().positive().optional(),
 });
 
+/**
+ * Per-tenant token bucket, exact pool-wide (taken in the scheduler's enqueue script). A
+ * request costs its estimated input tokens (plus max_tokens with include_max_tokens) and is
+ * trued up to its actual usage when it ends.
+ */
+export const tokenBucketSchema = z.strictObject({
+  /** Most tokens the bucket holds (the largest burst); a bigger request is refused. */
+  capacity: z.number().int().min(1).max(1_000_000_000),
+  /** Tokens added per second (the sustained rate). */
+  refill_per_second: z.number().int().min(0).max(1_000_000_000),
+  /** Also charge max_tokens (output) up front, trued up to the actual output at the end. */
+  include_max_tokens: z.boolean().default(false),
+});
+
 export const tenantSchema = z.strictObject({
   id: identifier('tenant id'),
   /** sha256 hex digests of the tenant's API keys (never the keys themselves). */
@@ -43,6 +58,7 @@ export const tenantSchema = z.strictObject({
   default_class: z.string().default('standard'),
   max_class: z.string().optional(),
   quotas: quotasSchema.default({}),
+  token_bucket: tokenBucketSchema.optional(),
 });
 
 export const podSchema = z.strictObject({
@@ -56,7 +72,18 @@ export const schedulerSchema = z.strictObject({
   /** Initial global concurrency budget (the controller tunes it later). */
   budget: z.number().int().positive().default(64),
   fairness: z.enum(['drr', 'round-robin', 'global-strict']).default('drr'),
-  order: z.enum(['fifo', 'slo-deadline']).default('fifo'),
+  /**
+   * priority: highest band first, fairness inside it, arrival order in a tenant's queue;
+   * slo-deadline: the same, earliest deadline first in a tenant's queue; fifo: the globally
+   * earliest arrival across all bands and tenants (the baseline of a plain FIFO gateway).
+   */
+  dispatch_order: z.enum(['priority', 'fifo', 'slo-deadline']).default('priority'),
+  /** Per-class TTFT targets (ms): the deadline of a request without x-slo-ttft-ms. */
+  slo_targets_ms: z.record(z.string(), z.number().int().positive()).default({}),
+  /** A full queue removes the newest waiting request of the lowest sheddable band below the arrival's. */
+  queue_shedding: z.boolean().default(false),
+  /** A non-sheddable request that cannot be dispatched evicts the newest sheddable in-flight one. */
+  inflight_eviction: z.boolean().default(false),
   /** DRR quantum: credit a tenant earns per turn is weight x quantum. */
   quantum: z.number().int().positive().default(1),
   /** Queue TTL: a request waiting longer leaves with 429 queue_timeout. */
@@ -67,6 +94,33 @@ export const schedulerSchema = z.strictObject({
   band_capacity: z.number().int().positive().default(5_000),
   tick_ms: z.number().int().positive().default(1),
   kv_block_size: z.number().int().positive().default(16),
+});
+
+/** Admission policy, decided at enqueue on the pool's shared load (docs/admission.md). */
+export const admissionSchema = z.strictObject({
+  policy: z
+    .enum(['always-admit', 'tier-shed', 'gaie-legacy', 'reject-all'])
+    .default('always-admit'),
+  /** tier-shed: the pool is overloaded when some pod's in-flight + waiting exceeds this. */
+  tier_shed_threshold: z.number().int().min(0).default(8),
+  /** tier-shed: under overload, classes with a lower priority are refused. */
+  tier_shed_min_priority: z.number().int().min(-100).max(100).default(3),
+});
+
+/**
+ * Pool saturation from the leader's scrapes of the pods' vLLM metrics: mean over healthy
+ * pods of max(waiting / queue_depth_threshold, kv_util / kv_cache_util_threshold); a pod
+ * without a fresh scrape counts as 1.0.
+ */
+export const saturationSchema = z.strictObject({
+  queue_depth_threshold: z.number().positive().default(5),
+  kv_cache_util_threshold: z.number().gt(0).max(1).default(0.8),
+  /** A scrape older than this counts as saturated. */
+  stale_ms: z.number().int().positive().default(1_000),
+  /** Dispatch a band only while saturation is below its ceiling. */
+  gating: z.boolean().default(false),
+  /** Per-class ceiling of the gate (default 1.0 for every class). */
+  band_ceilings: z.record(z.string(), z.number().positive()).default({}),
 });
 
 export const upstreamSchema = z.strictObject({
@@ -116,6 +170,11 @@ export const controllerSchema = z
     decrease: decreaseSchema.default({ mode: 'multiplicative', factor: 0.75 }),
     increase_step: z.number().int().positive().default(1),
     min_samples: z.number().int().positive().default(10),
+    /**
+     * model: start at the capacity tuner's concurrency at lambda* per worker and cap at the
+     * model's ceiling (the max batch); none: cap_per_worker and cap_per_worker_max as set.
+     */
+    bootstrap: z.enum(['none', 'model']).default('none'),
   })
   .superRefine((c, ctx) => {
     const enabled = c.enabled ?? c.target_p99_ttft_s !== undefined;
@@ -200,10 +259,14 @@ export const configSchema = z
     tenants: z.array(tenantSchema).min(1),
     pods: z.array(podSchema).min(1),
     scheduler: schedulerSchema.default(schedulerSchema.parse({})),
+    admission: admissionSchema.default(admissionSchema.parse({})),
+    saturation: saturationSchema.default(saturationSchema.parse({})),
     upstream: upstreamSchema.default(upstreamSchema.parse({})),
     telemetry: telemetrySchema.default(telemetrySchema.parse({})),
     controller: controllerSchema.default(controllerSchema.parse({})),
     leader: leaderSchema.default(leaderSchema.parse({})),
+    scrape: scrapeSchema.default(scrapeSchema.parse({})),
+    tuner: tunerSchema.default(tunerSchema.parse({})),
   })
   .superRefine((config, ctx) => {
     const unique = (
@@ -258,6 +321,21 @@ export const configSchema = z
         });
       }
     }
+    const knownClass = (name: string, path: (string | number)[]) => {
+      if (!(name in config.slo_classes)) {
+        ctx.addIssue({
+          code: 'custom',
+          path,
+          message: `unknown SLO class '${name}' (known: ${Object.keys(config.slo_classes).join(', ')})`,
+        });
+      }
+    };
+    for (const name of Object.keys(config.scheduler.slo_targets_ms)) {
+      knownClass(name, ['scheduler', 'slo_targets_ms', name]);
+    }
+    for (const name of Object.keys(config.saturation.band_ceilings)) {
+      knownClass(name, ['saturation', 'band_ceilings', name]);
+    }
     config.tenants.forEach((tenant, i) => {
       for (const key of ['default_class', 'max_class'] as const) {
         const name = tenant[key];
@@ -286,6 +364,9 @@ export type FairgateConfig = z.infer<typeof configSchema>;
 export type TenantConfig = z.infer<typeof tenantSchema>;
 export type PodConfig = z.infer<typeof podSchema>;
 export type SchedulerConfig = z.infer<typeof schedulerSchema>;
+export type AdmissionSectionConfig = z.infer<typeof admissionSchema>;
+export type SaturationSectionConfig = z.infer<typeof saturationSchema>;
+export type TokenBucketConfig = z.infer<typeof tokenBucketSchema>;
 export type UpstreamConfig = z.infer<typeof upstreamSchema>;
 export type ControllerSectionConfig = z.infer<typeof controllerSchema>;
 export type LeaderConfig = z.infer<typeof leaderSchema>;

@@ -60,9 +60,18 @@ describe('defaults', () => {
     expect(config.scheduler).toMatchObject({
       budget: 64,
       fairness: 'drr',
-      order: 'fifo',
+      dispatch_order: 'priority',
       queue_ttl_ms: 1000,
+      queue_shedding: false,
+      inflight_eviction: false,
     });
+    expect(config.admission).toEqual({
+      policy: 'always-admit',
+      tier_shed_threshold: 8,
+      tier_shed_min_priority: 3,
+    });
+    expect(config.saturation).toMatchObject({ gating: false, queue_depth_threshold: 5 });
+    expect(config.tenants[0]?.token_bucket).toBeUndefined();
     expect(config.limits.max_body_bytes).toBe(4 * 1024 * 1024);
     expect(config.slo_classes).toMatchObject({ critical: 4, standard: 3, batch: -1 });
     expect(config.redis).toBeUndefined();
@@ -84,6 +93,7 @@ describe('controller section', () => {
       decrease: { mode: 'multiplicative', factor: 0.75 },
       increase_step: 1,
       min_samples: 10,
+      bootstrap: 'none',
     });
     expect(config.leader).toEqual({ lease_ttl_ms: 3000, renew_ms: 1000 });
   });
@@ -235,6 +245,53 @@ describe('bad configs name the key', () => {
       'queue TTL as long as the TTFT target',
       (c) => (c.controller = { target_p99_ttft_s: 1 }),
       'scheduler.queue_ttl_ms',
+    ],
+    [
+      'bad dispatch order',
+      (c) => (c.scheduler = { dispatch_order: 'lifo' }),
+      'scheduler.dispatch_order',
+    ],
+    ['old order key', (c) => (c.scheduler = { order: 'fifo' }), 'scheduler'],
+    [
+      'SLO target for an unknown class',
+      (c) => (c.scheduler = { slo_targets_ms: { gold: 100 } }),
+      'scheduler.slo_targets_ms.gold',
+    ],
+    [
+      'SLO target not positive',
+      (c) => (c.scheduler = { slo_targets_ms: { standard: 0 } }),
+      'scheduler.slo_targets_ms.standard',
+    ],
+    ['unknown admission policy', (c) => (c.admission = { policy: 'lottery' }), 'admission.policy'],
+    [
+      'tier-shed threshold negative',
+      (c) => (c.admission = { policy: 'tier-shed', tier_shed_threshold: -1 }),
+      'admission.tier_shed_threshold',
+    ],
+    [
+      'kv threshold above 1',
+      (c) => (c.saturation = { kv_cache_util_threshold: 1.5 }),
+      'saturation.kv_cache_util_threshold',
+    ],
+    [
+      'queue depth threshold zero',
+      (c) => (c.saturation = { queue_depth_threshold: 0 }),
+      'saturation.queue_depth_threshold',
+    ],
+    [
+      'band ceiling for an unknown class',
+      (c) => (c.saturation = { band_ceilings: { gold: 1.2 } }),
+      'saturation.band_ceilings.gold',
+    ],
+    [
+      'token bucket without capacity',
+      (c) => (c.tenants[0].token_bucket = { refill_per_second: 10 }),
+      'tenants[0].token_bucket.capacity',
+    ],
+    [
+      'token bucket refill fractional',
+      (c) => (c.tenants[0].token_bucket = { capacity: 100, refill_per_second: 0.5 }),
+      'tenants[0].token_bucket.refill_per_second',
     ],
     [
       'leader renewal above half the lease',

@@ -27,6 +27,8 @@ export interface GatewayConfigOptions {
   scheduler?: Record<string, unknown>;
   upstream?: Record<string, unknown>;
   limits?: Record<string, unknown>;
+  /** Further top-level sections, as written in the file (admission, saturation, controller...). */
+  sections?: Record<string, unknown>;
 }
 
 /** The default test tenants: paying (weight 2, standard..critical) and free (weight 1, batch). */
@@ -55,6 +57,7 @@ export function writeGatewayConfig(options: GatewayConfigOptions): string {
     scheduler: { budget: options.budget ?? 16, ...options.scheduler },
     upstream: { health_interval_ms: 200, ...options.upstream },
     ...(options.limits ? { limits: options.limits } : {}),
+    ...options.sections,
   };
   const dir = mkdtempSync(join(tmpdir(), 'fairgate-gw-'));
   const path = join(dir, 'gateway.yaml');

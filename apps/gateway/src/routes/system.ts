@@ -1,3 +1,4 @@
+import type { FlowCounters } from '@fairgate/core';
 import type { Context } from 'hono';
 import type { GatewayDeps } from '../context.js';
 import { controllerView } from '../control/controller-view.js';
@@ -74,6 +75,26 @@ export function models(deps: GatewayDeps) {
   };
 }
 
+/**
+ * Every drop pool-wide by tenant, class and reason: rejections at enqueue by their code,
+ * queue TTL expiries, queue-shedding victims and in-flight evictions.
+ */
+export function dropsByReason(
+  counters: readonly FlowCounters[],
+): { tenant: string; class: string; reason: string; count: number }[] {
+  const rows: { tenant: string; class: string; reason: string; count: number }[] = [];
+  for (const row of counters) {
+    const add = (reason: string, count: number) => {
+      if (count > 0) rows.push({ tenant: row.tenant, class: row.sloClass, reason, count });
+    };
+    for (const [code, count] of Object.entries(row.rejected)) add(code, count ?? 0);
+    add('queue_ttl', row.outcomes.expired);
+    add('queue_shed', row.shed);
+    add('evicted', row.outcomes.evicted - row.shed);
+  }
+  return rows;
+}
+
 /** GET /admin/state: the pool as this replica sees it (admin token required). */
 export function adminState(deps: GatewayDeps) {
   return async function adminStateRoute(c: Context): Promise<Response> {
@@ -97,7 +118,9 @@ export function adminState(deps: GatewayDeps) {
       epoch: snapshot.epoch,
       is_leader: deps.control.election.fence !== null,
       controller: await controllerView(deps.scheduler, deps.config(), snapshot),
+      saturation: snapshot.saturation,
       counters: snapshot.counters,
+      drops: dropsByReason(snapshot.counters),
       local: {
         waiting: deps.broker.waiting,
         inflight: deps.broker.inflight,
