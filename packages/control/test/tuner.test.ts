@@ -1,8 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { bootstrap, initialState, MAX_NIS, type Observation, update } from '../src/tuner/ekf.js';
+import {
+  bootstrap,
+  INITIAL_LOG_STD,
+  initialState,
+  MAX_NIS,
+  type Observation,
+  update,
+} from '../src/tuner/ekf.js';
 import {
   analyze,
   desiredPods,
+  iterationMs,
   marginalWork,
   maxRate,
   type PodParams,
@@ -23,10 +31,12 @@ describe('queueing model', () => {
       const r = analyze(truth, workload, lambda);
       const closed = truth.alpha / (1 - r.rho);
       expect(Math.abs(r.iterationMs - closed) / closed).toBeLessThan(0.01);
+      // TTFT = queue wait + rest of the iteration in progress + prefill at the mean batch.
       expect(r.ttftMs).toBeCloseTo(
-        r.iterationMs + (truth.beta + truth.gamma) * workload.inputTokens + r.waitMs,
+        r.waitMs + r.residualMs + r.iterationMs + (truth.beta + truth.gamma) * 512,
         9,
       );
+      expect(r.itlMs).toBeCloseTo(r.iterationMs + truth.beta + truth.gamma * (512 + 32), 9);
     },
   );
 
@@ -34,6 +44,22 @@ describe('queueing model', () => {
     const r = analyze(truth, workload, 1e-9);
     expect(r.ttftMs).toBeCloseTo(truth.alpha + (truth.beta + truth.gamma) * 512, 6);
     expect(r.itlMs).toBeCloseTo(truth.alpha + truth.beta + truth.gamma * (512 + 32), 6);
+    expect(r.residualMs).toBeLessThan(1e-6);
+  });
+
+  it('serves a full batch at n / ((o+1) T(n)): each request shares iterations with n-1 others', () => {
+    for (const n of [1, 2, 16, 64]) {
+      const expected = (n / ((workload.outputTokens + 1) * iterationMs(truth, workload, n))) * 1e3;
+      // Exact but for decode's gamma*(i + o/2) against the mean gamma*(i + (o+1)/2).
+      expect(Math.abs(serviceRate(truth, workload, n) / expected - 1)).toBeLessThan(1e-5);
+    }
+    expect(serviceRate(truth, workload, 200)).toBe(serviceRate(truth, workload, 64));
+  });
+
+  it('the residual iteration is about half an iteration once the engine is always busy', () => {
+    const heavy = analyze(truth, { ...workload, inputTokens: 16 }, 200);
+    expect(heavy.residualMs / heavy.iterationMs).toBeGreaterThan(0.45);
+    expect(heavy.residualMs / heavy.iterationMs).toBeLessThan(0.7);
   });
 
   it('latencies and throughput grow with the rate; throughput never exceeds mu(N)', () => {
@@ -49,20 +75,35 @@ describe('queueing model', () => {
   });
 
   it('lambda* is monotone in the targets and meets them', () => {
-    const rates: number[] = [];
-    for (const k of [1.5, 2, 3, 5, 8]) {
-      const targets = {
-        ttftMs: k * truth.alpha + (truth.beta + truth.gamma) * 512 * 1.2,
-        itlMs: k * truth.alpha + 1,
+    const random = seededRandom(11);
+    for (let trial = 0; trial < 20; trial++) {
+      const w = {
+        ...workload,
+        inputTokens: 64 + random() * 2_000,
+        outputTokens: 8 + random() * 400,
       };
-      const lambda = maxRate(truth, workload, targets);
-      const r = analyze(truth, workload, lambda);
-      expect(r.ttftMs).toBeLessThanOrEqual(targets.ttftMs + 1e-6);
-      expect(r.itlMs).toBeLessThanOrEqual(targets.itlMs + 1e-6);
-      rates.push(lambda);
+      const unloaded = analyze(truth, w, 1e-9);
+      const rates: number[] = [];
+      for (const k of [1.1, 1.5, 2, 3, 5, 8, 20]) {
+        const targets = { ttftMs: unloaded.ttftMs * k, itlMs: unloaded.itlMs * k };
+        const lambda = maxRate(truth, w, targets);
+        const r = analyze(truth, w, lambda);
+        expect(r.ttftMs).toBeLessThanOrEqual(targets.ttftMs + 1e-6);
+        expect(r.itlMs).toBeLessThanOrEqual(targets.itlMs + 1e-6);
+        rates.push(lambda);
+      }
+      for (let i = 1; i < rates.length; i++) {
+        expect(rates[i]).toBeGreaterThanOrEqual(rates[i - 1]!);
+      }
+      expect(rates[0]).toBeGreaterThan(0);
+      // Loosening only one target never lowers lambda* either.
+      const base = { ttftMs: unloaded.ttftMs * 2, itlMs: unloaded.itlMs * 2 };
+      const atBase = maxRate(truth, w, base);
+      expect(maxRate(truth, w, { ...base, ttftMs: base.ttftMs * 2 })).toBeGreaterThanOrEqual(
+        atBase,
+      );
+      expect(maxRate(truth, w, { ...base, itlMs: base.itlMs * 2 })).toBeGreaterThanOrEqual(atBase);
     }
-    for (let i = 1; i < rates.length; i++) expect(rates[i]).toBeGreaterThanOrEqual(rates[i - 1]!);
-    expect(rates[0]).toBeGreaterThan(0);
   });
 
   it('lambda* is 0 when even an idle pod misses the targets', () => {
@@ -83,14 +124,13 @@ describe('EKF tuner', () => {
   function observations(seed: number, count: number, noise: number): Observation[] {
     const uniform = seededRandom(seed);
     const gaussian = () => normal(uniform);
-    const ceiling = serviceRate(truth, workload, workload.maxBatch);
     return Array.from({ length: count }, () => {
       const w: Workload = {
         ...workload,
-        inputTokens: Math.round(128 + uniform() * 1_500),
-        outputTokens: Math.round(16 + uniform() * 200),
+        inputTokens: Math.round(128 + uniform() * 2_872),
+        outputTokens: Math.round(16 + uniform() * 484),
       };
-      const rate = ceiling * (0.05 + uniform() * 0.35);
+      const rate = serviceRate(truth, w, w.maxBatch) * (0.1 + uniform() * 0.8);
       const exact = analyze(truth, w, rate);
       return {
         ttftMs: exact.ttftMs * (1 + noise * gaussian()),
@@ -101,20 +141,74 @@ describe('EKF tuner', () => {
     });
   }
 
-  it('rejects an outlier by NIS and restores state and covariance', () => {
-    const light = analyze(truth, workload, 0.05);
+  function converged(seed: number, noise: number) {
+    const light = analyze(truth, workload, serviceRate(truth, workload, 64) * 0.02);
     let state = initialState(bootstrap({ ttftMs: light.ttftMs, itlMs: light.itlMs, workload }));
-    for (const obs of observations(7, 10, 0.025)) state = update(state, obs).state;
+    for (const obs of observations(seed, 10, noise)) state = update(state, obs).state;
+    return state;
+  }
+
+  it('rejects an outlier by NIS and restores state and covariance', () => {
+    const state = converged(7, 0.025);
+    expect(state.updates).toBeGreaterThan(5);
     const rate = serviceRate(truth, workload, workload.maxBatch) * 0.3;
     const exact = analyze(truth, workload, rate);
-    const outlier = { ttftMs: exact.ttftMs * 5, itlMs: exact.itlMs * 5, rate, workload };
-    const result = update(state, outlier);
-    expect(result.accepted).toBe(false);
-    expect(result.reason).toBe('nis');
-    expect(result.nis).toBeGreaterThanOrEqual(MAX_NIS);
-    expect(result.state.x).toEqual(state.x);
-    expect(result.state.P).toEqual(state.P);
-    expect(result.state.rejected).toBe(state.rejected + 1);
+    for (const factor of [5, 0.2]) {
+      const outlier = {
+        ttftMs: exact.ttftMs * factor,
+        itlMs: exact.itlMs * factor,
+        rate,
+        workload,
+      };
+      const result = update(state, outlier);
+      expect(result.accepted).toBe(false);
+      expect(result.reason).toBe('nis');
+      expect(result.nis).toBeGreaterThanOrEqual(MAX_NIS);
+      expect(result.state.x).toEqual(state.x);
+      expect(result.state.P).toEqual(state.P);
+      expect(result.state.updates).toBe(state.updates);
+      expect(result.state.rejected).toBe(state.rejected + 1);
+      expect(result.state.consecutiveRejections).toBe(state.consecutiveRejections + 1);
+    }
+    // A consistent observation right after is accepted.
+    const good = update(state, { ttftMs: exact.ttftMs, itlMs: exact.itlMs, rate, workload });
+    expect(good.accepted).toBe(true);
+    expect(good.nis).toBeLessThan(MAX_NIS);
+    expect(good.state.consecutiveRejections).toBe(0);
+  });
+
+  it('rejects invalid observations without touching the state', () => {
+    const state = converged(3, 0);
+    for (const bad of [
+      { ttftMs: Number.NaN, itlMs: 10, rate: 1, workload },
+      { ttftMs: 10, itlMs: 10, rate: 0, workload },
+      { ttftMs: 10, itlMs: 10, rate: 1, workload: { ...workload, maxBatch: 0 } },
+    ]) {
+      const result = update(state, bad);
+      expect(result.accepted).toBe(false);
+      expect(result.reason).toBe('invalid-observation');
+      expect(result.state.x).toEqual(state.x);
+    }
+  });
+
+  it('keeps every estimate within the bounds stored at bootstrap', () => {
+    const start = initialState({ alpha: 8, beta: 0.05, gamma: 0.0001 });
+    for (const [j, v] of [0.08, 0.0005, 0.000001].entries()) {
+      expect(start.lower[j]).toBeCloseTo(v, 12);
+    }
+    for (const [j, v] of [800, 5, 0.01].entries()) expect(start.upper[j]).toBeCloseTo(v, 9);
+    // Observations only a far larger gamma explains pin it at the upper bound.
+    let state = start;
+    const w = { ...workload, inputTokens: 3_000, outputTokens: 400 };
+    const params = { alpha: 8, beta: 0.05, gamma: 0.05 };
+    for (let k = 0; k < 10; k++) {
+      const r = analyze(params, w, 0.2);
+      state = update(state, { ttftMs: r.ttftMs, itlMs: r.itlMs, rate: 0.2, workload: w }).state;
+      for (let j = 0; j < 3; j++) {
+        expect(state.x[j]).toBeGreaterThanOrEqual(state.lower[j]! * (1 - 1e-12));
+        expect(state.x[j]).toBeLessThanOrEqual(state.upper[j]! * (1 + 1e-12));
+      }
+    }
   });
 
   it('bootstraps from a light-load observation, falling back to defaults', () => {
@@ -122,10 +216,13 @@ describe('EKF tuner', () => {
     const start = bootstrap({ ttftMs: light.ttftMs, itlMs: light.itlMs, workload });
     expect(start.alpha).toBeCloseTo(0.9 * light.itlMs, 9);
     expect(start.beta).toBeGreaterThan(0);
+    expect(start.gamma).toBeGreaterThan(truth.gamma * 5); // the residual of ITL: far off
     expect(bootstrap({ ttftMs: 1, itlMs: 100, workload })).toEqual({
       alpha: 5,
       beta: 0.05,
       gamma: 0.00005,
     });
+    const state = initialState(start);
+    expect(state.P.map((row, j) => Math.sqrt(row[j]!))).toEqual([...INITIAL_LOG_STD]);
   });
 });

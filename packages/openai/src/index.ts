@@ -4,3 +4,4 @@ export * from './responses.js';
 export * from './sse.js';
 export * from './tokens.js';
 export * from './validate.js';
+export * from './vllm-metrics.js';

@@ -114,6 +114,47 @@ export function createGatewayMetrics(labels: { replica: string }) {
       labelNames: ['operation'],
       registers: [registry],
     }),
+    tunerAlpha: new Gauge({
+      name: 'fairgate_tuner_alpha_ms',
+      help: 'Capacity tuner: learned fixed cost of one engine iteration, ms (leader only).',
+      labelNames: ['pod'],
+      registers: [registry],
+    }),
+    tunerBeta: new Gauge({
+      name: 'fairgate_tuner_beta_ms',
+      help: 'Capacity tuner: learned compute per processed token, ms (leader only).',
+      labelNames: ['pod'],
+      registers: [registry],
+    }),
+    tunerGamma: new Gauge({
+      name: 'fairgate_tuner_gamma_ms',
+      help: 'Capacity tuner: learned KV-cache read per context token, ms (leader only).',
+      labelNames: ['pod'],
+      registers: [registry],
+    }),
+    tunerNis: new Gauge({
+      name: 'fairgate_tuner_nis',
+      help: 'Capacity tuner: normalized innovation squared of the last update (>= 7.378 rejected).',
+      labelNames: ['pod'],
+      registers: [registry],
+    }),
+    capacityRps: new Gauge({
+      name: 'fairgate_capacity_rps',
+      help: 'Capacity tuner: lambda*, the most requests/s the pod serves within the SLO targets.',
+      labelNames: ['pod'],
+      registers: [registry],
+    }),
+    desiredPods: new Gauge({
+      name: 'fairgate_desired_pods',
+      help: 'Capacity tuner: pods needed for the observed load, ceil(total rate / lambda*).',
+      registers: [registry],
+    }),
+    podScrapes: new Counter({
+      name: 'fairgate_pod_scrapes_total',
+      help: "The leader's scrapes of the pods' /metrics, by pod and result (ok, error).",
+      labelNames: ['pod', 'result'],
+      registers: [registry],
+    }),
   };
 }
 

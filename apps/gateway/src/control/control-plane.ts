@@ -4,6 +4,8 @@ import type { GatewayMetrics } from '@fairgate/telemetry';
 import { ControllerLoop } from './controller-loop.js';
 import { LeaderElection } from './election.js';
 import { LatencyRecorder } from './latency-recorder.js';
+import { type MetricsFetcher, PodScraper } from './pod-scraper.js';
+import { TunerLoop } from './tuner-loop.js';
 import { WriteLedger } from './write-ledger.js';
 
 export interface ControlPlaneOptions {
@@ -12,16 +14,21 @@ export interface ControlPlaneOptions {
   config: () => FairgateConfig;
   metrics: GatewayMetrics;
   log: (line: string) => void;
+  /** How the leader GETs a pod's /metrics (tests replace it). */
+  fetchMetrics?: MetricsFetcher;
 }
 
 /**
  * This replica's part in the leader duties: it always records and flushes its TTFT window
- * and runs the election; while it leads, it runs the controller.
+ * and runs the election; while it leads, it runs the controller, the pod scraper and the
+ * capacity tuner.
  */
 export class ControlPlane {
   readonly recorder: LatencyRecorder;
   readonly election: LeaderElection;
   readonly controller: ControllerLoop;
+  readonly scraper: PodScraper;
+  readonly tuner: TunerLoop;
   readonly ledger: WriteLedger;
 
   constructor(options: ControlPlaneOptions) {
@@ -41,15 +48,35 @@ export class ControlPlane {
         this.ledger.elected(fence.epoch);
         metrics.isLeader.set(1);
         log(`fairgate: replica ${replica} leads (epoch ${fence.epoch})`);
+        this.scraper.lead(fence);
+        this.tuner.lead(fence);
         this.controller.lead(fence);
       },
       onDeposed: (fence, reason) => {
         metrics.isLeader.set(0);
         log(`fairgate: replica ${replica} no longer leads (epoch ${fence.epoch}): ${reason}`);
         this.controller.stepDown();
+        this.tuner.stepDown();
+        this.scraper.stepDown();
       },
       onStaleRenewal: () => this.ledger.rejected('renew'),
       onError: (operation) => metrics.redisErrors.inc({ operation }),
+    });
+    this.scraper = new PodScraper({
+      store: scheduler,
+      election: this.election,
+      config: options.config,
+      metrics,
+      log,
+      ...(options.fetchMetrics ? { fetcher: options.fetchMetrics } : {}),
+    });
+    this.tuner = new TunerLoop({
+      store: scheduler,
+      election: this.election,
+      config: options.config,
+      metrics,
+      scrapes: this.scraper,
+      log,
     });
     this.controller = new ControllerLoop({
       scheduler,
@@ -58,6 +85,7 @@ export class ControlPlane {
       metrics,
       ledger: this.ledger,
       log,
+      capacity: () => this.tuner.controllerSuggestion(),
     });
     metrics.isLeader.set(0);
   }
@@ -76,9 +104,11 @@ export class ControlPlane {
     const bound = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, boundMs);
     });
-    // All three stop their timers synchronously before their first await.
+    // All of them stop their timers synchronously before their first await.
     const stopping = Promise.all([
       this.controller.stop(),
+      this.tuner.stop(),
+      this.scraper.stop(),
       this.election.stop(),
       this.recorder.stop(),
     ]);

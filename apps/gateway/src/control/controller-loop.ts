@@ -20,6 +20,11 @@ export interface ControllerLoopOptions {
   metrics: GatewayMetrics;
   ledger: WriteLedger;
   log: (line: string) => void;
+  /**
+   * controller.bootstrap: model — the capacity tuner's suggestion per worker: start at the
+   * model's concurrency at lambda*, never above the model's ceiling. null until it has one.
+   */
+  capacity?: () => { startCap: number; ceilingCap: number } | null;
 }
 
 /** Ended a tick early: leadership went away, or a fenced write was refused. */
@@ -36,6 +41,7 @@ export class ControllerLoop {
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<unknown> | undefined;
   #lastProblem: string | undefined;
+  #waitingForTuner = false;
 
   constructor(private readonly options: ControllerLoopOptions) {}
 
@@ -96,8 +102,8 @@ export class ControllerLoop {
 
   async #tick(
     fence: Fence,
-    config: ReturnType<typeof controllerSettings>['config'],
-  ): Promise<ControllerAction> {
+    configured: ReturnType<typeof controllerSettings>['config'],
+  ): Promise<ControllerAction | null> {
     const { scheduler, election, metrics, ledger } = this.options;
     const stillLeading = () => {
       if (!election.holds(fence)) throw new TickDropped('leadership lost mid-tick');
@@ -105,6 +111,28 @@ export class ControllerLoop {
     stillLeading();
     const snapshot = await scheduler.snapshot();
     stillLeading();
+    let config = configured;
+    if (this.options.config().controller.bootstrap === 'model') {
+      const suggestion = this.options.capacity?.() ?? null;
+      if (suggestion) {
+        const max = Math.max(
+          config.capPerWorkerMin,
+          Math.min(config.capPerWorkerMax, suggestion.ceilingCap),
+        );
+        config = {
+          ...config,
+          capPerWorkerMax: max,
+          capPerWorker: Math.min(max, Math.max(config.capPerWorkerMin, suggestion.startCap)),
+        };
+      } else if (snapshot.controllerState === null) {
+        // Nothing to start from yet: the first state waits for the tuner's first sizing.
+        if (!this.#waitingForTuner) {
+          this.#waitingForTuner = true;
+          this.options.log('fairgate: controller waits for the capacity tuner (bootstrap: model)');
+        }
+        return null;
+      }
+    }
     const decoded = decodeState(snapshot.controllerState, config);
     if (decoded.problem && decoded.problem !== this.#lastProblem) {
       this.options.log(`fairgate: controller starts afresh: ${decoded.problem}`);

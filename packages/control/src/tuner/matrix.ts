@@ -62,3 +62,37 @@ export function inverse2(m: Matrix): Matrix {
 export function column(values: readonly number[]): Matrix {
   return values.map((v) => [v]);
 }
+
+/** Inverse of a small symmetric positive-definite matrix (Cholesky); throws when not SPD. */
+export function inverseSpd(m: Matrix): Matrix {
+  const n = m.length;
+  const L = zeros(n, n);
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j <= i; j++) {
+      let sum = m[i]![j]!;
+      for (let k = 0; k < j; k++) sum -= L[i]![k]! * L[j]![k]!;
+      if (i === j) {
+        if (!(sum > 0)) throw new Error('matrix is not positive definite');
+        L[i]![i] = Math.sqrt(sum);
+      } else {
+        L[i]![j] = sum / L[j]![j]!;
+      }
+    }
+  }
+  // inv(L) by forward substitution, then inv(m) = inv(L)' inv(L).
+  const Li = zeros(n, n);
+  for (let i = 0; i < n; i++) {
+    Li[i]![i] = 1 / L[i]![i]!;
+    for (let j = 0; j < i; j++) {
+      let sum = 0;
+      for (let k = j; k < i; k++) sum += L[i]![k]! * Li[k]![j]!;
+      Li[i]![j] = -sum / L[i]![i]!;
+    }
+  }
+  return multiply(transpose(Li), Li);
+}
+
+/** (a + a') / 2: removes rounding asymmetry from a covariance. */
+export function symmetrize(a: Matrix): Matrix {
+  return a.map((row, i) => row.map((v, j) => (v + a[j]![i]!) / 2));
+}

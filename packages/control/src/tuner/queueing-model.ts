@@ -2,24 +2,31 @@
  * Queueing model of one vLLM pod (the workload-variant-autoscaler's analyzer,
  * made consistent): continuous batching where every iteration costs
  *   T(n) = alpha + n * delta,  delta = beta*(i+o)/(o+1) + gamma*(i + o/2)
- * for a batch of n requests with i input and o output tokens on average. A
- * request's prefill iteration takes prefill(n) = T(n) + (beta+gamma)*i and each
- * decode step decode(n) = T(n) + beta + gamma*(i + o/2).
+ * for a batch of n requests with i input tokens and o decode iterations on
+ * average. A request's prefill iteration takes prefill(n) = T(n) + (beta+gamma)*i
+ * and each decode step decode(n) = T(n) + beta + gamma*(i + o/2), where n counts
+ * the OTHER requests of the batch (its own work is the explicit term).
  *
  * Requests in the pod form a state-dependent birth-death chain on k = 0..N+K
  * (N = max batch, K = queue): arrivals at rate lambda (refused when full),
- * completions at mu(k) = min(k,N) / (prefill(n) + o*decode(n)) with
- * n = min(k,N) — the batch serves n requests at once, each needing one prefill
- * and o decodes.
+ * completions at mu(k) = n / (prefill(n-1) + o*decode(n-1)) = n / ((o+1) T(n))
+ * with n = min(k,N): the batch serves n requests at once, each needing one
+ * prefill and o decodes.
  *
  * One definition of each output is used everywhere (the filter and sizing):
  *   meanBatch  n_bar = E[min(k, N)]
  *   waitMs     = E[queue length] / throughput     (Little's law)
- *   ttftMs     = waitMs + prefill(n_bar)
+ *   residualMs = what is left of the iteration in progress at arrival
+ *   ttftMs     = waitMs + residualMs + prefill(n_bar)
  *   itlMs      = decode(n_bar)
- * At light load n_bar -> 0 and TTFT -> alpha + (beta+gamma)*i, ITL -> alpha +
- * beta + gamma*(i + o/2), and T(n_bar) follows the closed form alpha/(1-rho)
- * with rho = lambda*(o+1)*delta.
+ * (A request seeing a Poisson-like batch meets n_bar others on average, hence
+ * prefill and decode at n_bar.) At light load n_bar -> 0 and TTFT -> alpha +
+ * (beta+gamma)*i, ITL -> alpha + beta + gamma*(i + o/2), and T(n_bar) follows the
+ * closed form alpha/(1-rho) with rho = lambda*(o+1)*delta.
+ *
+ * In vLLM (and fairgate-sim) the prefill iteration emits the first output token,
+ * so a request with m output tokens has o = m - 1 decode iterations: callers
+ * pass Workload.outputTokens = m - 1 (toWorkload in capacity.ts does).
  * Times are in milliseconds, rates in requests per second.
  */
 export interface PodParams {
@@ -34,7 +41,7 @@ export interface PodParams {
 export interface Workload {
   /** Mean input (prompt) tokens per request. */
   inputTokens: number;
-  /** Mean output tokens per request (>= 1). */
+  /** Mean decode iterations per request, o (vLLM: output tokens - 1), >= 0. */
   outputTokens: number;
   /** Max batch (vLLM max-num-seqs). */
   maxBatch: number;
@@ -48,7 +55,12 @@ export interface ModelResult {
   /** Fraction of arrivals refused because batch and queue were full. */
   blocking: number;
   meanBatch: number;
+  /** Mean requests waiting for a seat, E[max(0, k - N)]. */
+  meanQueue: number;
+  /** Queueing wait for a seat in the batch (Little's law on the queue), ms. */
   waitMs: number;
+  /** Mean remainder of the iteration in progress at arrival, ms. */
+  residualMs: number;
   ttftMs: number;
   itlMs: number;
   /** Iteration time at the mean batch, ms. */
@@ -79,8 +91,33 @@ export function decodeMs(p: PodParams, w: Workload, n: number): number {
 export function serviceRate(p: PodParams, w: Workload, n: number): number {
   if (n <= 0) return 0;
   const batch = Math.min(n, w.maxBatch);
-  const perRequestMs = prefillMs(p, w, batch) + w.outputTokens * decodeMs(p, w, batch);
+  // A request in a batch of n shares each iteration with n - 1 others: its own work is the
+  // explicit prefill/decode term, so prefill(n-1) + o decode(n-1) = (o+1) T(n) (but for
+  // gamma o/2), the mean-field n = lambda (o+1) T of the closed form. prefill(n) + o decode(n) would count
+  // its own work twice (the model then over-predicts the batch by 8-15% against the sim).
+  const others = batch - 1;
+  const perRequestMs = prefillMs(p, w, others) + w.outputTokens * decodeMs(p, w, others);
   return (batch / perRequestMs) * 1_000;
+}
+
+/**
+ * Mean remaining time of the iteration in progress when a request arrives: an
+ * engine admits new requests only between iterations. The engine is busy with
+ * probability 1 - p0, and then runs n_b = n_bar / (1 - p0) requests on average.
+ * A Poisson arrival lands in an iteration picked in proportion to its length, so
+ * the mean residual is E[T^2] / (2 E[T]) (renewal theory). Iteration lengths
+ * vary mostly with the prefills they carry: each request is in prefill for one of
+ * its o+1 iterations, so an iteration carries m = n_b/(o+1) prefills on average,
+ * taken as Poisson, each costing (beta+gamma)*i; hence
+ * E[T^2] = T(n_b)^2 + m ((beta+gamma) i)^2.
+ */
+export function residualMs(p: PodParams, w: Workload, meanBatch: number, busy: number): number {
+  if (!(busy > 0)) return 0;
+  const batch = meanBatch / busy;
+  const mean = iterationMs(p, w, batch);
+  const prefills = batch / (w.outputTokens + 1);
+  const prefillWork = (p.beta + p.gamma) * w.inputTokens;
+  return busy * (mean / 2 + (prefills * prefillWork * prefillWork) / (2 * mean));
 }
 
 /** Stationary analysis of the chain at arrival rate `lambda` (requests/s). */
@@ -109,12 +146,15 @@ export function analyze(p: PodParams, w: Workload, lambda: number): ModelResult 
   const blocking = probs[states]!;
   const throughput = lambda * (1 - blocking);
   const waitMs = throughput > 0 ? (meanQueue / throughput) * 1_000 : 0;
+  const residual = residualMs(p, w, meanBatch, 1 - probs[0]!);
   return {
     throughput,
     blocking,
     meanBatch,
+    meanQueue,
     waitMs,
-    ttftMs: waitMs + prefillMs(p, w, meanBatch),
+    residualMs: residual,
+    ttftMs: waitMs + residual + prefillMs(p, w, meanBatch),
     itlMs: decodeMs(p, w, meanBatch),
     iterationMs: iterationMs(p, w, meanBatch),
     rho: (lambda / 1_000) * (w.outputTokens + 1) * marginalWork(p, w),

@@ -1,0 +1,138 @@
+import type { FairgateConfig } from '@fairgate/config';
+import { parseVllmMetrics, type VllmMetrics } from '@fairgate/openai';
+import type { Fence, PodLoadReport, Scheduler } from '@fairgate/scheduler';
+import type { GatewayMetrics } from '@fairgate/telemetry';
+import type { LeaderElection } from './election.js';
+
+/** One successful scrape of one pod. */
+export interface PodScrape {
+  pod: string;
+  /** performance.now() when the answer arrived. */
+  atMs: number;
+  metrics: VllmMetrics;
+}
+
+/** GETs a pod's /metrics text; rejects on error, non-2xx or timeout. */
+export type MetricsFetcher = (url: string, timeoutMs: number) => Promise<string>;
+
+export const fetchMetrics: MetricsFetcher = async (url, timeoutMs) => {
+  const response = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+  if (!response.ok) {
+    await response.body?.cancel();
+    throw new Error(`GET ${url}: ${response.status}`);
+  }
+  return response.text();
+};
+
+export interface PodScraperOptions {
+  store: Pick<Scheduler, 'reportPodLoad'>;
+  election: Pick<LeaderElection, 'holds'>;
+  config: () => FairgateConfig;
+  metrics: GatewayMetrics;
+  log: (line: string) => void;
+  fetcher?: MetricsFetcher;
+}
+
+/**
+ * The leader's scrape of every pod's vLLM /metrics, every scrape.interval_ms: one request
+ * per pod with scrape.timeout_ms, all pods at once. The gauges go to the scheduler in one
+ * fenced reportPodLoad (admission and saturation gating); a pod that failed is simply left
+ * out, so its last report ages and counts as saturated once stale. The latest scrape of
+ * each pod stays here for the capacity tuner. Rounds never overlap; only the leader runs.
+ */
+export class PodScraper {
+  #fence: Fence | null = null;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<unknown> | undefined;
+  readonly #latest = new Map<string, PodScrape>();
+  readonly #failing = new Set<string>();
+  #reportRefused = false;
+
+  constructor(private readonly options: PodScraperOptions) {}
+
+  /** The last successful scrape of `pod` (kept across leadership changes). */
+  latest(pod: string): PodScrape | undefined {
+    return this.#latest.get(pod);
+  }
+
+  lead(fence: Fence): void {
+    this.#fence = fence;
+    this.#reportRefused = false;
+    this.#schedule(0);
+  }
+
+  stepDown(): void {
+    this.#fence = null;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  async stop(): Promise<void> {
+    this.stepDown();
+    await this.#running;
+  }
+
+  #schedule(delayMs: number): void {
+    const fence = this.#fence;
+    if (!fence) return;
+    this.#timer = setTimeout(() => {
+      const started = performance.now();
+      this.#running = this.scrapeOnce(fence).finally(() => {
+        this.#running = undefined;
+        if (this.#fence?.epoch !== fence.epoch) return;
+        const interval = this.options.config().scrape.interval_ms;
+        this.#schedule(Math.max(0, interval - (performance.now() - started)));
+      });
+    }, delayMs);
+    this.#timer.unref();
+  }
+
+  /** One round under `fence`: scrapes every pod, reports the gauges; returns the successes. */
+  async scrapeOnce(fence: Fence): Promise<PodScrape[]> {
+    const { config, metrics, election, store, log } = this.options;
+    const cfg = config();
+    const fetcher = this.options.fetcher ?? fetchMetrics;
+    const results = await Promise.all(
+      cfg.pods.map(async (pod): Promise<PodScrape | null> => {
+        try {
+          const text = await fetcher(new URL('/metrics', pod.url).href, cfg.scrape.timeout_ms);
+          const scrape = {
+            pod: pod.name,
+            atMs: performance.now(),
+            metrics: parseVllmMetrics(text),
+          };
+          metrics.podScrapes.inc({ pod: pod.name, result: 'ok' });
+          if (this.#failing.delete(pod.name)) log(`fairgate: scrape of pod ${pod.name} recovered`);
+          return scrape;
+        } catch (error) {
+          metrics.podScrapes.inc({ pod: pod.name, result: 'error' });
+          if (!this.#failing.has(pod.name)) {
+            this.#failing.add(pod.name);
+            log(`fairgate: scrape of pod ${pod.name} failed: ${String(error)}`);
+          }
+          return null;
+        }
+      }),
+    );
+    const scrapes = results.filter((s): s is PodScrape => s !== null);
+    for (const scrape of scrapes) this.#latest.set(scrape.pod, scrape);
+    if (!election.holds(fence)) return scrapes;
+    const loads: PodLoadReport[] = scrapes.map(({ pod, metrics: m }) => ({
+      pod,
+      waiting: Math.max(0, Math.round(m.waiting ?? 0)),
+      running: Math.max(0, Math.round(m.running ?? 0)),
+      kvUtilization: Math.max(0, m.kvCacheUsage ?? 0),
+    }));
+    if (loads.length === 0) return scrapes;
+    try {
+      const written = await store.reportPodLoad(fence, loads);
+      if (!written && !this.#reportRefused) {
+        this.#reportRefused = true;
+        log('fairgate: pod load report refused by the fence');
+      }
+    } catch {
+      metrics.redisErrors.inc({ operation: 'reportPodLoad' });
+    }
+    return scrapes;
+  }
+}

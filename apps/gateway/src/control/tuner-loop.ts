@@ -1,0 +1,254 @@
+import type { FairgateConfig } from '@fairgate/config';
+import {
+  type CapacityReport,
+  capacityReport,
+  decodePodTuner,
+  encodePodTuner,
+  type ModelTuning,
+  observePeriod,
+  type PodCounters,
+  type PodPeriod,
+  type PodTunerState,
+  tunePod,
+} from '@fairgate/control';
+import type { Fence, Scheduler } from '@fairgate/scheduler';
+import type { GatewayMetrics } from '@fairgate/telemetry';
+import type { LeaderElection } from './election.js';
+import type { PodScrape } from './pod-scraper.js';
+
+/** Leader data fields: one per pod, and the last report (for /admin/capacity anywhere). */
+export const TUNER_FIELD_PREFIX = 'tuner:';
+export const CAPACITY_REPORT_FIELD = 'capacity';
+/** A pod's model when its metrics carry no model_name. */
+export const UNKNOWN_MODEL = 'default';
+
+export interface CapacityView extends CapacityReport {
+  /** Tuner periods run by the replica that wrote this. */
+  period: number;
+  periodS: number;
+  sloMultiplier: number;
+  writer: Fence;
+  /** Date.now() of the writer when written. */
+  writtenAt: number;
+}
+
+export interface TunerLoopOptions {
+  store: Pick<Scheduler, 'getLeaderData' | 'setLeaderData'>;
+  election: Pick<LeaderElection, 'holds'>;
+  config: () => FairgateConfig;
+  metrics: GatewayMetrics;
+  scrapes: { latest(pod: string): PodScrape | undefined };
+  log: (line: string) => void;
+}
+
+class PeriodDropped extends Error {}
+
+function countersOf(scrape: PodScrape): PodCounters {
+  const m = scrape.metrics;
+  return {
+    atMs: scrape.atMs,
+    ttft: m.ttft,
+    itl: m.itl,
+    promptTokens: m.promptTokens,
+    generationTokens: m.generationTokens,
+    requestSuccess: m.requestSuccess,
+    requestGenerationTokens: m.requestGenerationTokens,
+  };
+}
+
+export function modelTuning(config: FairgateConfig, model: string): ModelTuning {
+  const t = config.tuner;
+  const m = t.models[model];
+  return {
+    maxBatch: m?.max_batch ?? t.max_batch,
+    maxQueue: m?.queue_size ?? t.queue_size,
+    targetTtftMs: m?.target_ttft_ms,
+    targetItlMs: m?.target_itl_ms,
+  };
+}
+
+/**
+ * The leader's capacity tuner: every tuner.period_s, for every pod, the period between
+ * the previous tick's scrape and the latest one becomes an observation; the pod's EKF
+ * (state restored from the leader data on election, so a new leader continues) takes one
+ * step; each state and the capacity report are written back with fenced setLeaderData.
+ * The first tick after election only takes the baseline scrapes.
+ */
+export class TunerLoop {
+  #fence: Fence | null = null;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<unknown> | undefined;
+  #states = new Map<string, PodTunerState>();
+  #baseline = new Map<string, PodScrape>();
+  #period = 0;
+  #report: CapacityView | null = null;
+
+  constructor(private readonly options: TunerLoopOptions) {}
+
+  /** The last report this replica computed while leading (null before the first). */
+  get report(): CapacityView | null {
+    return this.#report;
+  }
+
+  /** For controller.bootstrap: model. */
+  controllerSuggestion(): { startCap: number; ceilingCap: number } | null {
+    return this.#report?.controller ?? null;
+  }
+
+  lead(fence: Fence): void {
+    this.#fence = fence;
+    this.#states.clear();
+    this.#baseline.clear();
+    this.#period = 0;
+    // The first tick takes the baselines: after the scraper's first round has answered.
+    const scrape = this.options.config().scrape;
+    this.#schedule(scrape.interval_ms + scrape.timeout_ms);
+  }
+
+  stepDown(): void {
+    this.#fence = null;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const m = this.options.metrics;
+    for (const gauge of [
+      m.tunerAlpha,
+      m.tunerBeta,
+      m.tunerGamma,
+      m.tunerNis,
+      m.capacityRps,
+      m.desiredPods,
+    ]) {
+      gauge.reset();
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stepDown();
+    await this.#running;
+  }
+
+  #schedule(delayMs: number): void {
+    const fence = this.#fence;
+    if (!fence) return;
+    this.#timer = setTimeout(() => {
+      const started = performance.now();
+      this.#running = this.tick(fence).finally(() => {
+        this.#running = undefined;
+        if (this.#fence?.epoch !== fence.epoch) return;
+        const periodMs = this.options.config().tuner.period_s * 1_000;
+        this.#schedule(Math.max(0, periodMs - (performance.now() - started)));
+      });
+    }, delayMs);
+    this.#timer.unref();
+  }
+
+  /** One period under `fence`; returns the report, or null (disabled, baseline or dropped). */
+  async tick(fence: Fence): Promise<CapacityView | null> {
+    const config = this.options.config();
+    if (!config.tuner.enabled) return null;
+    try {
+      return await this.#tick(fence, config);
+    } catch (error) {
+      if (error instanceof PeriodDropped) {
+        this.options.log(`fairgate: tuner period dropped: ${error.message}`);
+        return null;
+      }
+      this.options.metrics.redisErrors.inc({ operation: 'tunerPeriod' });
+      this.options.log(`fairgate: tuner period failed: ${String(error)}`);
+      return null;
+    }
+  }
+
+  async #tick(fence: Fence, config: FairgateConfig): Promise<CapacityView | null> {
+    const { store, election, scrapes, metrics } = this.options;
+    const stillLeading = () => {
+      if (!election.holds(fence)) throw new PeriodDropped('leadership lost mid-period');
+    };
+    stillLeading();
+    const tuner = config.tuner;
+    const periods: PodPeriod[] = [];
+    const changed: string[] = [];
+    for (const pod of config.pods) {
+      const name = pod.name;
+      let state = this.#states.get(name);
+      if (!state) {
+        const decoded = decodePodTuner(await store.getLeaderData(TUNER_FIELD_PREFIX + name));
+        stillLeading();
+        if (decoded.problem) {
+          this.options.log(`fairgate: tuner for pod ${name} starts afresh: ${decoded.problem}`);
+        }
+        state = decoded.state;
+      }
+      const latest = scrapes.latest(name);
+      const previous = this.#baseline.get(name);
+      const model = latest?.metrics.models[0] ?? UNKNOWN_MODEL;
+      const fresh = latest !== undefined && latest !== previous;
+      if (latest) this.#baseline.set(name, latest);
+      const period: PodPeriod = { pod: name, model, state, observation: null, rate: 0 };
+      if (fresh && previous) {
+        const prev = countersOf(previous);
+        const next = countersOf(latest);
+        const periodS = (next.atMs - prev.atMs) / 1_000;
+        const first = (next.ttft?.count ?? 0) - (prev.ttft?.count ?? 0);
+        period.rate = periodS > 0 && first > 0 ? first / periodS : 0;
+        const observation = observePeriod(prev, next, { minRequests: tuner.min_requests });
+        if (observation) {
+          const t = modelTuning(config, model);
+          const result = tunePod(state, observation, {
+            maxBatch: t.maxBatch,
+            maxQueue: t.maxQueue,
+          });
+          state = result.state;
+          period.state = state;
+          period.observation = observation;
+          period.event = result.event;
+          if (result.update) period.nis = result.update.nis;
+          changed.push(name);
+          if (result.event === 'bootstrapped' || result.event === 'reset') {
+            this.options.log(`fairgate: tuner ${result.event} pod ${name}`);
+          }
+        }
+      }
+      this.#states.set(name, state);
+      periods.push(period);
+    }
+    this.#period++;
+    for (const name of changed) {
+      stillLeading();
+      const written = await store.setLeaderData(
+        fence,
+        TUNER_FIELD_PREFIX + name,
+        encodePodTuner(this.#states.get(name)!),
+      );
+      if (!written) throw new PeriodDropped('tuner state write refused by the fence');
+    }
+    const report = capacityReport(
+      periods,
+      (model) => modelTuning(config, model),
+      tuner.slo_multiplier,
+    );
+    const view: CapacityView = {
+      ...report,
+      period: this.#period,
+      periodS: tuner.period_s,
+      sloMultiplier: tuner.slo_multiplier,
+      writer: fence,
+      writtenAt: Date.now(),
+    };
+    stillLeading();
+    const written = await store.setLeaderData(fence, CAPACITY_REPORT_FIELD, JSON.stringify(view));
+    if (!written) throw new PeriodDropped('capacity report write refused by the fence');
+    this.#report = view;
+    if (election.holds(fence)) {
+      for (const [pod, r] of Object.entries(report.pods)) {
+        if (r.alphaMs !== null) metrics.tunerAlpha.set({ pod }, r.alphaMs);
+        if (r.betaMs !== null) metrics.tunerBeta.set({ pod }, r.betaMs);
+        if (r.gammaMs !== null) metrics.tunerGamma.set({ pod }, r.gammaMs);
+        if (r.nis !== null && Number.isFinite(r.nis)) metrics.tunerNis.set({ pod }, r.nis);
+        if (r.lambdaStar !== undefined) metrics.capacityRps.set({ pod }, r.lambdaStar);
+      }
+      if (report.desiredPods !== null) metrics.desiredPods.set(report.desiredPods);
+    }
+    return view;
+  }
+}

@@ -1,0 +1,96 @@
+import type { Context } from 'hono';
+import type { GatewayDeps } from '../context.js';
+import { CAPACITY_REPORT_FIELD, type CapacityView } from '../control/tuner-loop.js';
+import { adminUnauthorized } from '../errors.js';
+import { adminTokenMatches, bearerToken } from '../tenants.js';
+
+const round = (v: number | null | undefined, digits = 6) =>
+  v === null || v === undefined || !Number.isFinite(v) ? null : Number(v.toPrecision(digits));
+
+/** The capacity report in the HTTP shape (snake_case, like /admin/state). */
+export function capacityBody(view: CapacityView, source: 'leader' | 'store', replica: string) {
+  return {
+    replica,
+    source,
+    period: view.period,
+    period_s: view.periodS,
+    slo_multiplier: view.sloMultiplier,
+    writer: view.writer,
+    written_at: new Date(view.writtenAt).toISOString(),
+    desired_pods: view.desiredPods,
+    controller: view.controller
+      ? { start_cap: view.controller.startCap, ceiling_cap: view.controller.ceilingCap }
+      : null,
+    models: Object.fromEntries(
+      Object.entries(view.models).map(([model, m]) => [
+        model,
+        {
+          targets: m.targets
+            ? {
+                ttft_ms: round(m.targets.ttftMs),
+                itl_ms: round(m.targets.itlMs),
+                source: m.targets.source,
+              }
+            : null,
+          total_rate: round(m.totalRate),
+          desired_pods: m.desiredPods,
+          pods: m.pods,
+        },
+      ]),
+    ),
+    pods: Object.fromEntries(
+      Object.entries(view.pods).map(([pod, p]) => [
+        pod,
+        {
+          model: p.model,
+          alpha_ms: round(p.alphaMs),
+          beta_ms: round(p.betaMs),
+          gamma_ms: round(p.gammaMs),
+          relative_std: p.relativeStd?.map((v) => round(v, 3)) ?? null,
+          nis: round(p.nis, 4),
+          event: p.event,
+          updates: p.updates,
+          rejected: p.rejected,
+          resets: p.resets,
+          observed_rate: round(p.observedRate),
+          capacity_rps: round(p.lambdaStar),
+          concurrency: round(p.concurrency),
+          ceiling: p.ceiling ?? null,
+          predicted_ttft_ms: round(p.ttftMs),
+          predicted_itl_ms: round(p.itlMs),
+          observation: p.observation
+            ? {
+                rate: round(p.observation.rate),
+                ttft_ms: round(p.observation.meanTtftMs),
+                itl_ms: round(p.observation.meanItlMs),
+                input_tokens: round(p.observation.meanInputTokens),
+                output_tokens: round(p.observation.meanOutputTokens),
+                requests: p.observation.requests,
+                period_s: round(p.observation.periodS),
+              }
+            : null,
+        },
+      ]),
+    ),
+  };
+}
+
+/**
+ * GET /admin/capacity: the capacity tuner's last report (admin token required). The leader
+ * answers from memory; any other replica from the report the leader stored.
+ */
+export function adminCapacity(deps: GatewayDeps) {
+  return async function adminCapacityRoute(c: Context): Promise<Response> {
+    const token = bearerToken(c.req.header('authorization'));
+    if (!adminTokenMatches(token, deps.config().admin.token_sha256)) throw adminUnauthorized();
+    const local = deps.control.tuner.report;
+    if (local && deps.control.election.fence !== null) {
+      return c.json(capacityBody(local, 'leader', deps.replica));
+    }
+    const stored = await deps.scheduler.getLeaderData(CAPACITY_REPORT_FIELD);
+    if (stored === null) {
+      return c.json({ replica: deps.replica, source: 'none', desired_pods: null, pods: {} });
+    }
+    return c.json(capacityBody(JSON.parse(stored) as CapacityView, 'store', deps.replica));
+  };
+}

@@ -1,0 +1,356 @@
+import {
+  modelDesiredPods,
+  type PodCapacity,
+  podCapacity,
+  type ResolvedTargets,
+  resolveTargets,
+  toWorkload,
+} from './capacity.js';
+import {
+  bootstrap,
+  type FilterState,
+  initialState,
+  type Observation,
+  relativeStd,
+  type UpdateResult,
+  update,
+} from './ekf.js';
+import type { PeriodObservation } from './observations.js';
+import type { PodParams, Workload } from './queueing-model.js';
+
+/**
+ * The capacity tuner of one pod, one step per period: bootstrap from a light
+ * period, then one EKF update per period; plus the codec of its stored state and
+ * the capacity report over all pods. Pure: the leader's loop does the I/O.
+ */
+export interface PodTunerState {
+  filter: FilterState | null;
+  /** While cold: the lightest period seen so far, the bootstrap's candidate. */
+  candidate: PeriodObservation | null;
+  /** Periods spent waiting for a light one. */
+  waited: number;
+  /** Times the filter was started afresh after repeated rejections. */
+  resets: number;
+}
+
+export interface PodTunerSettings {
+  /** N: the pod's max batch (vLLM max-num-seqs). */
+  maxBatch: number;
+  /** K: queue positions the model gives the pod beyond the batch. */
+  maxQueue: number;
+  /** A period with at most this many requests in the pod (Little) is light. */
+  lightBatch?: number;
+  /** Periods to wait for a light one before bootstrapping from the lightest seen. */
+  bootstrapWait?: number;
+  /** Consecutive NIS rejections after which the filter starts afresh from that period. */
+  resetAfter?: number;
+}
+
+export const LIGHT_BATCH = 4;
+export const BOOTSTRAP_WAIT = 2;
+export const RESET_AFTER = 4;
+
+export type TuneEvent = 'waiting' | 'bootstrapped' | 'updated' | 'rejected' | 'reset';
+
+export interface TuneResult {
+  state: PodTunerState;
+  event: TuneEvent;
+  /** The update's result when one ran. */
+  update?: UpdateResult;
+}
+
+export function emptyPodTuner(): PodTunerState {
+  return { filter: null, candidate: null, waited: 0, resets: 0 };
+}
+
+/**
+ * Requests in the pod on average during the period, by Little's law: rate x
+ * (TTFT + decode time). Needs no gauge and measures what the bootstrap assumes
+ * away (the batch's work in every iteration).
+ */
+export function requestsInPod(obs: PeriodObservation): number {
+  const decodes = Math.max(0, obs.meanOutputTokens - 1);
+  return (obs.rate * (obs.meanTtftMs + decodes * obs.meanItlMs)) / 1_000;
+}
+
+export function filterObservation(obs: PeriodObservation, settings: PodTunerSettings): Observation {
+  return {
+    ttftMs: obs.meanTtftMs,
+    itlMs: obs.meanItlMs,
+    rate: obs.rate,
+    workload: toWorkload(obs, settings.maxBatch, settings.maxQueue),
+  };
+}
+
+/** One period of one pod. */
+export function tunePod(
+  state: PodTunerState,
+  obs: PeriodObservation,
+  settings: PodTunerSettings,
+): TuneResult {
+  const lightBatch = settings.lightBatch ?? LIGHT_BATCH;
+  const wait = settings.bootstrapWait ?? BOOTSTRAP_WAIT;
+  if (!state.filter) {
+    const candidate =
+      state.candidate && requestsInPod(state.candidate) <= requestsInPod(obs)
+        ? state.candidate
+        : obs;
+    if (requestsInPod(candidate) > lightBatch && state.waited + 1 < wait) {
+      return { state: { ...state, candidate, waited: state.waited + 1 }, event: 'waiting' };
+    }
+    const filter = initialState(bootstrap(filterObservation(candidate, settings)));
+    const started: PodTunerState = { ...state, filter, candidate: null, waited: 0 };
+    if (candidate === obs) return { state: started, event: 'bootstrapped' };
+    // Bootstrapped from an earlier period: this one is the first update.
+    const result = update(filter, filterObservation(obs, settings));
+    return {
+      state: { ...started, filter: result.state },
+      event: 'bootstrapped',
+      update: result,
+    };
+  }
+  const result = update(state.filter, filterObservation(obs, settings));
+  if (result.accepted) {
+    return { state: { ...state, filter: result.state }, event: 'updated', update: result };
+  }
+  const limit = settings.resetAfter ?? RESET_AFTER;
+  if (result.reason === 'nis' && result.state.consecutiveRejections >= limit) {
+    // Confident and wrong, or the pod changed: a rejected update restores the covariance,
+    // so it never grows back and the filter would reject forever. Start a new filter from
+    // this period (the bootstrap formula follows the pod's current ITL and TTFT, where a
+    // reopened covariance around the old estimate would explain a slower pod by gamma).
+    return {
+      state: {
+        ...state,
+        filter: initialState(bootstrap(filterObservation(obs, settings))),
+        resets: state.resets + 1,
+      },
+      event: 'reset',
+      update: result,
+    };
+  }
+  return { state: { ...state, filter: result.state }, event: 'rejected', update: result };
+}
+
+// ---------------------------------------------------------------------------------------
+// Stored state: JSON in the leader's data, one field per pod.
+
+export const TUNER_STATE_VERSION = 1;
+
+export interface StoredPodTuner {
+  version: number;
+  state: PodTunerState;
+}
+
+export function encodePodTuner(state: PodTunerState): string {
+  return JSON.stringify({ version: TUNER_STATE_VERSION, state } satisfies StoredPodTuner);
+}
+
+const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+const isVector3 = (v: unknown, positive: boolean) =>
+  Array.isArray(v) && v.length === 3 && v.every((x) => isNumber(x) && (!positive || x > 0));
+
+function validFilter(f: unknown): f is FilterState {
+  if (!f || typeof f !== 'object') return false;
+  const s = f as Record<string, unknown>;
+  return (
+    isVector3(s.x, true) &&
+    isVector3(s.lower, true) &&
+    isVector3(s.upper, true) &&
+    Array.isArray(s.P) &&
+    s.P.length === 3 &&
+    s.P.every((row) => isVector3(row, false)) &&
+    isNumber(s.updates) &&
+    isNumber(s.rejected) &&
+    isNumber(s.consecutiveRejections)
+  );
+}
+
+function validObservation(o: unknown): o is PeriodObservation {
+  if (!o || typeof o !== 'object') return false;
+  const s = o as Record<string, unknown>;
+  return ['rate', 'meanTtftMs', 'meanItlMs', 'meanInputTokens', 'meanOutputTokens'].every((k) =>
+    isNumber(s[k]),
+  );
+}
+
+/** The stored state, or a fresh one (with the problem) when absent or unreadable. */
+export function decodePodTuner(text: string | null): { state: PodTunerState; problem?: string } {
+  if (text === null) return { state: emptyPodTuner() };
+  const fresh = (problem: string) => ({ state: emptyPodTuner(), problem });
+  let root: unknown;
+  try {
+    root = JSON.parse(text);
+  } catch {
+    return fresh('stored tuner state is not JSON');
+  }
+  const stored = root as Partial<StoredPodTuner> | null;
+  if (!stored || typeof stored !== 'object') return fresh('stored tuner state is not an object');
+  if (stored.version !== TUNER_STATE_VERSION) {
+    return fresh(`stored tuner state has version ${String(stored.version)}`);
+  }
+  const s = stored.state as Partial<PodTunerState> | undefined;
+  if (
+    !s ||
+    !(s.filter === null || validFilter(s.filter)) ||
+    !(s.candidate === null || validObservation(s.candidate)) ||
+    !isNumber(s.waited) ||
+    !isNumber(s.resets)
+  ) {
+    return fresh('stored tuner state has missing or bad fields');
+  }
+  return { state: s as PodTunerState };
+}
+
+// ---------------------------------------------------------------------------------------
+// The capacity report over all pods.
+
+export interface ModelTuning {
+  maxBatch: number;
+  maxQueue: number;
+  targetTtftMs?: number | undefined;
+  targetItlMs?: number | undefined;
+}
+
+export interface PodPeriod {
+  pod: string;
+  model: string;
+  state: PodTunerState;
+  /** This period's observation; null when the period was unusable or the pod missing. */
+  observation: PeriodObservation | null;
+  /** Requests/s the pod served this period even when too few for an observation. */
+  rate: number;
+  /** NIS of this period's update, when one ran. */
+  nis?: number;
+  event?: TuneEvent;
+}
+
+export interface PodReport extends Partial<PodCapacity> {
+  model: string;
+  alphaMs: number | null;
+  betaMs: number | null;
+  gammaMs: number | null;
+  /** The filter's relative standard deviation of alpha, beta, gamma. */
+  relativeStd: [number, number, number] | null;
+  nis: number | null;
+  event: TuneEvent | null;
+  updates: number;
+  rejected: number;
+  resets: number;
+  observedRate: number;
+  observation: PeriodObservation | null;
+}
+
+export interface ModelReport {
+  targets: ResolvedTargets | null;
+  /** Sum of the model's pods' observed rates. */
+  totalRate: number;
+  desiredPods: number | null;
+  pods: string[];
+}
+
+export interface CapacityReport {
+  pods: Record<string, PodReport>;
+  models: Record<string, ModelReport>;
+  /** Sum over models; null while no model can be sized. */
+  desiredPods: number | null;
+  /** For controller.bootstrap: model — per worker, the smallest over sized pods. */
+  controller: { startCap: number; ceilingCap: number } | null;
+}
+
+/**
+ * Sizes every model from its pods' learned parameters. The workload a pod is
+ * sized for is its latest observation's token means (the mix it is serving).
+ */
+export function capacityReport(
+  periods: readonly PodPeriod[],
+  tuning: (model: string) => ModelTuning,
+  sloMultiplier: number,
+): CapacityReport {
+  const pods: Record<string, PodReport> = {};
+  const models: Record<string, ModelReport> = {};
+  const byModel = new Map<string, PodPeriod[]>();
+  for (const period of periods) {
+    const list = byModel.get(period.model) ?? [];
+    list.push(period);
+    byModel.set(period.model, list);
+  }
+  let desiredTotal: number | null = null;
+  let startCap = Number.POSITIVE_INFINITY;
+  let ceilingCap = Number.POSITIVE_INFINITY;
+  for (const [model, list] of byModel) {
+    const t = tuning(model);
+    const sized = list.flatMap((p) => {
+      const f = p.state.filter;
+      const obs = p.observation ?? p.state.candidate;
+      if (!f || !obs) return [];
+      const params: PodParams = { alpha: f.x[0], beta: f.x[1], gamma: f.x[2] };
+      const workload: Workload = toWorkload(obs, t.maxBatch, t.maxQueue);
+      return [{ period: p, params, workload }];
+    });
+    const observed = list.filter((p) => p.observation);
+    const weight = observed.reduce((a, p) => a + p.observation!.rate, 0);
+    const targets = resolveTargets({
+      explicit: { ttftMs: t.targetTtftMs, itlMs: t.targetItlMs },
+      learned: sized.map(({ params, workload }) => ({ params, workload })),
+      observed:
+        weight > 0
+          ? {
+              meanTtftMs:
+                observed.reduce((a, p) => a + p.observation!.rate * p.observation!.meanTtftMs, 0) /
+                weight,
+              meanItlMs:
+                observed.reduce((a, p) => a + p.observation!.rate * p.observation!.meanItlMs, 0) /
+                weight,
+            }
+          : null,
+      sloMultiplier,
+    });
+    const lambdaStars: number[] = [];
+    for (const p of list) {
+      const f = p.state.filter;
+      const entry = sized.find((s) => s.period === p);
+      const capacity = entry && targets ? podCapacity(entry.params, entry.workload, targets) : null;
+      if (capacity) {
+        lambdaStars.push(capacity.lambdaStar);
+        if (capacity.lambdaStar > 0) {
+          startCap = Math.min(startCap, Math.max(1, Math.ceil(capacity.concurrency)));
+          ceilingCap = Math.min(ceilingCap, capacity.ceiling);
+        }
+      }
+      pods[p.pod] = {
+        model,
+        alphaMs: f ? f.x[0] : null,
+        betaMs: f ? f.x[1] : null,
+        gammaMs: f ? f.x[2] : null,
+        relativeStd: f ? relativeStd(f) : null,
+        nis: p.nis ?? null,
+        event: p.event ?? null,
+        updates: f?.updates ?? 0,
+        rejected: f?.rejected ?? 0,
+        resets: p.state.resets,
+        observedRate: p.rate,
+        observation: p.observation,
+        ...(capacity ?? {}),
+      };
+    }
+    const totalRate = list.reduce((a, p) => a + p.rate, 0);
+    const desired = modelDesiredPods(totalRate, lambdaStars);
+    const finite = desired !== null && Number.isFinite(desired) ? desired : null;
+    if (finite !== null) desiredTotal = (desiredTotal ?? 0) + finite;
+    models[model] = {
+      targets,
+      totalRate,
+      desiredPods: finite,
+      pods: list.map((p) => p.pod),
+    };
+  }
+  return {
+    pods,
+    models,
+    desiredPods: desiredTotal,
+    controller: Number.isFinite(startCap)
+      ? { startCap: Math.min(startCap, ceilingCap), ceilingCap }
+      : null,
+  };
+}
