@@ -4,25 +4,59 @@
  *   npm run bench:overhead -w @fairgate/loadtest
  *
  * A zero-latency sim (alpha = beta = gamma = 0) on loopback, reached directly
- * (the baseline) and through one gateway replica with Redis, non-streaming
- * chat completions of 1 token, at concurrency 1 and 16. Prints p50/p99
- * latency, req/s, the added latency and the throughput ratio, all measured in
- * this run. Each phase is bounded by a request count and a time limit.
+ * (the baseline) and through one gateway replica with Redis (and one with the
+ * embedded scheduler), non-streaming chat completions of 1 token, at
+ * concurrency 1 and 16. Prints p50/p99 latency, req/s, the added latency and
+ * the throughput ratio, all measured in the same round, plus the CPU time each
+ * process spent per request (Linux /proc), which is far less sensitive to other
+ * load on the machine than latency or req/s.
+ *
+ * The machine this runs on is usually shared (2 cores for load client,
+ * gateway, sim and Redis), so the phases run in rounds (direct, Redis,
+ * embedded, per concurrency) and the summary takes the median over rounds.
+ * The load client is lean on purpose (undici dispatch, no response stream per
+ * request): every microsecond it spends is taken from the processes measured.
+ *
+ * Each process is warmed up first (BENCH_JIT_WARMUP requests at c=16): V8
+ * keeps optimizing the gateway's hot path for the first ~10,000 requests, and
+ * until then a request costs ~40% more CPU than in steady state, which is
+ * what a long-running gateway sees. Each phase then has its own short warm-up.
+ *
+ * BENCH_COMPARE_WITH=<another checkout, built> adds that checkout's gateways
+ * (Redis and embedded, same sim and Redis) to every round: a before/after
+ * comparison under the same conditions, which separate runs on a shared
+ * machine do not give.
+ *
+ * Environment: BENCH_REQUESTS (per phase, default 6000), BENCH_WARMUP (per
+ * phase, default 1000), BENCH_JIT_WARMUP (per process, default 12000),
+ * BENCH_ROUNDS (default 3), BENCH_TIME_LIMIT_MS (per phase, 15000),
+ * BENCH_COMPARE_WITH.
  */
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import {
   type AppHandle,
+  freePort,
+  type ManagedProcess,
+  spawnManaged,
   startGatewayProcess,
   startRedis,
   startSim,
   stopAll,
   TEST_KEYS,
+  waitUntil,
   writeGatewayConfig,
 } from '@fairgate/testkit';
-import { Pool } from 'undici';
+import { Redis } from 'ioredis';
+import { type Dispatcher, Pool } from 'undici';
 
-const WARMUP = 500;
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 1_000);
+const JIT_WARMUP = Number(process.env.BENCH_JIT_WARMUP ?? 12_000);
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 6_000);
-const TIME_LIMIT_MS = 15_000;
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const TIME_LIMIT_MS = Number(process.env.BENCH_TIME_LIMIT_MS ?? 15_000);
+const CONCURRENCY = [1, 16];
+const COMPARE_WITH = process.env.BENCH_COMPARE_WITH;
 
 const body = JSON.stringify({
   model: 'sim-model',
@@ -30,11 +64,95 @@ const body = JSON.stringify({
   max_tokens: 1,
 });
 
+type Path = 'direct' | 'redis' | 'embedded' | 'redis@compare' | 'embedded@compare';
+const PATH_NAMES: Record<Path, string> = {
+  direct: 'direct to sim',
+  redis: 'gateway, Redis',
+  embedded: 'gateway, embedded',
+  'redis@compare': 'compare, Redis',
+  'embedded@compare': 'compare, embedded',
+};
+
+/** A gateway replica from another checkout's built dist/ (BENCH_COMPARE_WITH). */
+async function startOtherGateway(
+  root: string,
+  config: string,
+  replica: string,
+): Promise<{ url: string; process: ManagedProcess }> {
+  const entry = join(resolve(root), 'apps/gateway/dist/main.js');
+  if (!existsSync(entry)) throw new Error(`${entry} is missing: build that checkout first`);
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const child = spawnManaged({
+    name: `compare-gateway:${port}`,
+    command: process.execPath,
+    args: [
+      entry,
+      '--config',
+      config,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--replica-id',
+      replica,
+    ],
+    env: {},
+    exitWithStdin: true,
+  });
+  await waitUntil(
+    `gateway of ${root} at ${url}`,
+    async () => (await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1_000) })).ok,
+    { process: child, timeoutMs: 15_000 },
+  );
+  return { url, process: child };
+}
+
 interface PhaseResult {
   p50: number;
   p99: number;
   rps: number;
   errors: number;
+  /** CPU microseconds per request, per process (NaN where not measurable). */
+  cpu: { gateway: number; sim: number; redis: number; client: number };
+}
+
+/** One request; resolves with the status once the whole response has arrived. */
+function send(pool: Pool, options: Dispatcher.DispatchOptions): Promise<number> {
+  return new Promise((resolve, reject) => {
+    let status = 0;
+    pool.dispatch(options, {
+      onRequestStart() {}, // undici only takes the controller API when this is present
+      onResponseStart(_controller, statusCode) {
+        status = statusCode;
+      },
+      onResponseData() {},
+      onResponseEnd() {
+        resolve(status);
+      },
+      onResponseError(_controller, error) {
+        reject(error);
+      },
+    });
+  });
+}
+
+/** utime + stime of a process in microseconds (Linux), NaN elsewhere. */
+function cpuMicros(pid: number | undefined): number {
+  if (pid === undefined) return Number.NaN;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / 100; // USER_HZ = 100
+  } catch {
+    return Number.NaN;
+  }
+}
+
+interface Pids {
+  gateway?: number;
+  sim: number;
+  redis?: number;
 }
 
 async function phase(
@@ -42,28 +160,34 @@ async function phase(
   concurrency: number,
   count: number,
   auth: boolean,
+  pids: Pids,
 ): Promise<PhaseResult> {
   const pool = new Pool(url, { connections: concurrency, pipelining: 1 });
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (auth) headers.authorization = `Bearer ${TEST_KEYS.paying}`;
+  const options: Dispatcher.DispatchOptions = {
+    method: 'POST',
+    path: '/v1/chat/completions',
+    headers,
+    body,
+  };
   const latencies: number[] = [];
   let errors = 0;
   let issued = 0;
   const deadline = performance.now() + TIME_LIMIT_MS;
+  const before = {
+    gateway: cpuMicros(pids.gateway),
+    sim: cpuMicros(pids.sim),
+    redis: cpuMicros(pids.redis),
+    client: process.cpuUsage(),
+  };
   const started = performance.now();
   const worker = async () => {
     while (issued < count && performance.now() < deadline) {
       issued++;
       const t0 = performance.now();
       try {
-        const response = await pool.request({
-          method: 'POST',
-          path: '/v1/chat/completions',
-          headers,
-          body,
-        });
-        await response.body.dump();
-        if (response.statusCode !== 200) errors++;
+        if ((await send(pool, options)) !== 200) errors++;
       } catch {
         errors++;
       }
@@ -72,16 +196,48 @@ async function phase(
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
   const elapsed = performance.now() - started;
+  const client = process.cpuUsage(before.client);
+  const n = latencies.length;
+  const cpu = {
+    gateway: (cpuMicros(pids.gateway) - before.gateway) / n,
+    sim: (cpuMicros(pids.sim) - before.sim) / n,
+    redis: (cpuMicros(pids.redis) - before.redis) / n,
+    client: (client.user + client.system) / n,
+  };
   await pool.close();
   latencies.sort((a, b) => a - b);
-  const at = (q: number) =>
-    latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? Number.NaN;
-  return { p50: at(0.5), p99: at(0.99), rps: (latencies.length / elapsed) * 1_000, errors };
+  const at = (q: number) => latencies[Math.min(n - 1, Math.floor(q * n))] ?? Number.NaN;
+  return { p50: at(0.5), p99: at(0.99), rps: (n / elapsed) * 1_000, errors, cpu };
 }
 
-async function measure(url: string, concurrency: number, auth: boolean): Promise<PhaseResult> {
-  await phase(url, concurrency, WARMUP, auth);
-  return phase(url, concurrency, REQUESTS, auth);
+async function measure(
+  url: string,
+  concurrency: number,
+  auth: boolean,
+  pids: Pids,
+): Promise<PhaseResult> {
+  await phase(url, concurrency, WARMUP, auth, pids);
+  return phase(url, concurrency, REQUESTS, auth, pids);
+}
+
+function median(values: number[]): number {
+  const sorted = values.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b);
+  if (sorted.length === 0) return Number.NaN;
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+async function redisPid(url: string): Promise<number | undefined> {
+  const client = new Redis(url, { lazyConnect: true });
+  try {
+    await client.connect();
+    const match = /process_id:(\d+)/.exec(await client.info('server'));
+    return match ? Number(match[1]) : undefined;
+  } catch {
+    return undefined;
+  } finally {
+    client.disconnect();
+  }
 }
 
 async function main(): Promise<void> {
@@ -101,23 +257,98 @@ async function main(): Promise<void> {
       config: writeGatewayConfig({ budget: 64, pods }),
       replicaId: 'bench-embedded',
     });
-    const rows: string[] = [];
-    const fmt = (n: number) => n.toFixed(3).padStart(7);
-    rows.push(
-      'c  | path              | p50 ms  | p99 ms  | added p50 | added p99 | req/s | vs direct',
-    );
-    for (const concurrency of [1, 16]) {
-      const direct = await measure(sim.url, concurrency, false);
-      const line = (name: string, r: PhaseResult) =>
-        `${String(concurrency).padEnd(2)} | ${name.padEnd(17)} | ${fmt(r.p50)} | ${fmt(r.p99)} |` +
-        ` ${fmt(r.p50 - direct.p50)}   | ${fmt(r.p99 - direct.p99)}   | ${r.rps.toFixed(0).padStart(5)} |` +
-        ` ${(r.rps / direct.rps).toFixed(2)}${r.errors > 0 ? `  (${r.errors} errors)` : ''}`;
-      rows.push(line('direct to sim', direct));
-      rows.push(line('gateway, Redis', await measure(withRedis.url, concurrency, true)));
-      rows.push(line('gateway, embedded', await measure(embedded.url, concurrency, true)));
+    const redisServer = redis.source === 'redis-server' ? await redisPid(redis.url) : undefined;
+    const targets: Partial<Record<Path, { url: string; auth: boolean; pids: Pids }>> = {
+      direct: { url: sim.url, auth: false, pids: { sim: sim.pid } },
+      redis: {
+        url: withRedis.url,
+        auth: true,
+        pids: {
+          gateway: withRedis.pid,
+          sim: sim.pid,
+          ...(redisServer ? { redis: redisServer } : {}),
+        },
+      },
+      embedded: { url: embedded.url, auth: true, pids: { gateway: embedded.pid, sim: sim.pid } },
+    };
+    const paths: Path[] = ['direct', 'redis', 'embedded'];
+    if (COMPARE_WITH) {
+      const other = await startOtherGateway(
+        COMPARE_WITH,
+        writeGatewayConfig({ redisUrl: redis.url, budget: 64, pods }),
+        'bench-redis-compare',
+      );
+      const otherEmbedded = await startOtherGateway(
+        COMPARE_WITH,
+        writeGatewayConfig({ budget: 64, pods }),
+        'bench-embedded-compare',
+      );
+      targets['redis@compare'] = {
+        url: other.url,
+        auth: true,
+        pids: {
+          gateway: other.process.pid,
+          sim: sim.pid,
+          ...(redisServer ? { redis: redisServer } : {}),
+        },
+      };
+      targets['embedded@compare'] = {
+        url: otherEmbedded.url,
+        auth: true,
+        pids: { gateway: otherEmbedded.process.pid, sim: sim.pid },
+      };
+      paths.push('redis@compare', 'embedded@compare');
+    }
+
+    for (const path of paths) {
+      const { url, auth, pids } = targets[path]!;
+      await phase(url, 16, JIT_WARMUP, auth, pids);
+    }
+    const results = new Map<string, PhaseResult[]>();
+    const key = (c: number, path: Path) => `${c}:${path}`;
+    for (let round = 1; round <= ROUNDS; round++) {
+      for (const concurrency of CONCURRENCY) {
+        for (const path of paths) {
+          const { url, auth, pids } = targets[path]!;
+          const result = await measure(url, concurrency, auth, pids);
+          const list = results.get(key(concurrency, path)) ?? [];
+          list.push(result);
+          results.set(key(concurrency, path), list);
+          console.error(
+            `round ${round}/${ROUNDS} c=${concurrency} ${PATH_NAMES[path]}: p50 ${result.p50.toFixed(3)} ms, ${result.rps.toFixed(0)} req/s`,
+          );
+        }
+      }
+    }
+
+    const fmt = (n: number, width = 7) => (Number.isNaN(n) ? '-' : n.toFixed(3)).padStart(width);
+    const us = (n: number) => (Number.isNaN(n) ? '-' : n.toFixed(0)).padStart(5);
+    const rows = [
+      'c  | path              | p50 ms  | p99 ms  | added p50 | added p99 | req/s | vs direct | cpu us/req: gateway   sim redis client',
+    ];
+    for (const concurrency of CONCURRENCY) {
+      const direct = results.get(key(concurrency, 'direct'))!;
+      for (const path of paths) {
+        const runs = results.get(key(concurrency, path))!;
+        const m = (pick: (r: PhaseResult) => number) => median(runs.map(pick));
+        // Added latency and ratios are taken per round (same conditions), then the median.
+        const added = (pick: (r: PhaseResult) => number) =>
+          median(runs.map((r, i) => pick(r) - pick(direct[i]!)));
+        const ratio = median(runs.map((r, i) => r.rps / direct[i]!.rps));
+        const errors = runs.reduce((sum, r) => sum + r.errors, 0);
+        rows.push(
+          `${String(concurrency).padEnd(2)} | ${PATH_NAMES[path].padEnd(17)} | ${fmt(m((r) => r.p50))} | ${fmt(m((r) => r.p99))} |` +
+            ` ${fmt(added((r) => r.p50))}   | ${fmt(added((r) => r.p99))}   | ${m((r) => r.rps)
+              .toFixed(0)
+              .padStart(5)} |` +
+            ` ${ratio.toFixed(2).padStart(9)} |             ${us(m((r) => r.cpu.gateway))} ${us(m((r) => r.cpu.sim))} ${us(m((r) => r.cpu.redis))} ${us(m((r) => r.cpu.client))}` +
+            (errors > 0 ? `  (${errors} errors)` : ''),
+        );
+      }
     }
     console.log(
-      `\noverhead benchmark: ${REQUESTS} non-streaming requests per phase, zero-latency sim\n`,
+      `\noverhead benchmark: ${REQUESTS} non-streaming requests per phase (after ${JIT_WARMUP} + ${WARMUP} warm-up), zero-latency sim,` +
+        ` median of ${ROUNDS} round(s)\n`,
     );
     console.log(rows.join('\n'));
     console.log('\ngoals: added p50 <= 0.5 ms; gateway >= 3,000 req/s at c=16');

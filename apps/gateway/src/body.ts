@@ -1,6 +1,59 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Context } from 'hono';
 import { payloadTooLarge } from './errors.js';
+
+/**
+ * The Node request and response under @hono/node-server (undefined under
+ * app.request(), tests without a socket). The generation hot path reads
+ * headers from, and writes its response straight to, these: going through
+ * `c.req.header()` makes node-server build a web Headers object for every
+ * request, and a returned web Response is converted back to Node headers.
+ */
+export interface NodeExchange {
+  incoming: IncomingMessage;
+  outgoing: ServerResponse;
+}
+
+export function nodeExchange(c: Context): NodeExchange | undefined {
+  const env = c.env as Partial<NodeExchange> | undefined;
+  return env?.incoming && env.outgoing
+    ? { incoming: env.incoming, outgoing: env.outgoing }
+    : undefined;
+}
+
+/**
+ * A request header (`name` in lower case) with web Headers semantics:
+ * repeated fields are joined with ', '. Node's parsed headers already join
+ * most repeats, but keep only the first Authorization; that one is read from
+ * the raw list so a repeated Authorization still fails authentication.
+ */
+export function requestHeader(
+  c: Context,
+  node: NodeExchange | undefined,
+  name: string,
+): string | undefined {
+  return node ? nodeHeader(node.incoming, name) : c.req.header(name);
+}
+
+/** `requestHeader` on a Node request. */
+export function nodeHeader(incoming: IncomingMessage, name: string): string | undefined {
+  const value = incoming.headers[name];
+  if (value === undefined || typeof value === 'string') {
+    return name === 'authorization' && value !== undefined
+      ? joinedRawHeader(incoming.rawHeaders, name, value)
+      : value;
+  }
+  return value.join(', ');
+}
+
+function joinedRawHeader(raw: string[], name: string, first: string): string {
+  const values: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const key = raw[i]!;
+    if (key.length === name.length && key.toLowerCase() === name) values.push(raw[i + 1]!);
+  }
+  return values.length > 1 ? values.join(', ') : first;
+}
 
 /**
  * Reads a request body from the Node request, enforcing `limit` bytes whether
@@ -44,9 +97,12 @@ export function readBodyText(incoming: IncomingMessage, limit: number): Promise<
  * request under @hono/node-server, or from the web Request under app.request()
  * (tests without a socket), with the same limit semantics.
  */
-export async function readRequestBody(c: Context, limit: number): Promise<string> {
-  const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
-  if (incoming) return readBodyText(incoming, limit);
+export async function readRequestBody(
+  c: Context,
+  limit: number,
+  node: NodeExchange | undefined = nodeExchange(c),
+): Promise<string> {
+  if (node) return readBodyText(node.incoming, limit);
   const declared = c.req.header('content-length');
   if (declared !== undefined && Number(declared) > limit) throw payloadTooLarge(limit);
   const buffer = await c.req.arrayBuffer();

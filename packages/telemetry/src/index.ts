@@ -2,7 +2,9 @@ export { createGatewayMetrics, type GatewayMetrics, LATENCY_BUCKETS } from './me
 export { exportRequested, startTelemetry, type Telemetry, type TelemetryOptions } from './sdk.js';
 export {
   Attr,
+  addSpanEvent,
   endSpan,
+  PropagationOnlyTracer,
   SpanEvents,
   SpanKind,
   SpanNames,

@@ -1,6 +1,7 @@
 import { ProxyTracerProvider, type Tracer, trace } from '@opentelemetry/api';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import { NoopSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { PropagationOnlyTracer } from './spans.js';
 
 export interface TelemetryOptions {
   serviceName: string;
@@ -31,8 +32,8 @@ export function exportRequested(env: NodeJS.ProcessEnv): boolean {
 /**
  * Starts the OpenTelemetry NodeSDK. Export is configured only by the standard
  * OTEL_* environment variables (e.g. OTEL_EXPORTER_OTLP_ENDPOINT=http://jaeger:4318,
- * OTEL_EXPORTER_OTLP_PROTOCOL); with none set, spans are still created (so W3C
- * traceparent is propagated to pods) but dropped at the end. No auto-
+ * OTEL_EXPORTER_OTLP_PROTOCOL); with none set, the tracer only propagates W3C
+ * trace context to the pods (PropagationOnlyTracer: no span is built). No auto-
  * instrumentation: fairgate creates its spans explicitly (t1..t7).
  */
 export function startTelemetry(options: TelemetryOptions): Telemetry {
@@ -50,7 +51,11 @@ export function startTelemetry(options: TelemetryOptions): Telemetry {
   });
   sdk.start();
   return {
-    tracer: trace.getTracer('fairgate', options.serviceVersion),
+    // Nothing records spans (no exporter, no processor): only propagate trace context.
+    tracer:
+      spanProcessors?.[0] instanceof NoopSpanProcessor
+        ? new PropagationOnlyTracer()
+        : trace.getTracer('fairgate', options.serviceVersion),
     exporting: exporting && extra.length === 0,
     flush: async () => {
       const provider = trace.getTracerProvider();

@@ -1,5 +1,9 @@
 import { randomUUID } from 'node:crypto';
+import { OpenAIHttpError } from '@fairgate/openai';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { MiddlewareHandler } from 'hono';
+import { nodeExchange, requestHeader } from '../body.js';
+import { internalError } from '../errors.js';
 
 export const REQUEST_ID_HEADER = 'x-request-id';
 export const QUEUE_MS_HEADER = 'x-fairgate-queue-ms';
@@ -9,16 +13,49 @@ const acceptableId = /^[A-Za-z0-9._:-]{1,128}$/;
 /**
  * Stamps t1 and the request id (the client's x-request-id when it is a sane
  * token, else a new UUID), and makes every response — errors included — carry
- * x-request-id and x-fairgate-queue-ms (0 unless the request waited).
+ * x-request-id and x-fairgate-queue-ms (0 unless the request waited). Handlers
+ * that write to the Node response directly (routes/generate.ts) set them
+ * themselves and return RESPONSE_ALREADY_SENT.
  */
 export function requestContext(): MiddlewareHandler {
   return async function requestContextMiddleware(c, next) {
     const t1 = performance.now();
-    const incoming = c.req.header(REQUEST_ID_HEADER);
-    const requestId = incoming && acceptableId.test(incoming) ? incoming : randomUUID();
+    const requestId = requestIdFrom(requestHeader(c, nodeExchange(c), REQUEST_ID_HEADER));
     c.set('request', { requestId, t1 });
     await next();
+    // A handler that wrote its response to the Node socket itself set both headers there.
+    if (c.res === RESPONSE_ALREADY_SENT) return;
     c.res.headers.set(REQUEST_ID_HEADER, requestId);
     if (!c.res.headers.has(QUEUE_MS_HEADER)) c.res.headers.set(QUEUE_MS_HEADER, '0');
   };
+}
+
+/** The client's x-request-id when it is a sane token, else a new UUID. */
+export function requestIdFrom(header: string | undefined): string {
+  return header && acceptableId.test(header) ? header : randomUUID();
+}
+
+/** Any thrown error as the gateway's answer: an OpenAIHttpError as is, anything else a 500. */
+export function httpErrorOf(error: unknown): OpenAIHttpError {
+  if (error instanceof OpenAIHttpError) return error;
+  console.error('fairgate: unhandled error', error);
+  return internalError();
+}
+
+/**
+ * The error response of a request handled outside Hono (app.ts's Node fast
+ * path): the same status, OpenAI error body and headers as app.onError plus
+ * this middleware produce.
+ */
+export function errorResponse(error: unknown, requestId: string): Response {
+  const failure = httpErrorOf(error);
+  return new Response(JSON.stringify(failure.toBody()), {
+    status: failure.status,
+    headers: {
+      'content-type': 'application/json',
+      ...failure.headers,
+      [REQUEST_ID_HEADER]: requestId,
+      [QUEUE_MS_HEADER]: failure.headers[QUEUE_MS_HEADER] ?? '0',
+    },
+  });
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { TenantConfig } from '@fairgate/config';
-import { type ReleaseOutcome, rejectionResponse } from '@fairgate/core';
+import { RejectCode, type ReleaseOutcome, rejectionResponse } from '@fairgate/core';
 import {
   ENDPOINT_PATHS,
   type Endpoint,
@@ -13,6 +13,7 @@ import {
 
 import {
   Attr,
+  addSpanEvent,
   endSpan,
   SpanEvents,
   SpanKind,
@@ -21,12 +22,25 @@ import {
   startServerSpan,
   traceHeaders,
 } from '@fairgate/telemetry';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { Context as OtelContext, Span } from '@opentelemetry/api';
 import type { Context } from 'hono';
-import { readRequestBody } from '../body.js';
-import { type Classification, classify, SLO_CLASS_HEADER, SLO_TTFT_HEADER } from '../classify.js';
-import { clientAbortSignal } from '../client-signal.js';
-import { DEFAULT_MAX_TOKENS, type GatewayDeps } from '../context.js';
+import {
+  type NodeExchange,
+  nodeExchange,
+  nodeHeader,
+  readBodyText,
+  readRequestBody,
+  requestHeader,
+} from '../body.js';
+import {
+  actualBucketTokens,
+  type Classification,
+  classify,
+  SLO_CLASS_HEADER,
+  SLO_TTFT_HEADER,
+} from '../classify.js';
+import { DEFAULT_MAX_TOKENS, type GatewayDeps, type RequestState } from '../context.js';
 import { isSloProtected } from '../control/settings.js';
 import {
   flowControlDrop,
@@ -36,7 +50,12 @@ import {
   upstreamTimeout,
 } from '../errors.js';
 import { EvictedError } from '../grants.js';
-import { QUEUE_MS_HEADER } from '../middleware/request-context.js';
+import {
+  errorResponse,
+  QUEUE_MS_HEADER,
+  REQUEST_ID_HEADER,
+  requestIdFrom,
+} from '../middleware/request-context.js';
 import { bearerToken } from '../tenants.js';
 import type { PodState } from '../upstream/pods.js';
 import { callUpstream, type UpstreamResponse, UpstreamUnavailable } from '../upstream/proxy.js';
@@ -50,58 +69,157 @@ import { callUpstream, type UpstreamResponse, UpstreamUnavailable } from '../ups
  */
 export function generationHandler(deps: GatewayDeps, endpoint: Endpoint) {
   const route = ENDPOINT_PATHS[endpoint];
-  return async function generation(c: Context): Promise<Response> {
-    const state = c.get('request');
-    const headers: Record<string, string | undefined> = {
-      traceparent: c.req.header('traceparent'),
-      tracestate: c.req.header('tracestate'),
+  return function generation(c: Context): Promise<Response> {
+    const node = nodeExchange(c);
+    return generate(deps, endpoint, route, {
+      state: c.get('request'),
+      node,
+      header: (name) => requestHeader(c, node, name),
+      readBody: (limit) => readRequestBody(c, limit, node),
+      webSignal: () => c.req.raw.signal,
+    });
+  };
+}
+
+/**
+ * The same endpoint straight on the Node request and response, for app.ts to
+ * call before Hono routes anything (exact POST paths only): no Hono context,
+ * middleware chain or web Request. It does the request-context middleware's
+ * part itself (t1, request id) and renders errors as app.onError does.
+ */
+export function nodeGenerationHandler(deps: GatewayDeps, endpoint: Endpoint) {
+  const route = ENDPOINT_PATHS[endpoint];
+  return async function nodeGeneration(node: NodeExchange): Promise<Response> {
+    const state: RequestState = {
+      requestId: requestIdFrom(nodeHeader(node.incoming, REQUEST_ID_HEADER)),
+      t1: performance.now(),
     };
-    const server = startServerSpan(deps.tracer, 'POST', route, headers);
-    server.span.setAttribute(Attr.replica, deps.replica);
-    server.span.setAttribute(Attr.requestId, state.requestId);
     try {
-      const response = await serve(deps, c, endpoint, route, server.span, server.ctx);
-      return response;
+      return await generate(deps, endpoint, route, {
+        state,
+        node,
+        header: (name) => nodeHeader(node.incoming, name),
+        readBody: (limit) => readBodyText(node.incoming, limit),
+        webSignal: () => {
+          throw new Error('a Node request has no web signal');
+        },
+      });
     } catch (error) {
-      const status = error instanceof OpenAIHttpError ? error.status : 500;
-      endSpan(server.span, { status, ...(status >= 500 ? { error } : {}) });
-      throw error;
+      if (node.outgoing.headersSent) {
+        // Failed after the answer was written (bookkeeping): nothing more to send.
+        console.error('fairgate: error after the response was sent', error);
+        return RESPONSE_ALREADY_SENT;
+      }
+      return errorResponse(error, state.requestId);
     }
   };
 }
 
-function authenticate(deps: GatewayDeps, c: Context): TenantConfig {
-  const token = bearerToken(c.req.header('authorization'));
+/** What a generation request needs from the HTTP layer (Node, or a Hono context). */
+interface RequestIo {
+  readonly state: RequestState;
+  /** The Node request/response, when there is a socket (responses are written to it). */
+  readonly node: NodeExchange | undefined;
+  /** A request header by lower-case name, web Headers semantics. */
+  header(name: string): string | undefined;
+  readBody(limit: number): Promise<string>;
+  /** The web Request's abort signal; used only without `node`. */
+  webSignal(): AbortSignal;
+}
+
+async function generate(
+  deps: GatewayDeps,
+  endpoint: Endpoint,
+  route: string,
+  io: RequestIo,
+): Promise<Response> {
+  const headers: Record<string, string | undefined> = {
+    traceparent: io.header('traceparent'),
+    tracestate: io.header('tracestate'),
+  };
+  const server = startServerSpan(deps.tracer, 'POST', route, headers);
+  server.span.setAttribute(Attr.replica, deps.replica);
+  server.span.setAttribute(Attr.requestId, io.state.requestId);
+  try {
+    return await serve(deps, io, endpoint, route, server.span, server.ctx);
+  } catch (error) {
+    const status = error instanceof OpenAIHttpError ? error.status : 500;
+    endSpan(server.span, { status, ...(status >= 500 ? { error } : {}) });
+    throw error;
+  }
+}
+
+function authenticate(deps: GatewayDeps, io: RequestIo): TenantConfig {
+  const token = bearerToken(io.header('authorization'));
   if (!token) throw unauthorized('Missing `Authorization: Bearer <API key>` header');
   const tenant = deps.tenants().authenticate(token);
   if (!tenant) throw unauthorized('Incorrect API key provided');
   return tenant;
 }
 
+/**
+ * Whether the client is still there: fires once when it goes away before its
+ * response was fully written. On Node this is one listener on the response's
+ * 'close' (cheaper than an AbortController per request; reading
+ * `c.req.raw.signal` would also make node-server build a full web Request);
+ * under app.request() it follows the web Request's signal. One listener at a
+ * time: the cancel of a queued request, then the abort of its upstream call.
+ */
+class ClientLink {
+  gone = false;
+  #listener: (() => void) | undefined;
+
+  constructor(io: RequestIo) {
+    if (io.node) {
+      const { outgoing } = io.node;
+      outgoing.once('close', () => {
+        if (!outgoing.writableFinished) this.#leave();
+      });
+    } else {
+      const signal = io.webSignal();
+      if (signal.aborted) this.gone = true;
+      else signal.addEventListener('abort', () => this.#leave(), { once: true });
+    }
+  }
+
+  /** Sets (or clears) what runs when the client leaves; not called for a past leave. */
+  onLeave(listener: (() => void) | undefined): void {
+    this.#listener = listener;
+  }
+
+  #leave(): void {
+    this.gone = true;
+    const listener = this.#listener;
+    this.#listener = undefined;
+    listener?.();
+  }
+}
+
 async function serve(
   deps: GatewayDeps,
-  c: Context,
+  io: RequestIo,
   endpoint: Endpoint,
   route: string,
   serverSpan: Span,
   serverCtx: OtelContext,
 ): Promise<Response> {
-  const state = c.get('request');
+  const { state, node } = io;
   const config = deps.config();
-  const clientSignal = clientAbortSignal(c);
-  const tenant = authenticate(deps, c);
+  const clientLink = new ClientLink(io);
+  const tenant = authenticate(deps, io);
   serverSpan.setAttribute(Attr.tenant, tenant.id);
   const request = parseGenerationRequest(
     endpoint,
-    parseJsonBody(await readRequestBody(c, config.limits.max_body_bytes)),
+    parseJsonBody(await io.readBody(config.limits.max_body_bytes)),
   );
   const nowMs = Date.now();
   const cls = classify({
     tenant,
     sloClasses: config.slo_classes,
+    sloTargetsMs: config.scheduler.slo_targets_ms,
     request,
-    classHeader: c.req.header(SLO_CLASS_HEADER),
-    ttftHeader: c.req.header(SLO_TTFT_HEADER),
+    classHeader: io.header(SLO_CLASS_HEADER),
+    ttftHeader: io.header(SLO_TTFT_HEADER),
     nowMs,
     blockSize: config.scheduler.kv_block_size,
     defaultMaxTokens: DEFAULT_MAX_TOKENS,
@@ -121,7 +239,7 @@ async function serve(
   });
   let pod: string;
   try {
-    pod = await acquire(deps, schedulerId, tenant, cls, nowMs, clientSignal);
+    pod = await acquire(deps, schedulerId, tenant, cls, nowMs, clientLink);
   } catch (error) {
     const reason =
       error instanceof OpenAIHttpError
@@ -144,8 +262,7 @@ async function serve(
 
   // t3 .. t6: upstream, holding the slot.
   const slot = deps.broker.track(schedulerId);
-  const abortUpstream = () => slot.abort(new Error('client closed the connection'));
-  clientSignal.addEventListener('abort', abortUpstream, { once: true });
+  clientLink.onLeave(() => slot.abort(new Error('client closed the connection')));
   deps.metrics.inflight.inc();
   let released = false;
   const finish = (
@@ -156,7 +273,7 @@ async function serve(
   ) => {
     if (released) return;
     released = true;
-    clientSignal.removeEventListener('abort', abortUpstream);
+    clientLink.onLeave(undefined);
     deps.broker.untrack(schedulerId);
     deps.metrics.inflight.dec();
     const evicted = outcome !== 'completed' && slot.signal.reason instanceof EvictedError;
@@ -165,7 +282,10 @@ async function serve(
       .release(schedulerId, {
         outcome: finalOutcome,
         ...(usage
-          ? { usage: { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens } }
+          ? {
+              usage: { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens },
+              ...(cls.bucketTokens > 0 ? { actualTokens: actualBucketTokens(tenant, usage) } : {}),
+            }
           : {}),
       })
       .catch(() => deps.metrics.redisErrors.inc({ operation: 'release' }));
@@ -184,7 +304,7 @@ async function serve(
 
   const onFirstToken = (client: Span) => () => {
     const t5 = performance.now();
-    client.addEvent(SpanEvents.firstToken);
+    addSpanEvent(client, SpanEvents.firstToken);
     const ttftSeconds = (t5 - state.t1) / 1_000;
     deps.metrics.ttft.observe(labels, ttftSeconds);
     // The controller's signal: the same gateway TTFT, SLO-protected classes only.
@@ -208,9 +328,10 @@ async function serve(
       finish('evicted', undefined, 429);
       throw flowControlDrop('evicted', 'The request was evicted by flow control');
     }
-    if (clientSignal.aborted) {
+    if (clientLink.gone) {
       finish('cancelled', undefined, 499);
-      return new Response(null, { status: 499 }); // nobody reads it: the client is gone
+      // Nobody reads it: the client is gone.
+      return new Response(null, { status: 499, headers: { [REQUEST_ID_HEADER]: state.requestId } });
     }
     const failure = toHttpFailure(error);
     if (isSloProtected(cls.priority) && isOverloadSignal(error)) {
@@ -221,6 +342,20 @@ async function serve(
   }
 
   if (upstream.kind === 'json') {
+    if (node) {
+      // Written here, in one writev, instead of through a web Response (see body.ts);
+      // the bookkeeping (t6, t7: spans, metrics, release) follows the write.
+      node.outgoing.writeHead(upstream.status, {
+        'content-type': upstream.contentType,
+        'content-length': Buffer.byteLength(upstream.text),
+        [REQUEST_ID_HEADER]: state.requestId,
+        [QUEUE_MS_HEADER]: queueHeader,
+      });
+      node.outgoing.end(upstream.text);
+      endSpan(client, { status: upstream.status });
+      finish('completed', upstream.usage, upstream.status);
+      return RESPONSE_ALREADY_SENT;
+    }
     endSpan(client, { status: upstream.status });
     finish('completed', upstream.usage, upstream.status);
     return new Response(upstream.text, {
@@ -239,6 +374,7 @@ async function serve(
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache',
       'x-accel-buffering': 'no',
+      [REQUEST_ID_HEADER]: state.requestId,
       [QUEUE_MS_HEADER]: queueHeader,
     },
   });
@@ -251,9 +387,9 @@ async function acquire(
   tenant: TenantConfig,
   cls: Classification,
   nowMs: number,
-  clientSignal: AbortSignal,
+  clientLink: ClientLink,
 ): Promise<string> {
-  if (deps.pods.healthyPods().length === 0) throw noHealthyPod();
+  if (!deps.pods.hasHealthyPod()) throw noHealthyPod();
   const result = await deps.scheduler.enqueue({
     id,
     tenant: tenant.id,
@@ -261,31 +397,35 @@ async function acquire(
     replica: deps.replica,
     sloClass: cls.sloClass,
     kvBlocks: cls.kvBlocks,
+    ...(cls.bucketTokens > 0 ? { tokens: cls.bucketTokens } : {}),
     ...(cls.deadlineMs !== undefined ? { deadlineMs: Math.max(0, cls.deadlineMs - nowMs) } : {}),
   });
   if (result.status === 'granted') return result.pod;
   if (result.status === 'rejected') {
     const drop = rejectionResponse(result.code);
     if (drop.status === 503) throw noHealthyPod();
-    throw flowControlDrop(drop.dropReason, dropMessage(drop.dropReason, tenant.id));
+    throw flowControlDrop(
+      drop.dropReason,
+      dropMessage(drop.dropReason, tenant.id, cls),
+      result.code === RejectCode.RateLimited ? (result.retryAfterMs ?? null) : undefined,
+    );
   }
-  const onAbort = () => {
+  clientLink.onLeave(() => {
     deps.broker.forget(id);
     void deps.scheduler
       .cancel(id)
       .catch(() => deps.metrics.redisErrors.inc({ operation: 'cancel' }));
-  };
-  clientSignal.addEventListener('abort', onAbort, { once: true });
+  });
   try {
     deps.metrics.waiting.inc();
     return await deps.broker.waitForGrant(id);
   } finally {
     deps.metrics.waiting.dec();
-    clientSignal.removeEventListener('abort', onAbort);
+    clientLink.onLeave(undefined);
   }
 }
 
-function dropMessage(reason: string, tenant: string): string {
+function dropMessage(reason: string, tenant: string, cls: Classification): string {
   switch (reason) {
     case 'tenant_queue_full':
       return `Tenant '${tenant}' has too many requests waiting`;
@@ -297,6 +437,14 @@ function dropMessage(reason: string, tenant: string): string {
       return `Tenant '${tenant}' has no concurrency quota`;
     case 'quota_kv_blocks':
       return `The request needs more KV-cache blocks than tenant '${tenant}' may hold`;
+    case 'rate_limited':
+      return `Tenant '${tenant}' is over its token rate limit (this request costs ${cls.bucketTokens} tokens)`;
+    case 'shed_by_tier':
+      return `The pool is overloaded: class '${cls.sloClass}' is shed`;
+    case 'saturated':
+      return `The pool is saturated: sheddable class '${cls.sloClass}' is refused`;
+    case 'rejected_by_policy':
+      return 'The gateway admits no requests at the moment (admission policy reject-all)';
     default:
       return `Request dropped by flow control (${reason})`;
   }
@@ -319,7 +467,7 @@ async function forward(
   const config = deps.config();
   let pod: PodState | undefined = deps.pods.get(podName) ?? deps.pods.alternative(podName);
   const wantsUsage = request.stream_options?.include_usage === true;
-  let lastError: unknown = new UpstreamUnavailable(`pod ${podName} is not configured`, 'connect');
+  let lastError: unknown; // an Error captures a stack trace: only built when needed
   for (let attempt = 0; attempt <= config.upstream.retries && pod; attempt++) {
     const client = startChildSpan(
       deps.tracer,
@@ -347,7 +495,7 @@ async function forward(
         wantsUsage,
         {
           onHeaders: (status) =>
-            client.span.addEvent(SpanEvents.upstreamHeaders, { [Attr.httpStatus]: status }),
+            addSpanEvent(client.span, SpanEvents.upstreamHeaders, { [Attr.httpStatus]: status }),
           onFirstToken: onFirstToken(client.span),
         },
       );
@@ -365,7 +513,7 @@ async function forward(
       pod = deps.pods.alternative(current.config.name);
     }
   }
-  throw lastError;
+  throw lastError ?? new UpstreamUnavailable(`pod ${podName} is not configured`, 'connect');
 }
 
 /**

@@ -55,6 +55,12 @@ export class PodPool {
     return this.all.filter((pod) => pod.healthy);
   }
 
+  /** Same as `healthyPods().length > 0`, without building arrays (per-request check). */
+  hasHealthyPod(): boolean {
+    for (const pod of this.#pods.values()) if (pod.healthy) return true;
+    return false;
+  }
+
   /** A healthy pod other than `exclude`, least loaded from this replica's view. */
   alternative(exclude: string): PodState | undefined {
     let best: PodState | undefined;
