@@ -1,0 +1,218 @@
+import { createSseDecoder } from '@fairgate/openai';
+import { Agent, type Dispatcher, request } from 'undici';
+
+/**
+ * One real HTTP request per arrival (undici): a streaming chat completion whose client-side
+ * timings are measured here: TTFT to the first content token, inter-token gaps, E2E; plus
+ * status, the drop reason header and the gateway's queue time.
+ */
+export type Outcome = 'ok' | 'dropped' | 'error' | 'aborted' | 'overflow';
+
+export interface RequestRecord {
+  tenant: number;
+  seq: number;
+  /** Index of the target (gateway replica) it was sent to. */
+  target: number;
+  /** Seconds from the run's start: scheduled, sent, ended. */
+  scheduledS: number;
+  startS: number;
+  endS: number;
+  status: number;
+  outcome: Outcome;
+  dropReason?: string;
+  ttftMs?: number;
+  e2eMs: number;
+  /** Mean gap between content tokens after the first. */
+  itlMs?: number;
+  promptTokens: number;
+  /** Content tokens received (the usage chunk's completion_tokens when it came). */
+  outputTokens: number;
+  maxTokens: number;
+  /** x-fairgate-queue-ms. */
+  queueMs?: number;
+  error?: string;
+}
+
+export interface RequestPlan {
+  tenant: number;
+  seq: number;
+  target: number;
+  url: string;
+  apiKey: string;
+  model: string;
+  sloClass?: string;
+  sloTtftMs?: number;
+  stream: boolean;
+  promptTokens: number;
+  outputTokens: number;
+  scheduledS: number;
+}
+
+/** Chat template overhead of one user message in the shared token estimate (characters). */
+const TEMPLATE_CHARS = '<|user|>\n\n<|assistant|>\n'.length;
+const FILLER = 'the quick brown fox jumps over a lazy dog while fair queues keep tails short ';
+
+/** A prompt the shared estimate counts as `tokens` tokens (unique prefix: no cache hits). */
+export function promptText(tokens: number, unique: string): string {
+  const chars = Math.max(1, tokens * 4 - TEMPLATE_CHARS);
+  let text = `${unique} `;
+  while (text.length < chars) text += FILLER;
+  return text.slice(0, chars);
+}
+
+export function createAgent(connections: number): Agent {
+  return new Agent({
+    connections,
+    pipelining: 1,
+    keepAliveTimeout: 10_000,
+    connect: { timeout: 5_000 },
+  });
+}
+
+function header(headers: Dispatcher.ResponseData['headers'], name: string): string | undefined {
+  const value = headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** Sends one request and measures it. Never throws: failures become records. */
+export async function sendRequest(
+  plan: RequestPlan,
+  options: {
+    dispatcher: Dispatcher;
+    signal: AbortSignal;
+    timeoutMs: number;
+    clock: () => number;
+    /** Called when the status line arrives (live counters). */
+    onStatus?: (status: number) => void;
+  },
+): Promise<RequestRecord> {
+  const { clock } = options;
+  const startMs = clock();
+  const record: RequestRecord = {
+    tenant: plan.tenant,
+    seq: plan.seq,
+    target: plan.target,
+    scheduledS: plan.scheduledS,
+    startS: startMs / 1_000,
+    endS: startMs / 1_000,
+    status: 0,
+    outcome: 'error',
+    e2eMs: 0,
+    promptTokens: plan.promptTokens,
+    outputTokens: 0,
+    maxTokens: plan.outputTokens,
+  };
+  const headers: Record<string, string> = {
+    authorization: `Bearer ${plan.apiKey}`,
+    'content-type': 'application/json',
+  };
+  if (plan.sloClass) headers['x-slo-class'] = plan.sloClass;
+  if (plan.sloTtftMs !== undefined) headers['x-slo-ttft-ms'] = String(plan.sloTtftMs);
+  const body = JSON.stringify({
+    model: plan.model,
+    messages: [
+      { role: 'user', content: promptText(plan.promptTokens, `t${plan.tenant}-${plan.seq}`) },
+    ],
+    max_tokens: plan.outputTokens,
+    stream: plan.stream,
+    ...(plan.stream ? { stream_options: { include_usage: true } } : {}),
+  });
+  const signal = AbortSignal.any([options.signal, AbortSignal.timeout(options.timeoutMs)]);
+  try {
+    const response = await request(`${plan.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers,
+      body,
+      dispatcher: options.dispatcher,
+      signal,
+      headersTimeout: options.timeoutMs,
+      bodyTimeout: options.timeoutMs,
+    });
+    record.status = response.statusCode;
+    options.onStatus?.(response.statusCode);
+    const queueMs = header(response.headers, 'x-fairgate-queue-ms');
+    if (queueMs !== undefined && queueMs !== '') record.queueMs = Number(queueMs);
+    if (response.statusCode !== 200) {
+      const text = await response.body.text();
+      record.dropReason = header(response.headers, 'x-fairgate-drop-reason');
+      record.outcome = response.statusCode === 429 ? 'dropped' : 'error';
+      if (record.outcome === 'dropped' && !record.dropReason) record.dropReason = 'unknown';
+      if (record.outcome === 'error')
+        record.error = `HTTP ${response.statusCode}: ${text.slice(0, 200)}`;
+    } else if (!plan.stream) {
+      const json = (await response.body.json()) as { usage?: { completion_tokens?: number } };
+      record.ttftMs = clock() - startMs;
+      record.outputTokens = json.usage?.completion_tokens ?? 0;
+      record.outcome = 'ok';
+    } else {
+      let last = 0;
+      let gaps = 0;
+      let gapSum = 0;
+      let tokens = 0;
+      let usageTokens: number | undefined;
+      let streamError: string | undefined;
+      let streamDrop: string | undefined;
+      let done = false;
+      const decoder = createSseDecoder((event) => {
+        if (event.data === '[DONE]') {
+          done = true;
+          return;
+        }
+        let chunk: {
+          choices?: Array<{ delta?: { content?: string | null }; text?: string }>;
+          usage?: { completion_tokens?: number } | null;
+          error?: { message?: string; type?: string; code?: string | null };
+        };
+        try {
+          chunk = JSON.parse(event.data);
+        } catch {
+          return;
+        }
+        if (chunk.error) {
+          streamError = chunk.error.message ?? 'stream error';
+          // Flow control taking the slot back mid-stream (in-flight eviction) is a drop.
+          if (chunk.error.type === 'rate_limit_error') streamDrop = chunk.error.code ?? 'unknown';
+          return;
+        }
+        const choice = chunk.choices?.[0];
+        const text = choice?.delta?.content ?? choice?.text ?? '';
+        if (text) {
+          const now = clock();
+          if (tokens === 0) record.ttftMs = now - startMs;
+          else {
+            gapSum += now - last;
+            gaps++;
+          }
+          last = now;
+          tokens++;
+        }
+        if (chunk.usage?.completion_tokens !== undefined)
+          usageTokens = chunk.usage.completion_tokens;
+      });
+      for await (const piece of response.body) decoder.feed(piece as Buffer);
+      decoder.end();
+      record.outputTokens = usageTokens ?? tokens;
+      if (gaps > 0) record.itlMs = gapSum / gaps;
+      if (streamDrop) {
+        record.outcome = 'dropped';
+        record.dropReason = streamDrop;
+      } else if (streamError) {
+        record.outcome = 'error';
+        record.error = streamError;
+      } else if (!done) {
+        record.outcome = 'error';
+        record.error = 'stream ended without [DONE]';
+      } else record.outcome = 'ok';
+    }
+  } catch (error) {
+    if (options.signal.aborted) record.outcome = 'aborted';
+    else {
+      record.outcome = 'error';
+      record.error = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    }
+  }
+  const endMs = clock();
+  record.endS = endMs / 1_000;
+  record.e2eMs = endMs - startMs;
+  return record;
+}

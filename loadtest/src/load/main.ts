@@ -1,0 +1,359 @@
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { stopAll } from '@fairgate/testkit';
+import { stringify } from 'yaml';
+import { buildSchedule } from './arrivals.js';
+import { builtInPath } from './builtins.js';
+import { createLiveView } from './live.js';
+import { summaryText, sweepText, writeRunReport, writeSweepReport } from './report.js';
+import { type RunResult, runScenario } from './runner.js';
+import {
+  builtInNames,
+  DEV_ADMIN_TOKEN,
+  loadScenario,
+  type Scenario,
+  ScenarioError,
+} from './scenario.js';
+import {
+  type Infra,
+  modelCapacity,
+  probeCapacity,
+  SIM_MODEL,
+  startGateways,
+  startInfra,
+  type Variant,
+} from './stack.js';
+import { redactConfig, runSweep } from './sweep.js';
+
+export const USAGE = `fairgate-load <scenario | file.yaml> [options]
+
+Runs a load scenario against fairgate gateways and writes a report (results.json,
+report.html, one .svg per chart).
+
+  --target URL[,URL...]  gateway replicas to send to (a running stack)
+  --stack                start a stack for the run (redis-server if installed, else the
+                         embedded scheduler; pods and replicas from the scenario) and stop it after
+  --baseline             with --stack: run the scenario against a fifo configuration (one FIFO,
+                         static budget, no controller) and fairgate's defaults, side by side
+  --seconds N            duration (for a sweep: seconds per run)
+  --seed N               seed of the arrival schedule and lengths
+  --out DIR              report directory (default reports/<scenario>-<time>)
+  --admin-token T        token for /admin/state (default ${DEV_ADMIN_TOKEN}, the examples' dev token)
+  --model NAME           model field of requests (default ${SIM_MODEL})
+  --plain                plain periodic lines instead of the live table (automatic without a TTY)
+  --list                 list the built-in scenarios
+  -h, --help             this text
+
+Built-ins: ${builtInNames().join(', ')} (examples/scenarios/<name>.yaml).`;
+
+export interface CliOutcome {
+  code: number;
+  reportDir?: string;
+  results?: RunResult[];
+}
+
+function timestamp(): string {
+  const d = new Date();
+  const p = (n: number) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}${p(d.getMonth() + 1)}${p(d.getDate())}-${p(d.getHours())}${p(d.getMinutes())}${p(d.getSeconds())}`;
+}
+
+function positiveNumber(name: string, value: string | undefined, max: number): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0 || n > max)
+    throw new UsageError(`--${name} must be a number in (0, ${max}]`);
+  return n;
+}
+
+export class UsageError extends Error {}
+
+function scenarioText(nameOrPath: string): string | undefined {
+  try {
+    return readFileSync(builtInPath(nameOrPath) ?? nameOrPath, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The CLI. Returns the exit code (never calls process.exit): 0 done, 1 failure, 2 usage or
+ * scenario error, 130 interrupted. SIGINT/SIGTERM stop the run, write what was measured and
+ * stop the stack (testkit also kills every child at once on those signals).
+ */
+export async function runCli(
+  argv: string[],
+  log: (line: string) => void = console.log,
+): Promise<CliOutcome> {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(argv);
+  } catch (error) {
+    console.error(`${error instanceof Error ? error.message : String(error)}\n\n${USAGE}`);
+    return { code: 2 };
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    log(USAGE);
+    return { code: 0 };
+  }
+  if (values.list) {
+    for (const name of builtInNames()) {
+      const s = loadScenario(name);
+      log(`${name.padEnd(16)} ${s.description?.split('\n')[0] ?? ''}`);
+    }
+    return { code: 0 };
+  }
+  const name = positionals[0];
+  if (!name || positionals.length > 1) {
+    console.error(`give one scenario name or file\n\n${USAGE}`);
+    return { code: 2 };
+  }
+  let scenario: Scenario;
+  let seconds: number | undefined;
+  try {
+    scenario = loadScenario(name);
+    seconds = positiveNumber('seconds', values.seconds, 86_400);
+    const seed = values.seed === undefined ? undefined : Number(values.seed);
+    if (seed !== undefined && (!Number.isInteger(seed) || seed < 0 || seed >= 2 ** 32)) {
+      throw new UsageError('--seed must be an integer in [0, 2^32)');
+    }
+    if (seed !== undefined) scenario.seed = seed;
+    if (seconds !== undefined) {
+      if (scenario.sweep) scenario.sweep.run_s = seconds;
+      else scenario.duration_s = seconds;
+    }
+    if (scenario.sweep && scenario.sweep.measure_last_s > scenario.sweep.run_s) {
+      scenario.sweep.measure_last_s = scenario.sweep.run_s / 2;
+    }
+    if (scenario.kind === 'sweep' && !values.stack)
+      throw new UsageError('a sweep starts its own stacks: add --stack');
+    if (values.baseline && !values.stack)
+      throw new UsageError('--baseline needs --stack (it configures the gateways)');
+    if (!values.stack && !values.target)
+      throw new UsageError('give --target URL[,URL...] or --stack');
+    if (values.stack && values.target)
+      throw new UsageError('--target and --stack exclude each other');
+  } catch (error) {
+    if (error instanceof ScenarioError || error instanceof UsageError) {
+      console.error(error.message);
+      return { code: 2 };
+    }
+    throw error;
+  }
+
+  const abort = new AbortController();
+  let interruptedAt = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (!abort.signal.aborted) {
+      interruptedAt = Date.now();
+      log(`\n${signal}: stopping the run and the stack...`);
+      abort.abort();
+    } else if (Date.now() - interruptedAt > 2_000) {
+      process.exit(130);
+    }
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  const out = resolve(values.out ?? join('reports', `${scenario.name}-${timestamp()}`));
+  const plain = values.plain === true;
+  const yamlText = scenarioText(name) ?? stringify(scenario);
+  let infra: Infra | undefined;
+  try {
+    if (scenario.kind === 'sweep') {
+      infra = await startInfra(scenario.stack, log);
+      const capacity = await maybeProbe(scenario, infra, log, abort.signal);
+      const runs = await runSweep(scenario, infra, {
+        log,
+        signal: abort.signal,
+        plain,
+        ...(capacity !== undefined ? { capacityTokensPerS: capacity } : {}),
+      });
+      const target = scenario.gateway.controller?.target_p99_ttft_s;
+      const report = writeSweepReport(out, runs, {
+        title: `fairgate-load sweep: ${scenario.name}`,
+        ...(typeof target === 'number' ? { targetS: target } : {}),
+        scenarioYaml: yamlText,
+      });
+      log(`\n${sweepText(report.analysis)}`);
+      log(`\nreport:  ${report.html}\nresults: ${report.json}`);
+      return {
+        code: abort.signal.aborted ? 130 : 0,
+        reportDir: out,
+        results: runs.map((r) => r.result),
+      };
+    }
+
+    const results: RunResult[] = [];
+    if (values.stack) {
+      infra = await startInfra(scenario.stack, log);
+      const capacity = await maybeProbe(scenario, infra, log, abort.signal);
+      const variants: Array<{ label: string; variant: Variant }> = values.baseline
+        ? [
+            { label: 'fifo', variant: { kind: 'fifo' } },
+            { label: 'fairgate', variant: { kind: 'fairgate' } },
+          ]
+        : [{ label: 'fairgate', variant: { kind: 'fairgate' } }];
+      for (const v of variants) {
+        if (abort.signal.aborted) break;
+        const gateways = await startGateways(
+          scenario,
+          infra,
+          v.variant,
+          log,
+          `${scenario.name}-${v.label}`,
+        );
+        try {
+          results.push(
+            await runOne(
+              scenario,
+              gateways.urls,
+              v.label,
+              DEV_ADMIN_TOKEN,
+              SIM_MODEL,
+              abort.signal,
+              plain,
+              log,
+              {
+                ...(capacity !== undefined ? { capacityTokensPerS: capacity } : {}),
+                meta: {
+                  stack: {
+                    ...scenario.stack,
+                    embedded: infra.embedded,
+                    replicas: gateways.urls.length,
+                  },
+                  gatewayConfig: redactConfig(gateways.config),
+                },
+              },
+            ),
+          );
+        } finally {
+          await gateways.stop();
+        }
+      }
+    } else {
+      const targets = (values.target ?? '')
+        .split(',')
+        .map((t) => t.trim().replace(/\/+$/, ''))
+        .filter(Boolean);
+      results.push(
+        await runOne(
+          scenario,
+          targets,
+          'target',
+          values['admin-token'] ?? DEV_ADMIN_TOKEN,
+          values.model ?? SIM_MODEL,
+          abort.signal,
+          plain,
+          log,
+          { meta: { targets } },
+        ),
+      );
+    }
+    if (results.length === 0) return { code: 130 };
+    const classes = scenario.gateway.slo_classes;
+    const report = writeRunReport(out, results, {
+      title: `fairgate-load: ${scenario.name}${results.length > 1 ? ' (fifo baseline vs fairgate)' : ''}`,
+      scenarioYaml: yamlText,
+      ...(classes ? { classes } : {}),
+    });
+    log('');
+    for (const s of report.summaries) log(`${summaryText(s, classes)}\n`);
+    log(
+      `report:  ${report.html}\nresults: ${report.json}\ncharts:  ${report.charts.length} .svg files in ${out}`,
+    );
+    return { code: abort.signal.aborted ? 130 : 0, reportDir: out, results };
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await infra?.stop().catch(() => {});
+    await stopAll();
+  }
+}
+
+/**
+ * The pods' capacity for the report: the sim model's throughput with every pod full, at the
+ * schedule's mean lengths; with stack.capacity_probe_s > 0 also measured directly against
+ * the pods (logged as a cross-check).
+ */
+async function maybeProbe(
+  scenario: Scenario,
+  infra: Infra,
+  log: (line: string) => void,
+  signal: AbortSignal,
+): Promise<number | undefined> {
+  const schedule = buildSchedule(scenario, scenario.sweep?.run_s ?? scenario.duration_s);
+  const meanOf = (pick: (a: (typeof schedule)[number]) => number) =>
+    schedule.reduce((sum, a) => sum + pick(a), 0) / Math.max(1, schedule.length);
+  const perPod = Math.min(scenario.stack.pod_cap, scenario.stack.sim.max_num_seqs);
+  const modeled = modelCapacity(
+    scenario.stack,
+    meanOf((a) => a.promptTokens),
+    meanOf((a) => a.outputTokens),
+  );
+  log(
+    `capacity: ${modeled.toFixed(0)} output tokens/s (sim model, ${scenario.stack.pods} pods full at ${perPod} requests, the schedule's mean lengths)`,
+  );
+  const seconds = scenario.stack.capacity_probe_s;
+  if (seconds > 0 && !signal.aborted) {
+    const measured = await probeCapacity(scenario, infra, seconds);
+    log(
+      `          ${measured.toFixed(0)} output tokens/s measured directly against the pods (${seconds} s probe)`,
+    );
+  }
+  return modeled;
+}
+
+async function runOne(
+  scenario: Scenario,
+  targets: string[],
+  label: string,
+  adminToken: string,
+  model: string,
+  signal: AbortSignal,
+  plain: boolean,
+  log: (line: string) => void,
+  extra: { capacityTokensPerS?: number; meta?: Record<string, unknown> },
+): Promise<RunResult> {
+  log(
+    `\nrunning ${scenario.name} (${label}) for ${scenario.duration_s} s, seed ${scenario.seed}, against ${targets.join(', ')}`,
+  );
+  const view = createLiveView(`${scenario.name} ${label}`, { plain });
+  try {
+    return await runScenario({
+      scenario,
+      targets,
+      adminToken,
+      model,
+      label,
+      signal,
+      onTick: (p) => view.onTick(p),
+      ...extra,
+    });
+  } finally {
+    view.finish();
+  }
+}
+
+function parse(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      target: { type: 'string' },
+      stack: { type: 'boolean' },
+      baseline: { type: 'boolean' },
+      seconds: { type: 'string' },
+      seed: { type: 'string' },
+      out: { type: 'string' },
+      'admin-token': { type: 'string' },
+      model: { type: 'string' },
+      plain: { type: 'boolean' },
+      list: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+}

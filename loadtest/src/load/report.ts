@@ -1,0 +1,597 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { barChart, type LineSeries, lineChart, PALETTE } from './charts.js';
+import {
+  analyzeSweep,
+  computeSeries,
+  type RunSummary,
+  type SweepAnalysis,
+  type SweepPoint,
+  summarize,
+} from './report-data.js';
+import type { RunResult } from './runner.js';
+import { fmt, fmtMs } from './stats.js';
+
+/**
+ * Reports: results.json (everything measured), report.html (self-contained: tables and
+ * inline SVG charts) and every chart as its own .svg file, all in one directory.
+ */
+export interface Chart {
+  file: string;
+  title: string;
+  svg: string;
+}
+
+const DEFAULT_PRIORITIES: Record<string, number> = {
+  critical: 4,
+  standard: 3,
+  batch: -1,
+  sheddable: -2,
+  background: -3,
+};
+
+/** SLO-protected (priority >= 0) by the default class table or the scenario's own. */
+export function isProtected(
+  sloClass: string,
+  classes: Record<string, number> = DEFAULT_PRIORITIES,
+): boolean {
+  return (classes[sloClass] ?? DEFAULT_PRIORITIES[sloClass] ?? 0) >= 0;
+}
+
+/** The panels of one run: one per tenant, then pool, controller, TTFT, throughput. */
+export function runCharts(result: RunResult, prefix = ''): Chart[] {
+  const series = computeSeries(result, 1, 5);
+  const t = series.times;
+  const pair = (values: Array<number | null>): Array<[number, number | null]> =>
+    values.map((v, i) => [t[i]!, v === null ? null : Number(v.toFixed(3))]);
+  const label = result.label;
+  const charts: Chart[] = [];
+
+  series.tenants.forEach((s) => {
+    charts.push({
+      file: `${prefix}tenant-${slug(s.name)}.svg`,
+      title: `${s.name}: submitted / admitted / dropped`,
+      svg: lineChart({
+        title: `${s.name}: submitted, admitted, dropped (${label})`,
+        subtitle: 'requests per second, by the second they were sent',
+        xName: 'seconds',
+        yName: 'req/s',
+        yMin: 0,
+        lines: [
+          {
+            name: 'submitted',
+            data: pair(s.submitted),
+            color: '#6b7280',
+            dash: 'dotted',
+            width: 2.4,
+          },
+          {
+            name: 'admitted',
+            data: pair(s.admitted),
+            color: '#16a34a',
+            width: 2,
+          },
+          { name: 'dropped', data: pair(s.dropped), color: '#dc2626', dash: 'dashed', width: 1.6 },
+        ],
+      }),
+    });
+  });
+
+  charts.push({
+    file: `${prefix}pool.svg`,
+    title: 'Budget and in-flight',
+    svg: lineChart({
+      title: `Budget and in flight (${label})`,
+      subtitle: 'pool-wide, from /admin/state once a second',
+      xName: 'seconds',
+      yName: 'requests',
+      lines: [
+        { name: 'budget', data: series.budget, color: '#111827', step: true, width: 2 },
+        { name: 'in flight', data: series.inflight, color: '#2563eb', area: true },
+        { name: 'waiting', data: series.waiting, color: '#ea580c', dash: 'dashed' },
+      ],
+    }),
+  });
+
+  const acts = series.actions;
+  charts.push({
+    file: `${prefix}controller.svg`,
+    title: 'Controller actions',
+    svg: lineChart({
+      title: `Controller: cap per worker and actions (${label})`,
+      subtitle: acts.length
+        ? `${acts.filter((a) => a.kind === 'increase').length} increases, ${acts.filter((a) => a.kind === 'decrease').length} decreases, ${acts.filter((a) => a.kind === 'hold').length} holds`
+        : 'no controller actions (controller off or no ticks)',
+      xName: 'seconds',
+      yName: 'cap per worker',
+      lines: [{ name: 'cap per worker', data: series.capPerWorker, color: '#4b5563', step: true }],
+      scatters: [
+        {
+          name: 'increase',
+          data: acts.filter((a) => a.kind === 'increase').map((a) => [a.t, a.capAfter]),
+          color: '#16a34a',
+          symbol: 'triangle',
+        },
+        {
+          name: 'decrease',
+          data: acts.filter((a) => a.kind === 'decrease').map((a) => [a.t, a.capAfter]),
+          color: '#dc2626',
+          symbol: 'pin',
+          size: 12,
+        },
+        {
+          name: 'hold',
+          data: acts.filter((a) => a.kind === 'hold').map((a) => [a.t, a.capAfter]),
+          color: '#9ca3af',
+          size: 4,
+        },
+      ],
+    }),
+  });
+
+  charts.push({
+    file: `${prefix}ttft.svg`,
+    title: 'p99 TTFT against the target',
+    svg: lineChart({
+      title: `p99 TTFT against the target (${label})`,
+      subtitle: 'client-side, first content token; trailing 5 s window',
+      xName: 'seconds',
+      yName: 'ms',
+      yMin: 0,
+      lines: series.tenants.map((s, i) => ({
+        name: `${s.name} p99`,
+        data: pair(s.p99TtftMs),
+        color: PALETTE[i % PALETTE.length]!,
+        width: 2,
+      })),
+      hlines:
+        result.targetP99TtftS !== undefined
+          ? [
+              {
+                name: `target ${result.targetP99TtftS * 1_000} ms`,
+                y: result.targetP99TtftS * 1_000,
+                color: '#dc2626',
+              },
+            ]
+          : [],
+    }),
+  });
+
+  charts.push({
+    file: `${prefix}throughput.svg`,
+    title: 'Throughput',
+    svg: lineChart({
+      title: `Throughput (${label})`,
+      subtitle: 'output tokens per second (left), completed requests per second (right)',
+      xName: 'seconds',
+      yName: 'tokens/s',
+      y2Name: 'req/s',
+      yMin: 0,
+      lines: [
+        { name: 'tokens/s', data: pair(series.tokensPerS), color: '#2563eb', area: true, width: 2 },
+        { name: 'completed/s', data: pair(series.completedPerS), color: '#16a34a', yAxis: 1 },
+      ],
+      hlines:
+        result.capacityTokensPerS !== undefined
+          ? [
+              {
+                name: `capacity ${result.capacityTokensPerS.toFixed(0)} tok/s`,
+                y: result.capacityTokensPerS,
+                color: '#111827',
+              },
+            ]
+          : [],
+    }),
+  });
+  return charts;
+}
+
+/** Side-by-side comparison of two or more runs of one scenario (baseline mode). */
+export function comparisonCharts(results: RunResult[], summaries: RunSummary[]): Chart[] {
+  const names = results[0]?.tenants.map((t) => t.name) ?? [];
+  const p99 = barChart({
+    title: 'p99 TTFT per tenant',
+    subtitle: results.map((r) => r.label).join(' vs '),
+    categories: names,
+    yName: 'ms',
+    groups: summaries.map((s, i) => ({
+      name: s.label,
+      values: s.tenants.map((t) => (Number.isFinite(t.ttftP99Ms) ? Math.round(t.ttftP99Ms) : null)),
+      color: PALETTE[i % PALETTE.length]!,
+    })),
+    hlines:
+      results[0]?.targetP99TtftS !== undefined
+        ? [{ name: 'target', y: results[0].targetP99TtftS * 1_000, color: '#dc2626' }]
+        : [],
+  });
+  const drops = barChart({
+    title: 'Dropped per tenant (%)',
+    categories: names,
+    yName: '%',
+    groups: summaries.map((s, i) => ({
+      name: s.label,
+      values: s.tenants.map((t) => Number(t.dropPct.toFixed(1))),
+      color: PALETTE[i % PALETTE.length]!,
+    })),
+  });
+  return [
+    { file: 'compare-ttft.svg', title: 'p99 TTFT per tenant', svg: p99 },
+    { file: 'compare-drops.svg', title: 'Drops per tenant', svg: drops },
+  ];
+}
+
+export function sweepCharts(analysis: SweepAnalysis, targetS?: number): Chart[] {
+  const cats = analysis.caps.map(String);
+  const line = (
+    pick: (p: SweepPoint) => number,
+    name: string,
+    points: Array<SweepPoint | undefined>,
+    color: string,
+  ): LineSeries => ({
+    name,
+    color,
+    width: 2,
+    data: points.map((p, i) => {
+      const v = p ? pick(p) : Number.NaN;
+      return [i, Number.isFinite(v) ? Number(v.toFixed(2)) : null];
+    }),
+  });
+  const both = (pick: (p: SweepPoint) => number) => [
+    line(pick, 'controller off (static cap)', analysis.off, '#dc2626'),
+    line(pick, 'controller on (starting cap)', analysis.on, '#2563eb'),
+  ];
+  const best = analysis.best;
+  const chart = (
+    file: string,
+    title: string,
+    yName: string,
+    pick: (p: SweepPoint) => number,
+    hlines: Array<{ name: string; y: number; color?: string }> = [],
+  ) => ({
+    file,
+    title,
+    svg: lineChart({
+      title,
+      subtitle: 'measured over the last seconds of each run',
+      xName: 'starting cap per worker',
+      yName,
+      categories: cats,
+      lines: both(pick),
+      hlines,
+      yMin: 0,
+    }),
+  });
+  const ttftLines = [
+    ...(targetS !== undefined
+      ? [{ name: `target ${targetS * 1_000} ms`, y: targetS * 1_000, color: '#111827' }]
+      : []),
+    ...(best
+      ? [
+          {
+            name: `best static ${best.p99Ms.toFixed(0)} ms (cap ${best.cap})`,
+            y: best.p99Ms,
+            color: '#16a34a',
+          },
+        ]
+      : []),
+  ];
+  return [
+    chart(
+      'sweep-ttft.svg',
+      'p99 TTFT against the starting cap',
+      'ms',
+      (p) => p.summary.total.ttftP99Ms,
+      ttftLines,
+    ),
+    chart(
+      'sweep-e2e.svg',
+      'p99 E2E latency against the starting cap',
+      'ms',
+      (p) => p.summary.total.e2eP99Ms,
+    ),
+    chart(
+      'sweep-throughput.svg',
+      'Throughput against the starting cap',
+      'tokens/s',
+      (p) => p.summary.tokensPerS,
+    ),
+    chart(
+      'sweep-drops.svg',
+      'Dropped against the starting cap',
+      '% of offered',
+      (p) => p.summary.total.dropPct,
+    ),
+    chart(
+      'sweep-endcap.svg',
+      'Cap per worker at the end of the run',
+      'cap per worker',
+      (p) => p.endCap,
+    ),
+  ];
+}
+
+const esc = (s: string) =>
+  s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+
+function tenantTable(summary: RunSummary): string {
+  const head = [
+    'tenant',
+    'class',
+    'weight',
+    'offered',
+    'admitted',
+    'completed',
+    'dropped',
+    'drop %',
+    'drop reasons',
+    'errors',
+    'p50 TTFT',
+    'p99 TTFT',
+    'p99 E2E',
+    'p50 ITL',
+    'tokens/s',
+  ];
+  const row = (t: RunSummary['tenants'][number]) => [
+    t.name,
+    t.sloClass,
+    t.weight ? String(t.weight) : '',
+    String(t.offered),
+    String(t.admitted),
+    String(t.completed),
+    String(t.dropped),
+    fmt(t.dropPct, 1),
+    Object.entries(t.dropReasons)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', '),
+    String(t.errors + t.aborted + t.overflow),
+    fmtMs(t.ttftP50Ms),
+    fmtMs(t.ttftP99Ms),
+    fmtMs(t.e2eP99Ms),
+    fmtMs(t.itlP50Ms),
+    fmt(t.tokensPerS, 0),
+  ];
+  const rows = [...summary.tenants.map(row), row(summary.total)];
+  return `<table><thead><tr>${head.map((h) => `<th>${h}</th>`).join('')}</tr></thead><tbody>${rows
+    .map((r) => `<tr>${r.map((c) => `<td>${esc(c)}</td>`).join('')}</tr>`)
+    .join('')}</tbody></table>`;
+}
+
+function poolLine(s: RunSummary): string {
+  const parts = [
+    `throughput ${fmt(s.tokensPerS, 0)} tokens/s, ${fmt(s.completedPerS, 1)} req/s (${fmt(s.fromS, 0)}-${fmt(s.toS, 0)} s)`,
+  ];
+  if (s.capacityTokensPerS !== undefined)
+    parts.push(
+      `capacity ${fmt(s.capacityTokensPerS, 0)} tokens/s -> ${fmt(s.capacityPct ?? 0, 1)}% of capacity`,
+    );
+  if (s.budget) parts.push(`budget ${s.budget.min}..${s.budget.max} (last ${s.budget.last})`);
+  if (s.lastCapPerWorker !== undefined)
+    parts.push(`cap per worker at the end ${s.lastCapPerWorker}`);
+  parts.push(
+    `controller actions: ${s.actions.increase} increase, ${s.actions.decrease} decrease, ${s.actions.hold} hold`,
+  );
+  return parts.join('; ');
+}
+
+/** Plain-text checks against the target: protected tenants within it, who took the drops. */
+export function checks(summary: RunSummary, classes?: Record<string, number>): string[] {
+  const out: string[] = [];
+  const target = summary.targetP99TtftS;
+  for (const t of summary.tenants) {
+    const prot = isProtected(t.sloClass, classes);
+    const p99 = fmtMs(t.ttftP99Ms);
+    if (target !== undefined && prot) {
+      const ok = t.ttftP99Ms <= target * 1_000;
+      out.push(
+        `${t.name} (${t.sloClass}, protected): p99 TTFT ${p99} ${ok ? 'within' : 'ABOVE'} target ${target * 1_000} ms; dropped ${fmt(t.dropPct, 2)}%`,
+      );
+    } else {
+      out.push(
+        `${t.name} (${t.sloClass}${prot ? '' : ', sheddable'}): p99 TTFT ${p99}; dropped ${fmt(t.dropPct, 2)}%`,
+      );
+    }
+  }
+  if (summary.capacityPct !== undefined) {
+    out.push(
+      `throughput ${fmt(summary.tokensPerS, 0)} tokens/s = ${fmt(summary.capacityPct, 1)}% of the pods' capacity (${fmt(summary.capacityTokensPerS ?? 0, 0)} tokens/s)`,
+    );
+  }
+  return out;
+}
+
+/** The console summary of one run. */
+export function summaryText(summary: RunSummary, classes?: Record<string, number>): string {
+  const lines = [
+    `${summary.label}: ${summary.scenario}`,
+    `${'tenant'.padEnd(12)}${'class'.padEnd(10)}${'offered'.padStart(8)}${'ok'.padStart(8)}${'dropped'.padStart(9)}${'drop%'.padStart(7)}${'errors'.padStart(7)}${'p50 TTFT'.padStart(10)}${'p99 TTFT'.padStart(10)}${'p99 E2E'.padStart(10)}${'tok/s'.padStart(8)}`,
+  ];
+  for (const t of [...summary.tenants, summary.total]) {
+    lines.push(
+      `${t.name.slice(0, 11).padEnd(12)}${t.sloClass.slice(0, 9).padEnd(10)}${String(t.offered).padStart(8)}${String(t.completed).padStart(8)}${String(t.dropped).padStart(9)}${fmt(t.dropPct, 1).padStart(7)}${String(t.errors + t.aborted + t.overflow).padStart(7)}${fmtMs(t.ttftP50Ms).padStart(10)}${fmtMs(t.ttftP99Ms).padStart(10)}${fmtMs(t.e2eP99Ms).padStart(10)}${fmt(t.tokensPerS, 0).padStart(8)}`,
+    );
+  }
+  lines.push(poolLine(summary));
+  for (const c of checks(summary, classes)) lines.push(`  - ${c}`);
+  return lines.join('\n');
+}
+
+const STYLE = `body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#111827;max-width:1560px}
+h1{font-size:22px}h2{font-size:18px;margin-top:28px}table{border-collapse:collapse;font-size:12px;margin:8px 0}
+th,td{border:1px solid #d1d5db;padding:3px 7px;text-align:right}th{background:#f3f4f6}td:first-child,th:first-child{text-align:left}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(720px,1fr));gap:12px}.cols{display:grid;grid-template-columns:1fr 1fr;gap:16px}
+figure{margin:0;border:1px solid #e5e7eb}figcaption{font-size:11px;color:#6b7280;padding:2px 6px}
+ul{font-size:13px}pre{font-size:11px;background:#f9fafb;padding:8px;overflow:auto}.muted{color:#6b7280;font-size:12px}`;
+
+function figure(chart: Chart): string {
+  return `<figure>${chart.svg}<figcaption>${esc(chart.title)} — <a href="${esc(chart.file)}">${esc(chart.file)}</a></figcaption></figure>`;
+}
+
+function page(title: string, body: string): string {
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)}</title><style>${STYLE}</style></head><body>${body}<p class="muted">Generated by fairgate-load at ${new Date().toISOString()}. Charts: Apache ECharts server-side SVG.</p></body></html>`;
+}
+
+function writeCharts(dir: string, charts: Chart[]): void {
+  for (const c of charts) writeFileSync(join(dir, c.file), c.svg);
+}
+
+export interface WrittenReport {
+  dir: string;
+  html: string;
+  json: string;
+  charts: string[];
+  summaries: RunSummary[];
+}
+
+function runSection(
+  result: RunResult,
+  summary: RunSummary,
+  charts: Chart[],
+  classes?: Record<string, number>,
+): string {
+  return `<h2>${esc(result.label)}</h2>
+<p class="muted">targets ${esc(result.targets.join(', '))}; seed ${result.seed}; ${result.durationS} s${result.stoppedEarly ? ' (stopped early)' : ''}</p>
+${tenantTable(summary)}
+<p>${esc(poolLine(summary))}</p>
+<ul>${checks(summary, classes)
+    .map((c) => `<li>${esc(c)}</li>`)
+    .join('')}</ul>
+<div class="grid">${charts.map(figure).join('')}</div>`;
+}
+
+/** One run, or several runs of one scenario side by side (baseline: fifo vs fairgate). */
+export function writeRunReport(
+  dir: string,
+  results: RunResult[],
+  options: { title: string; scenarioYaml?: string; classes?: Record<string, number> },
+): WrittenReport {
+  mkdirSync(dir, { recursive: true });
+  const summaries = results.map((r) => summarize(r));
+  const perRun = results.map((r) => runCharts(r, results.length > 1 ? `${slug(r.label)}-` : ''));
+  const compare = results.length > 1 ? comparisonCharts(results, summaries) : [];
+  const all = [...perRun.flat(), ...compare];
+  writeCharts(dir, all);
+  let body = `<h1>${esc(options.title)}</h1>`;
+  if (results.length > 1) {
+    body += `<h2>Side by side</h2><div class="cols">${summaries
+      .map((s) => `<div><h3>${esc(s.label)}</h3>${tenantTable(s)}<p>${esc(poolLine(s))}</p></div>`)
+      .join('')}</div><div class="grid">${compare.map(figure).join('')}</div>`;
+    body += `<div class="cols">${results
+      .map(
+        (r, i) =>
+          `<div>${runSection(
+            r,
+            summaries[i]!,
+            perRun[i]!.map((c) => ({ ...c })),
+            options.classes,
+          )}</div>`,
+      )
+      .join('')}</div>`;
+  } else if (results[0]) {
+    body += runSection(results[0], summaries[0]!, perRun[0]!, options.classes);
+  }
+  if (options.scenarioYaml) body += `<h2>Scenario</h2><pre>${esc(options.scenarioYaml)}</pre>`;
+  const meta = results.map((r) => ({ label: r.label, meta: r.meta }));
+  body += `<h2>Configuration</h2><pre>${esc(JSON.stringify(meta, null, 2))}</pre>`;
+  const html = join(dir, 'report.html');
+  writeFileSync(html, page(options.title, body));
+  const json = join(dir, 'results.json');
+  writeFileSync(
+    json,
+    JSON.stringify({ kind: results.length > 1 ? 'baseline' : 'run', summaries, results }, null, 1),
+  );
+  return { dir, html, json, charts: all.map((c) => join(dir, c.file)), summaries };
+}
+
+export interface SweepRun {
+  point: SweepPoint;
+  result: RunResult;
+}
+
+export function sweepText(analysis: SweepAnalysis): string {
+  const lines = [
+    `${'cap'.padStart(5)} ${'ctl'.padEnd(4)}${'p50 TTFT'.padStart(10)}${'p99 TTFT'.padStart(10)}${'p99 E2E'.padStart(10)}${'tok/s'.padStart(8)}${'drop%'.padStart(7)}${'end cap'.padStart(9)}`,
+  ];
+  analysis.caps.forEach((cap, i) => {
+    for (const p of [analysis.off[i], analysis.on[i]]) {
+      if (!p) continue;
+      const t = p.summary.total;
+      lines.push(
+        `${String(cap).padStart(5)} ${p.controller.padEnd(4)}${fmtMs(t.ttftP50Ms).padStart(10)}${fmtMs(t.ttftP99Ms).padStart(10)}${fmtMs(t.e2eP99Ms).padStart(10)}${fmt(p.summary.tokensPerS, 0).padStart(8)}${fmt(t.dropPct, 1).padStart(7)}${String(p.endCap).padStart(9)}`,
+      );
+    }
+  });
+  if (analysis.best) {
+    lines.push(
+      `best static cap ${analysis.best.cap}: p99 TTFT ${fmtMs(analysis.best.p99Ms)}, ${fmt(analysis.best.tokensPerS, 0)} tokens/s`,
+    );
+  }
+  if (analysis.uCurve) {
+    lines.push(
+      `U-curve: lowest cap p99 = ${fmt(analysis.uCurve.lowRatio, 2)}x best, highest cap p99 = ${fmt(analysis.uCurve.highRatio, 2)}x best -> ${analysis.uCurve.isU ? 'U-shaped' : 'NOT U-shaped'}`,
+    );
+  }
+  for (const v of analysis.verdicts) {
+    lines.push(
+      `controller on from ${v.cap}: p99 ${fmtMs(v.p99Ms)} = ${fmt(v.p99Ratio, 2)}x best static (${v.withinP99 ? 'within' : 'OUTSIDE'} ±20%), throughput ${fmt(v.throughputRatio * 100, 1)}% of best static (${v.noLessThroughput ? 'no less' : 'LESS'})`,
+    );
+  }
+  return lines.join('\n');
+}
+
+export function writeSweepReport(
+  dir: string,
+  runs: SweepRun[],
+  options: { title: string; targetS?: number; scenarioYaml?: string; throughputSlack?: number },
+): WrittenReport & { analysis: SweepAnalysis } {
+  mkdirSync(dir, { recursive: true });
+  const analysis = analyzeSweep(
+    runs.map((r) => r.point),
+    { throughputSlack: options.throughputSlack ?? 0 },
+  );
+  const charts = sweepCharts(analysis, options.targetS);
+  const perRun = runs.map((r) => ({
+    run: r,
+    charts: runCharts(r.result, `${slug(r.result.label)}-`),
+  }));
+  writeCharts(dir, charts);
+  for (const p of perRun) writeCharts(dir, p.charts);
+  let body = `<h1>${esc(options.title)}</h1><pre>${esc(sweepText(analysis))}</pre><div class="grid">${charts.map(figure).join('')}</div>`;
+  body += '<h2>Runs</h2>';
+  for (const p of perRun) {
+    body += `<details><summary>${esc(p.run.result.label)}</summary>${runSection(p.run.result, p.run.point.summary, p.charts)}</details>`;
+  }
+  if (options.scenarioYaml) body += `<h2>Scenario</h2><pre>${esc(options.scenarioYaml)}</pre>`;
+  const html = join(dir, 'report.html');
+  writeFileSync(html, page(options.title, body));
+  const json = join(dir, 'results.json');
+  writeFileSync(
+    json,
+    JSON.stringify(
+      {
+        kind: 'sweep',
+        analysis,
+        points: runs.map((r) => r.point),
+        results: runs.map((r) => r.result),
+      },
+      null,
+      1,
+    ),
+  );
+  return {
+    dir,
+    html,
+    json,
+    charts: [...charts, ...perRun.flatMap((p) => p.charts)].map((c) => join(dir, c.file)),
+    summaries: runs.map((r) => r.point.summary),
+    analysis,
+  };
+}
+
+export function slug(text: string): string {
+  return (
+    text
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, '-')
+      .replace(/^-|-$/g, '') || 'run'
+  );
+}

@@ -1,0 +1,230 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { AdminPoller, type AdminSample, type SeenAction } from './admin.js';
+import { buildSchedule } from './arrivals.js';
+import { createAgent, type RequestRecord, sendRequest } from './client.js';
+import { reportTarget, type Scenario, tenantApiKey } from './scenario.js';
+
+/**
+ * One run of a scenario against running gateways: the seeded schedule is replayed in real
+ * time (open loop: arrivals do not wait for earlier responses), each arrival one streaming
+ * request. Bounded: at most limits.max_outstanding open at once (more are recorded as
+ * client_overflow, never queued in the client), no arrival after duration_s, and a global
+ * deadline duration_s + drain_s after which every open request is aborted.
+ */
+export interface TenantLive {
+  name: string;
+  offered: number;
+  admitted: number;
+  dropped: number;
+  errors: number;
+  completed: number;
+  /** [end second, TTFT ms] of completed requests (for rolling percentiles). */
+  ttft: Array<[number, number]>;
+}
+
+export interface RunProgress {
+  elapsedS: number;
+  durationS: number;
+  outstanding: number;
+  tenants: TenantLive[];
+  admin: AdminPoller;
+  phase: 'running' | 'draining' | 'done';
+}
+
+export interface RunOptions {
+  scenario: Scenario;
+  targets: string[];
+  adminToken: string;
+  model: string;
+  label: string;
+  /** Seconds of arrivals (default scenario.duration_s). */
+  durationS?: number;
+  /** External stop (Ctrl-C): aborts everything at once. */
+  signal?: AbortSignal;
+  /** Called every second while running (the live table). */
+  onTick?: (progress: RunProgress) => void;
+  capacityTokensPerS?: number;
+  /** Extra facts recorded in the result (stack, gateway config). */
+  meta?: Record<string, unknown>;
+}
+
+export interface RunResult {
+  label: string;
+  scenario: string;
+  startedAt: string;
+  durationS: number;
+  seed: number;
+  targets: string[];
+  tenants: Array<{ name: string; sloClass: string; weight: number }>;
+  targetP99TtftS?: number;
+  capacityTokensPerS?: number;
+  requests: RequestRecord[];
+  admin: AdminSample[];
+  actions: SeenAction[];
+  stoppedEarly: boolean;
+  meta: Record<string, unknown>;
+}
+
+export async function runScenario(options: RunOptions): Promise<RunResult> {
+  const { scenario, targets } = options;
+  if (targets.length === 0) throw new Error('no target gateway');
+  const durationS = options.durationS ?? scenario.duration_s;
+  const schedule = buildSchedule(scenario, durationS);
+  const limits = scenario.limits;
+  const startedAt = new Date().toISOString();
+  const t0 = performance.now();
+  const clock = () => performance.now() - t0;
+  const agent = createAgent(Math.max(64, limits.max_outstanding));
+  const abort = new AbortController();
+  const onExternal = () => abort.abort();
+  options.signal?.addEventListener('abort', onExternal, { once: true });
+  const admin = new AdminPoller(targets, options.adminToken, clock);
+  admin.start(1_000);
+
+  const tenants: TenantLive[] = scenario.tenants.map((t) => ({
+    name: t.name,
+    offered: 0,
+    admitted: 0,
+    dropped: 0,
+    errors: 0,
+    completed: 0,
+    ttft: [],
+  }));
+  const records: RequestRecord[] = [];
+  const open = new Set<Promise<void>>();
+  const counters = new Array<number>(scenario.tenants.length).fill(0);
+  let phase: RunProgress['phase'] = 'running';
+
+  const progress = (): RunProgress => ({
+    elapsedS: clock() / 1_000,
+    durationS,
+    outstanding: open.size,
+    tenants,
+    admin,
+    phase,
+  });
+  const ticker = setInterval(() => options.onTick?.(progress()), 1_000);
+
+  const launch = (index: number) => {
+    const arrival = schedule[index]!;
+    const spec = scenario.tenants[arrival.tenant]!;
+    const live = tenants[arrival.tenant]!;
+    live.offered++;
+    const target =
+      spec.via_replica !== undefined
+        ? Math.min(spec.via_replica, targets.length - 1)
+        : counters[arrival.tenant]!++ % targets.length;
+    if (open.size >= limits.max_outstanding) {
+      const now = clock() / 1_000;
+      live.errors++;
+      records.push({
+        tenant: arrival.tenant,
+        seq: arrival.seq,
+        target,
+        scheduledS: arrival.t,
+        startS: now,
+        endS: now,
+        status: 0,
+        outcome: 'overflow',
+        e2eMs: 0,
+        promptTokens: arrival.promptTokens,
+        outputTokens: 0,
+        maxTokens: arrival.outputTokens,
+        error: `client bound: ${limits.max_outstanding} requests already open`,
+      });
+      return;
+    }
+    const task = sendRequest(
+      {
+        tenant: arrival.tenant,
+        seq: arrival.seq,
+        target,
+        url: targets[target]!,
+        apiKey: tenantApiKey(spec),
+        model: options.model,
+        ...(spec.class_header ? { sloClass: spec.slo_class } : {}),
+        ...(spec.slo_ttft_ms !== undefined ? { sloTtftMs: spec.slo_ttft_ms } : {}),
+        stream: spec.stream,
+        promptTokens: arrival.promptTokens,
+        outputTokens: arrival.outputTokens,
+        scheduledS: arrival.t,
+      },
+      {
+        dispatcher: agent,
+        signal: abort.signal,
+        timeoutMs: limits.request_timeout_s * 1_000,
+        clock,
+        onStatus: (status) => {
+          if (status === 200) live.admitted++;
+          else if (status === 429) live.dropped++;
+        },
+      },
+    ).then((record) => {
+      records.push(record);
+      if (record.outcome === 'ok') {
+        live.completed++;
+        if (record.ttftMs !== undefined) live.ttft.push([record.endS, record.ttftMs]);
+      } else if (record.outcome === 'error' || record.outcome === 'aborted') live.errors++;
+      open.delete(task);
+    });
+    open.add(task);
+  };
+
+  let next = 0;
+  while (next < schedule.length && !abort.signal.aborted) {
+    const now = clock() / 1_000;
+    while (next < schedule.length && schedule[next]!.t <= now) launch(next++);
+    if (next >= schedule.length) break;
+    const wait = Math.min(50, Math.max(0, (schedule[next]!.t - clock() / 1_000) * 1_000));
+    await sleep(wait);
+  }
+  // Arrivals are over: wait out the rest of the duration, then drain, then abort.
+  const untilEnd = durationS * 1_000 - clock();
+  if (untilEnd > 0 && !abort.signal.aborted) await abortable(untilEnd, abort.signal);
+  phase = 'draining';
+  if (open.size > 0 && !abort.signal.aborted) {
+    const drained = Promise.all(open).then(() => true);
+    await Promise.race([drained, abortable(limits.drain_s * 1_000, abort.signal)]);
+  }
+  const stoppedEarly = options.signal?.aborted ?? false;
+  abort.abort();
+  await Promise.all(open);
+  phase = 'done';
+  clearInterval(ticker);
+  await admin.stop();
+  options.signal?.removeEventListener('abort', onExternal);
+  await agent.close().catch(() => {});
+  records.sort((a, b) => a.startS - b.startS);
+  const target = reportTarget(scenario);
+  return {
+    label: options.label,
+    scenario: scenario.name,
+    startedAt,
+    durationS,
+    seed: scenario.seed,
+    targets,
+    tenants: scenario.tenants.map((t) => ({
+      name: t.name,
+      sloClass: t.slo_class,
+      weight: t.weight,
+    })),
+    ...(target !== undefined ? { targetP99TtftS: target } : {}),
+    ...(options.capacityTokensPerS !== undefined
+      ? { capacityTokensPerS: options.capacityTokensPerS }
+      : {}),
+    requests: records,
+    admin: admin.samples,
+    actions: admin.orderedActions(),
+    stoppedEarly,
+    meta: options.meta ?? {},
+  };
+}
+
+/** Sleeps ms, or less if the signal aborts. */
+async function abortable(ms: number, signal: AbortSignal): Promise<void> {
+  try {
+    await sleep(ms, undefined, { signal });
+  } catch {
+    // aborted
+  }
+}
