@@ -104,6 +104,11 @@ describe('gateway with the controller on', () => {
     expect(state.controller.band_s[1]).toBeCloseTo(2.4);
     expect(state.controller.window.p99_ttft_s).toBeGreaterThan(0);
     expect(state.controller.window.p99_ttft_s).toBeLessThan(1);
+    // The pods' own part (grant to first token) is recorded alongside, never above it.
+    expect(state.controller.window.p99_service_ttft_s).toBeGreaterThan(0);
+    expect(state.controller.window.p99_service_ttft_s).toBeLessThanOrEqual(
+      state.controller.window.p99_ttft_s,
+    );
     const newest = state.controller.actions[0];
     expect(newest.tick).toBe(state.controller.tick);
     expect(newest.reason).toEqual(expect.any(String));

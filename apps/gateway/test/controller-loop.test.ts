@@ -96,7 +96,7 @@ describe('controller loop', () => {
     // Slow first tokens on two replicas' recorders: the merged window is above the band.
     for (let replica = 0; replica < 2; replica += 1) {
       const recorder = new LatencyRecorder({ scheduler });
-      for (let i = 0; i < 20; i += 1) recorder.recordTtft(2.5);
+      for (let i = 0; i < 20; i += 1) recorder.recordTtft(2.5, 0);
       await recorder.flush();
     }
     const second = await a.loop.tick(fenceA);

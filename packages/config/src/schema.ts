@@ -171,6 +171,13 @@ export const controllerSchema = z
     increase_step: z.number().int().positive().default(1),
     min_samples: z.number().int().positive().default(10),
     /**
+     * p99 in or above the band while the pods' own p99 (grant to first token) is below the
+     * band's floor: the rest is queue wait, so increase (never decrease). Lifts the rule
+     * that scheduler.queue_ttl_ms stay below the target (the death spiral it guards against
+     * is a decrease on queue wait, which this never makes).
+     */
+    queue_aware: z.boolean().default(false),
+    /**
      * model: start at the capacity tuner's concurrency at lambda* per worker and cap at the
      * model's ceiling (the max batch); none: cap_per_worker and cap_per_worker_max as set.
      */
@@ -310,7 +317,7 @@ export const configSchema = z
       owner.set(d, i);
     }
     const target = config.controller.target_p99_ttft_s;
-    if (config.controller.enabled && target !== undefined) {
+    if (config.controller.enabled && target !== undefined && !config.controller.queue_aware) {
       // Trap 2 and 4 of reference/000: a request may wait in the queue as long as the
       // SLO allows for its whole TTFT, and serving it then feeds a death spiral.
       if (config.scheduler.queue_ttl_ms >= target * 1_000) {

@@ -79,6 +79,15 @@ describe('defaults', () => {
 });
 
 describe('controller section', () => {
+  it('queue_aware lifts the queue-TTL-below-target rule (it never decreases on queue wait)', () => {
+    const config = parseConfig({
+      ...minimal(),
+      scheduler: { queue_ttl_ms: 2_000 },
+      controller: { target_p99_ttft_s: 1, queue_aware: true },
+    });
+    expect(config.controller.queue_aware).toBe(true);
+  });
+
   it('is disabled by default, with the documented defaults', () => {
     const config = parseConfig(minimal());
     expect(config.controller).toEqual({
@@ -93,6 +102,7 @@ describe('controller section', () => {
       decrease: { mode: 'multiplicative', factor: 0.75 },
       increase_step: 1,
       min_samples: 10,
+      queue_aware: false,
       bootstrap: 'none',
     });
     expect(config.leader).toEqual({ lease_ttl_ms: 3000, renew_ms: 1000 });
@@ -245,6 +255,11 @@ describe('bad configs name the key', () => {
       'queue TTL as long as the TTFT target',
       (c) => (c.controller = { target_p99_ttft_s: 1 }),
       'scheduler.queue_ttl_ms',
+    ],
+    [
+      'controller queue_aware not a boolean',
+      (c) => (c.controller = { target_p99_ttft_s: 2, queue_aware: 'yes' }),
+      'controller.queue_aware',
     ],
     [
       'bad dispatch order',

@@ -12,6 +12,14 @@ import { summarizeWindow, type WindowCounts } from './window.js';
  * - decreases are gentle (x0.75 by default), start from what was actually in flight
  *   (TCP's FlightSize rule: cutting an unused budget changes nothing), then hold for
  *   cooldown_ticks, and the next reading covers only samples taken after the cut.
+ *
+ * queueAware (off by default) adds one rule for p99 in or above the band: when the pods'
+ * own part of it (the service TTFT, grant to first token) has its p99 below the band's
+ * floor, the rest is queue wait, which a smaller budget only lengthens (the death spiral of
+ * reference/000) and a larger one shortens while the pods have headroom: the controller
+ * increases (queue_bound), under the same app-limited and maximum checks as any increase.
+ * Under overload it so settles where the pods' own p99 sits at the band's floor, whatever
+ * the starting cap: above it, the usual decrease; below it, queue_bound increases.
  */
 export type DecreasePolicy =
   | { mode: 'multiplicative'; factor: number }
@@ -33,6 +41,8 @@ export interface ControllerConfig {
   increaseStep: number;
   /** Fewer samples (failures included) than this: hold. */
   minSamples: number;
+  /** Above the band because of queue wait alone (service p99 below the floor): increase. */
+  queueAware?: boolean;
 }
 
 export type ActionKind = 'increase' | 'decrease' | 'hold';
@@ -40,6 +50,7 @@ export type ActionKind = 'increase' | 'decrease' | 'hold';
 /** Why the step did what it did (machine-readable; `reason` is the sentence). */
 export type ActionCode =
   | 'below_band'
+  | 'queue_bound'
   | 'above_band'
   | 'upstream_errors'
   | 'in_band'
@@ -174,6 +185,29 @@ export function step(
     if (seen < config.minSamples) {
       return hold('few_samples', `${seen} samples in the window, fewer than ${config.minSamples}`);
     }
+    const budget = cap * pods;
+    const increase = (code: ActionCode, why: string) => {
+      if (windowPeak * 2 < budget) {
+        return hold(
+          'app_limited',
+          `${why}, but the window's peak in flight ${windowPeak} is under half the budget ${budget}`,
+        );
+      }
+      const next = clampCap(cap + config.increaseStep, config);
+      if (next <= cap) return hold('at_max', `${why}, but the cap is at its maximum ${cap}`);
+      return { kind: 'increase' as const, code, reason: `${why}: ${cap} -> ${next}`, cap: next };
+    };
+    const queueBound =
+      config.queueAware &&
+      p99S !== 'errors' &&
+      summary.p99S >= lower &&
+      summary.serviceP99S < lower;
+    if (queueBound) {
+      return increase(
+        'queue_bound',
+        `p99 ${formatSeconds(summary.p99S)} not below the band, but the pods' own p99 ${formatSeconds(summary.serviceP99S)} is below its floor (${formatSeconds(lower)}): the rest is queue wait`,
+      );
+    }
     if (summary.p99S > upper) {
       const base = windowPeak > 0 ? Math.min(cap, Math.ceil(windowPeak / pods)) : cap;
       const cut =
@@ -205,21 +239,7 @@ export function step(
     if (observation.inflight <= 0 && observation.waiting <= 0) {
       return hold('no_demand', `${below}, but nothing in flight or waiting`);
     }
-    const budget = cap * pods;
-    if (windowPeak * 2 < budget) {
-      return hold(
-        'app_limited',
-        `${below}, but the window's peak in flight ${windowPeak} is under half the budget ${budget}`,
-      );
-    }
-    const next = clampCap(cap + config.increaseStep, config);
-    if (next <= cap) return hold('at_max', `${below}, but the cap is at its maximum ${cap}`);
-    return {
-      kind: 'increase',
-      code: 'below_band',
-      reason: `${below}: ${cap} -> ${next}`,
-      cap: next,
-    };
+    return increase('below_band', below);
   };
 
   const decision = decide();

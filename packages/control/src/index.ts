@@ -119,6 +119,7 @@ export {
   emptyWindow,
   encodeWindow,
   P99,
+  SERVICE_INDEX_OFFSET,
   summarizeWindow,
   type WindowCounts,
   type WindowSummary,

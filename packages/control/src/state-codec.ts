@@ -35,6 +35,7 @@ export function encodeState(state: ControllerState, writer: StateWriter): string
 const KINDS: readonly ActionKind[] = ['increase', 'decrease', 'hold'];
 const CODES: readonly ActionCode[] = [
   'below_band',
+  'queue_bound',
   'above_band',
   'upstream_errors',
   'in_band',

@@ -13,19 +13,28 @@ import {
  * the same bucket -> count map, so one flush and one read carry both.
  */
 export const ERROR_COUNT_INDEX = 1_000_000;
+/**
+ * Service TTFT (grant to first token: the gateway's TTFT less its queue wait) of the same
+ * requests, under bucket index + this offset. The queue-aware controller reads it to tell
+ * latency the pods add from latency the queue adds.
+ */
+export const SERVICE_INDEX_OFFSET = 2_000_000;
 
 export interface WindowCounts {
   ttft: Map<number, number>;
+  /** Service TTFT (t5 - t2) bucket counts; empty from replicas that do not record it. */
+  serviceTtft: Map<number, number>;
   errors: number;
 }
 
 export function emptyWindow(): WindowCounts {
-  return { ttft: new Map(), errors: 0 };
+  return { ttft: new Map(), serviceTtft: new Map(), errors: 0 };
 }
 
 /** The flat map for Scheduler.flushLatency. */
 export function encodeWindow(window: WindowCounts): Map<number, number> {
   const flat = new Map(window.ttft);
+  for (const [index, count] of window.serviceTtft) flat.set(index + SERVICE_INDEX_OFFSET, count);
   if (window.errors > 0) flat.set(ERROR_COUNT_INDEX, window.errors);
   return flat;
 }
@@ -36,6 +45,9 @@ export function decodeWindow(merged: BucketCounts): WindowCounts {
   for (const [index, count] of merged) {
     if (index === ERROR_COUNT_INDEX) window.errors += count;
     else if (isBucketIndex(index)) mergeCounts(window.ttft, new Map([[index, count]]));
+    else if (isBucketIndex(index - SERVICE_INDEX_OFFSET)) {
+      mergeCounts(window.serviceTtft, new Map([[index - SERVICE_INDEX_OFFSET, count]]));
+    }
   }
   return window;
 }
@@ -50,15 +62,19 @@ export interface WindowSummary {
    * alone make up more than the top 1%.
    */
   p99S: number;
+  /** p99 of the service TTFT samples alone; NaN when there are none. */
+  serviceP99S: number;
 }
 
 export const P99 = 0.99;
 
 export function summarizeWindow(window: WindowCounts): WindowSummary {
   const samples = totalCount(window.ttft);
+  const serviceP99S =
+    totalCount(window.serviceTtft) > 0 ? quantile(window.serviceTtft, P99) : Number.NaN;
   const total = samples + window.errors;
-  if (total === 0) return { samples, errors: window.errors, p99S: Number.NaN };
+  if (total === 0) return { samples, errors: window.errors, p99S: Number.NaN, serviceP99S };
   const rank = P99 * total;
   const p99S = rank > samples ? Number.POSITIVE_INFINITY : quantile(window.ttft, rank / samples);
-  return { samples, errors: window.errors, p99S };
+  return { samples, errors: window.errors, p99S, serviceP99S };
 }

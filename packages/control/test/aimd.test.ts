@@ -27,9 +27,24 @@ const CONFIG: ControllerConfig = {
   minSamples: 10,
 };
 
-/** `samples` TTFTs all at `seconds` (their p99 lies in that value's bucket). */
-function windowAt(seconds: number, samples = 100, errors = 0): Observation['window'] {
-  return { ttft: samples > 0 ? new Map([[bucketOf(seconds), samples]]) : new Map(), errors };
+/**
+ * `samples` TTFTs all at `seconds` (their p99 lies in that value's bucket); their service
+ * TTFT (without the queue wait) at `serviceSeconds`, none recorded when omitted.
+ */
+function windowAt(
+  seconds: number,
+  samples = 100,
+  errors = 0,
+  serviceSeconds?: number,
+): Observation['window'] {
+  return {
+    ttft: samples > 0 ? new Map([[bucketOf(seconds), samples]]) : new Map(),
+    serviceTtft:
+      samples > 0 && serviceSeconds !== undefined
+        ? new Map([[bucketOf(serviceSeconds), samples]])
+        : new Map(),
+    errors,
+  };
 }
 
 /** Two healthy pods, busy at the full budget (cap 10 x 2 = 20) unless overridden. */
@@ -49,6 +64,7 @@ function stateWith(overrides: Partial<ControllerState> = {}): ControllerState {
 }
 
 const subtractive: ControllerConfig = { ...CONFIG, decrease: { mode: 'subtractive', step: 4 } };
+const queueAware: ControllerConfig = { ...CONFIG, queueAware: true };
 
 interface Case {
   name: string;
@@ -247,7 +263,9 @@ const CASES: Case[] = [
   // Overflow bucket: clamps to the largest finite edge, which is far above any band.
   {
     name: 'overflow bucket: p99 clamps to the largest edge and decreases',
-    observation: { window: { ttft: new Map([[OVERFLOW_INDEX, 50]]), errors: 0 } },
+    observation: {
+      window: { ttft: new Map([[OVERFLOW_INDEX, 50]]), serviceTtft: new Map(), errors: 0 },
+    },
     kind: 'decrease',
     code: 'above_band',
     cap: 7,
@@ -309,6 +327,109 @@ const CASES: Case[] = [
     budget: 20,
     cooldownLeft: 1,
   },
+  // Queue-aware: above the band on queue wait alone increases instead (p99 3 s, band 0.8-1.2 s).
+  {
+    name: "queue-aware: above the band, the pods' own p99 below the floor: increase",
+    config: queueAware,
+    observation: { window: windowAt(3, 100, 0, 0.5) },
+    kind: 'increase',
+    code: 'queue_bound',
+    cap: 11,
+    budget: 22,
+    cooldownLeft: 0,
+  },
+  {
+    name: "queue-aware: the pods' own p99 inside the band: decrease as usual",
+    config: queueAware,
+    observation: { window: windowAt(3, 100, 0, 0.9) },
+    kind: 'decrease',
+    code: 'above_band',
+    cap: 7,
+    budget: 14,
+    cooldownLeft: 3,
+  },
+  {
+    name: 'queue-aware: queue-bound but app-limited (peak under half the budget): hold',
+    config: queueAware,
+    observation: { window: windowAt(3, 100, 0, 0.5), inflight: 5, peakInflight: 5 },
+    kind: 'hold',
+    code: 'app_limited',
+    cap: 10,
+    budget: 20,
+  },
+  {
+    name: 'queue-aware: queue-bound at the maximum cap: hold',
+    config: queueAware,
+    state: { capPerWorker: 20 },
+    observation: { window: windowAt(3, 100, 0, 0.5), inflight: 40, peakInflight: 40 },
+    kind: 'hold',
+    code: 'at_max',
+    cap: 20,
+    budget: 40,
+  },
+  {
+    name: 'queue-aware off: the same queue-bound window decreases',
+    observation: { window: windowAt(3, 100, 0, 0.5) },
+    kind: 'decrease',
+    code: 'above_band',
+    cap: 7,
+    budget: 14,
+  },
+  {
+    name: 'queue-aware without service samples (a replica that does not record them): decrease',
+    config: queueAware,
+    observation: { window: windowAt(3) },
+    kind: 'decrease',
+    code: 'above_band',
+    cap: 7,
+    budget: 14,
+  },
+  {
+    name: 'queue-aware: failures making up the top 1% still decrease',
+    config: queueAware,
+    observation: { window: windowAt(0.5, 10, 5, 0.1) },
+    kind: 'decrease',
+    code: 'upstream_errors',
+    cap: 7,
+    budget: 14,
+  },
+  {
+    name: "queue-aware: p99 inside the band, the pods' own p99 below the floor: increase",
+    config: queueAware,
+    observation: { window: windowAt(1, 100, 0, 0.1) },
+    kind: 'increase',
+    code: 'queue_bound',
+    cap: 11,
+    budget: 22,
+  },
+  {
+    name: "queue-aware: p99 inside the band, the pods' own p99 inside it too: hold",
+    config: queueAware,
+    observation: { window: windowAt(1, 100, 0, 0.9) },
+    kind: 'hold',
+    code: 'in_band',
+    cap: 10,
+    budget: 20,
+  },
+  {
+    name: 'queue-aware: p99 below the band: the usual increase',
+    config: queueAware,
+    observation: { window: windowAt(0.5, 100, 0, 0.1) },
+    kind: 'increase',
+    code: 'below_band',
+    cap: 11,
+    budget: 22,
+  },
+  {
+    name: 'queue-aware: cooldown still holds a queue-bound window',
+    config: queueAware,
+    state: { cooldownLeft: 2, ticksSinceDecrease: 0 },
+    observation: { window: windowAt(3, 100, 0, 0.5) },
+    kind: 'hold',
+    code: 'cooldown',
+    cap: 10,
+    budget: 20,
+  },
 ];
 
 describe('AIMD step (acceptance 1)', () => {
@@ -335,7 +456,9 @@ describe('AIMD step (acceptance 1)', () => {
     expect(step(stateWith(), observe({ window: windowAt(0.5, 10, 5) }), CONFIG).action.p99S).toBe(
       'errors',
     );
-    const overflow = observe({ window: { ttft: new Map([[OVERFLOW_INDEX, 20]]), errors: 0 } });
+    const overflow = observe({
+      window: { ttft: new Map([[OVERFLOW_INDEX, 20]]), serviceTtft: new Map(), errors: 0 },
+    });
     expect(step(stateWith(), overflow, CONFIG).action.p99S).toBe(LARGEST_EDGE_S);
   });
 

@@ -5,9 +5,11 @@ import {
   decodeState,
   decodeWindow,
   ERROR_COUNT_INDEX,
+  emptyWindow,
   encodeState,
   encodeWindow,
   initialState,
+  SERVICE_INDEX_OFFSET,
   STATE_VERSION,
   step,
   summarizeWindow,
@@ -30,7 +32,7 @@ const CONFIG: ControllerConfig = {
 function someState() {
   let state = initialState(CONFIG);
   const busy = {
-    window: { ttft: new Map([[bucketOf(0.3), 50]]), errors: 0 },
+    window: { ttft: new Map([[bucketOf(0.3), 50]]), serviceTtft: new Map(), errors: 0 },
     inflight: 20,
     waiting: 2,
     peakInflight: 22,
@@ -39,7 +41,7 @@ function someState() {
   state = step(state, busy, CONFIG).state;
   state = step(
     state,
-    { ...busy, window: { ttft: new Map([[bucketOf(4), 50]]), errors: 0 } },
+    { ...busy, window: { ttft: new Map([[bucketOf(4), 50]]), serviceTtft: new Map(), errors: 0 } },
     CONFIG,
   ).state;
   return state;
@@ -101,24 +103,38 @@ describe('controller state codec', () => {
 });
 
 describe('window counts', () => {
-  it('carry TTFT buckets and the failure count in one map, unknown indices ignored', () => {
-    const window = { ttft: new Map([[bucketOf(0.2), 3]]), errors: 2 };
+  it('carry TTFT and service TTFT buckets and the failure count in one map, unknown indices ignored', () => {
+    const window = {
+      ttft: new Map([[bucketOf(0.2), 3]]),
+      serviceTtft: new Map([[bucketOf(0.05), 3]]),
+      errors: 2,
+    };
     const flat = encodeWindow(window);
     expect(flat.get(ERROR_COUNT_INDEX)).toBe(2);
+    expect(flat.get(bucketOf(0.05) + SERVICE_INDEX_OFFSET)).toBe(3);
     flat.set(999_999, 5);
+    flat.set(SERVICE_INDEX_OFFSET - 1, 5);
     expect(decodeWindow(flat)).toEqual(window);
-    expect(encodeWindow({ ttft: new Map(), errors: 0 })).toEqual(new Map());
+    expect(encodeWindow(emptyWindow())).toEqual(new Map());
   });
 
   it('summarize: samples, failures, and p99 with failures slower than any TTFT', () => {
-    expect(summarizeWindow({ ttft: new Map(), errors: 0 })).toEqual({
+    expect(summarizeWindow(emptyWindow())).toEqual({
       samples: 0,
       errors: 0,
       p99S: Number.NaN,
+      serviceP99S: Number.NaN,
     });
-    expect(summarizeWindow({ ttft: new Map(), errors: 1 }).p99S).toBe(Number.POSITIVE_INFINITY);
-    const mixed = summarizeWindow({ ttft: new Map([[bucketOf(0.2), 99]]), errors: 1 });
+    expect(summarizeWindow({ ...emptyWindow(), errors: 1 }).p99S).toBe(Number.POSITIVE_INFINITY);
+    const mixed = summarizeWindow({
+      ttft: new Map([[bucketOf(0.2), 99]]),
+      serviceTtft: new Map([[bucketOf(0.05), 99]]),
+      errors: 1,
+    });
     expect(mixed.p99S).toBeGreaterThan(0.19);
     expect(mixed.p99S).toBeLessThan(0.21);
+    // Failures never reached a pod: the service p99 is over the samples alone.
+    expect(mixed.serviceP99S).toBeGreaterThan(0.047);
+    expect(mixed.serviceP99S).toBeLessThan(0.053);
   });
 });

@@ -27,12 +27,15 @@ export async function controllerView(
       ? null
       : [c.targetP99TtftS * (1 - c.targetBandPct), c.targetP99TtftS * (1 + c.targetBandPct)],
     tick_s: c.tickS,
+    queue_aware: c.queueAware ?? false,
     window: {
       seconds: c.windowS,
       samples: window.samples,
       errors: window.errors,
       p99_ttft_s: Number.isFinite(window.p99S) ? window.p99S : null,
       p99_from_errors: window.p99S === Number.POSITIVE_INFINITY,
+      /** The pods' own part (grant to first token): what queue_aware compares. */
+      p99_service_ttft_s: Number.isFinite(window.serviceP99S) ? window.serviceP99S : null,
     },
     cap_per_worker: stored ? decoded.state.capPerWorker : null,
     budget: snapshot.budget,

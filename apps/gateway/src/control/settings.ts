@@ -24,6 +24,7 @@ export function controllerSettings(config: FairgateConfig): ControllerSettings {
       decrease: c.decrease,
       increaseStep: c.increase_step,
       minSamples: c.min_samples,
+      queueAware: c.queue_aware,
     },
   };
 }

@@ -308,7 +308,9 @@ async function serve(
     const ttftSeconds = (t5 - state.t1) / 1_000;
     deps.metrics.ttft.observe(labels, ttftSeconds);
     // The controller's signal: the same gateway TTFT, SLO-protected classes only.
-    if (isSloProtected(cls.priority)) deps.control.recorder.recordTtft(ttftSeconds);
+    if (isSloProtected(cls.priority)) {
+      deps.control.recorder.recordTtft(ttftSeconds, queueMs / 1_000);
+    }
   };
 
   let upstream: UpstreamResponse;
