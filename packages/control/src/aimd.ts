@@ -18,8 +18,12 @@ import { summarizeWindow, type WindowCounts } from './window.js';
  * floor, the rest is queue wait, which a smaller budget only lengthens (the death spiral of
  * reference/000) and a larger one shortens while the pods have headroom: the controller
  * increases (queue_bound), under the same app-limited and maximum checks as any increase.
- * Under overload it so settles where the pods' own p99 sits at the band's floor, whatever
- * the starting cap: above it, the usual decrease; below it, queue_bound increases.
+ * And when p99 is above the band while the pods' own p99 sits in the lower half of the band
+ * (floor .. target), it holds (pods_in_band): the pods are where the target wants them and
+ * the excess is queue wait, which neither direction removes; a cut there would only pause
+ * dispatch (budget below in flight) and lengthen the queue's tail. Under overload it so
+ * settles with the pods' own p99 between the band's floor and the target, whatever the
+ * starting cap: above the target, the usual decrease; below the floor, queue_bound increases.
  */
 export type DecreasePolicy =
   | { mode: 'multiplicative'; factor: number }
@@ -51,6 +55,7 @@ export type ActionKind = 'increase' | 'decrease' | 'hold';
 export type ActionCode =
   | 'below_band'
   | 'queue_bound'
+  | 'pods_in_band'
   | 'above_band'
   | 'upstream_errors'
   | 'in_band'
@@ -206,6 +211,18 @@ export function step(
       return increase(
         'queue_bound',
         `p99 ${formatSeconds(summary.p99S)} not below the band, but the pods' own p99 ${formatSeconds(summary.serviceP99S)} is below its floor (${formatSeconds(lower)}): the rest is queue wait`,
+      );
+    }
+    const podsInBand =
+      config.queueAware &&
+      p99S !== 'errors' &&
+      summary.p99S > upper &&
+      summary.serviceP99S >= lower &&
+      summary.serviceP99S <= config.targetP99TtftS;
+    if (podsInBand) {
+      return hold(
+        'pods_in_band',
+        `p99 ${formatSeconds(summary.p99S)} above the band, but the pods' own p99 ${formatSeconds(summary.serviceP99S)} is between the floor and the target: the rest is queue wait`,
       );
     }
     if (summary.p99S > upper) {

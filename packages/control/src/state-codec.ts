@@ -36,6 +36,7 @@ const KINDS: readonly ActionKind[] = ['increase', 'decrease', 'hold'];
 const CODES: readonly ActionCode[] = [
   'below_band',
   'queue_bound',
+  'pods_in_band',
   'above_band',
   'upstream_errors',
   'in_band',
