@@ -1,4 +1,5 @@
 import { OpenAIHttpError } from '@fairgate/openai';
+import type { ClientLink } from './client-link.js';
 import type { SimConfig } from './config.js';
 import { createRng, deriveSeed } from './random.js';
 
@@ -43,22 +44,21 @@ export function failureError(failure: Exclude<InjectedFailure, null>): OpenAIHtt
       });
 }
 
-/** Resolves after `ms`, or early (false) when `signal` aborts: a gone client ends the stall. */
-export function stall(ms: number, signal: AbortSignal | undefined): Promise<boolean> {
+/** Resolves after `ms`, or early (false) when the client leaves: a gone client ends the stall. */
+export function stall(ms: number, client: ClientLink): Promise<boolean> {
   if (ms <= 0) return Promise.resolve(true);
   return new Promise((resolve) => {
-    if (signal?.aborted) {
+    if (client.gone) {
       resolve(false);
       return;
     }
-    const onAbort = () => {
+    const unsubscribe = client.onLeave(() => {
       clearTimeout(timer);
       resolve(false);
-    };
+    });
     const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
+      unsubscribe();
       resolve(true);
     }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
   });
 }

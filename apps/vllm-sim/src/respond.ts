@@ -1,5 +1,7 @@
+import type { ServerResponse } from 'node:http';
 import { encodeSseData, makeUsage, SSE_DONE, type Usage } from '@fairgate/openai';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
+import type { ClientLink } from './client-link.js';
 import type { EngineDriver } from './driver.js';
 import type { SequenceListener, SequenceSpec, SequenceView } from './engine.js';
 import { fullResponse, type ResponseMeta, roleChunk, textChunk, usageChunk } from './format.js';
@@ -23,10 +25,15 @@ export interface GenerationJob {
   driver: EngineDriver;
   plan: GenerationPlan;
   meta: ResponseMeta;
-  /** Fires when the client goes away. */
-  signal: AbortSignal | undefined;
+  /** Tells when the client goes away. */
+  client: ClientLink;
   /** The node socket, or null when served without one (app.request in tests). */
   connection: Connection | null;
+  /**
+   * The Node response, when there is one: a JSON answer is written to it directly (one
+   * writeHead + end) instead of through a web Response.
+   */
+  outgoing: ServerResponse | null;
   /** Drop the connection once this many tokens went out; 0 = never. */
   resetAfterTokens: number;
   onReset(): void;
@@ -53,12 +60,7 @@ function usageOf(seq: SequenceView): Usage {
 
 /** Abort the sequence when the client leaves (covers time spent waiting in the queue). */
 function abortOnDisconnect(job: GenerationJob, seq: SequenceView): void {
-  if (!job.signal) return;
-  if (job.signal.aborted) {
-    job.driver.abort(seq);
-    return;
-  }
-  job.signal.addEventListener('abort', () => job.driver.abort(seq), { once: true });
+  job.client.onLeave(() => job.driver.abort(seq));
 }
 
 /** Submits the sequence (QueueFullError propagates) and returns the SSE response at once. */
@@ -142,19 +144,23 @@ export function completeResponse(job: GenerationJob): Promise<Response> {
         resolve(RESPONSE_ALREADY_SENT);
       },
       onFinish(s) {
-        const payload = fullResponse(meta, output, plan.finishReason, usageOf(s));
-        resolve(
-          new Response(JSON.stringify(payload), {
-            headers: { 'content-type': 'application/json' },
-          }),
-        );
+        const json = JSON.stringify(fullResponse(meta, output, plan.finishReason, usageOf(s)));
+        const { outgoing } = job;
+        if (outgoing && !outgoing.headersSent) {
+          outgoing.writeHead(200, {
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(json),
+          });
+          outgoing.end(json);
+          resolve(RESPONSE_ALREADY_SENT);
+          return;
+        }
+        resolve(new Response(json, { headers: { 'content-type': 'application/json' } }));
       },
     };
     const seq = driver.submit(sequenceSpec(plan, meta.id), listener);
     abortOnDisconnect(job, seq);
     // Nobody reads the answer of a gone client; settle so the handler does not hang.
-    job.signal?.addEventListener('abort', () => resolve(new Response(null, { status: 499 })), {
-      once: true,
-    });
+    job.client.onLeave(() => resolve(new Response(null, { status: 499 })));
   });
 }

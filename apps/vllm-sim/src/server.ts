@@ -9,6 +9,7 @@ import type { HttpBindings } from '@hono/node-server';
 import { type Context, Hono } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { RequestActivity } from './activity.js';
+import { ClientLink } from './client-link.js';
 import { DEFAULT_CONFIG, type SimConfig, validateConfig } from './config.js';
 import { EngineDriver, type TimerHost } from './driver.js';
 import { Engine, QueueFullError } from './engine.js';
@@ -127,17 +128,27 @@ export function createSimServer(
   const generate = (endpoint: Endpoint) => async (c: Context<{ Bindings: HttpBindings }>) => {
     activity.begin((c.env as Partial<HttpBindings> | undefined)?.outgoing);
     const requestIndex = requestCount++;
+    const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing ?? null;
+    // Node's parsed headers when there is a socket: c.req.header() builds web Headers.
+    const incomingHeaders = (c.env as Partial<HttpBindings> | undefined)?.incoming?.headers;
+    const header = (name: string): string | null => {
+      if (!incomingHeaders) return c.req.header(name) ?? null;
+      const value = incomingHeaders[name];
+      return (Array.isArray(value) ? value.join(', ') : value) ?? null;
+    };
     lastTrace = {
-      traceparent: c.req.header('traceparent') ?? null,
-      tracestate: c.req.header('tracestate') ?? null,
+      traceparent: header('traceparent'),
+      tracestate: header('tracestate'),
       path: c.req.path,
       received_at: new Date().toISOString(),
     };
-    const signal = c.req.raw.signal;
+    const client = outgoing
+      ? ClientLink.ofResponse(outgoing)
+      : ClientLink.ofSignal(c.req.raw.signal);
     const bodyText = await readBodyText(c);
     if (config.stallMs > 0) {
       simMetrics.fault('stall');
-      if (!(await stall(config.stallMs, signal))) return new Response(null, { status: 499 }); // client left
+      if (!(await stall(config.stallMs, client))) return new Response(null, { status: 499 }); // client left
     }
     const request = parseGenerationRequest(endpoint, parseJsonBody(bodyText));
     const failure = drawFailure(config, requestIndex);
@@ -150,8 +161,9 @@ export function createSimServer(
       driver,
       plan,
       meta: responseMeta(endpoint, config.model, plan.includeUsage),
-      signal,
+      client,
       connection: connectionOf(c),
+      outgoing,
       resetAfterTokens: config.resetAfterTokens,
       onReset: () => simMetrics.fault('reset'),
     };
