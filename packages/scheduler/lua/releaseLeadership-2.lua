@@ -13,8 +13,6 @@
     1 released, Code.StaleFence when this replica no longer holds it
 ]]
 local rcall = redis.call
-local leaderKey = KEYS[1]
-local leaderEpochKey = KEYS[2]
 --- @include "includes/codes"
 --- @include "includes/fence"
 

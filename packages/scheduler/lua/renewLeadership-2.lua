@@ -13,8 +13,6 @@
     1 renewed, Code.StaleFence when the lease or the epoch is no longer this replica's
 ]]
 local rcall = redis.call
-local leaderKey = KEYS[1]
-local leaderEpochKey = KEYS[2]
 --- @include "includes/codes"
 --- @include "includes/fence"
 

@@ -16,8 +16,6 @@
     1 written, Code.StaleFence rejected (nothing written)
 ]]
 local rcall = redis.call
-local leaderKey = KEYS[1]
-local leaderEpochKey = KEYS[2]
 local podsKey = KEYS[3]
 --- @include "includes/codes"
 --- @include "includes/fence"

@@ -16,8 +16,6 @@
     the peak (>= 0), or Code.StaleFence (nothing changed)
 ]]
 local rcall = redis.call
-local leaderKey = KEYS[1]
-local leaderEpochKey = KEYS[2]
 local ctlKey = KEYS[3]
 --- @include "includes/codes"
 --- @include "includes/fence"

@@ -19,7 +19,8 @@
 local rcall = redis.call
 local tenantsKey = KEYS[1]
 local tenantPrefix = KEYS[2]
---- @include "includes/bucket"
+--- @include "includes/serverTime"
+--- @include "includes/bucketRefill"
 
 local limits = { 'queueMax', 'maxConcurrent', 'maxKvBlocks' }
 local written = 0

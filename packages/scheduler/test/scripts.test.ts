@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { scripts } from '../src/generated/scripts.js';
+import { library, scripts } from '../src/generated/scripts.js';
 import { ScriptCode } from '../src/index.js';
 import { ENGINE_KEY_ORDER } from '../src/keys.js';
 
@@ -96,7 +96,7 @@ describe('lua and TypeScript agree', () => {
   });
 
   it('the engine KEYS order equals ENGINE_KEY_ORDER', () => {
-    const lua = [...include('engineKeys').matchAll(/local (\w+) = KEYS\[(\d+)\]/g)].map(
+    const lua = [...include('engineKeys').matchAll(/^\s*(\w+) = KEYS\[(\d+)\]/gm)].map(
       ([, name, index]) => [Number(index), name],
     );
     const ts = ENGINE_KEY_ORDER.map((name, i) => [
@@ -109,6 +109,34 @@ describe('lua and TypeScript agree', () => {
   it('every engine script takes exactly the engine keys', () => {
     for (const script of entries.filter((s) => s.content.includes('>>> includes/engineKeys'))) {
       expect(script.keys, script.name).toBe(ENGINE_KEY_ORDER.length);
+    }
+  });
+});
+
+describe('the function library', () => {
+  it('registers every entry script as a function named with the package version', () => {
+    for (const script of Object.values(scripts)) {
+      expect(script.function).toBe(`${library.name}_${script.name}`);
+      expect(library.content).toContain(`function_name = '${script.function}'`);
+    }
+    expect(library.content.split('\n')[0]).toBe(`#!lua name=${library.name}`);
+  });
+
+  it("starts every function by binding rcall and resetting its includes' per-call state", () => {
+    const perCall: Record<string, string> = {
+      engineKeys: 'bindEngineKeys(KEYS)',
+      fence: 'bindFenceKeys(KEYS)',
+      serverTime: 'resetServerTime()',
+    };
+    for (const script of Object.values(scripts)) {
+      const start = library.content.indexOf(`function_name = '${script.function}'`);
+      const head = library.content.slice(start).split('\n').slice(1, 5);
+      expect(head[0], script.name).toBe('rcall = redis.call');
+      for (const [include, statement] of Object.entries(perCall)) {
+        expect(head.includes(statement), `${script.name}: ${statement}`).toBe(
+          script.content.includes(`>>> includes/${include}`),
+        );
+      }
     }
   });
 });

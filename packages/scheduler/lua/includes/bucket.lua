@@ -1,19 +1,13 @@
+--- @include "includes/engineKeys"
 --- @include "includes/serverTime"
 --- @include "includes/codes"
+--- @include "includes/bucketRefill"
 --[[
   Per-tenant token bucket, the rules of src/token-bucket.ts in @fairgate/core (milli-tokens,
   server time): tenant:<t> fields bucketCapacity and bucketRefill (tokens per second; absent
   = no bucket), bucketLevel (milli-tokens) and bucketAt (ms of the last update). A bucket
   without a level is full; a lowered capacity clamps the level at the next refill.
 ]]
-
--- The level (milli-tokens) and its timestamp at `now` (currentBucket / refill in core).
-local function refilledBucket(capacity, refill, level, at, now)
-  local capacityMilli = capacity * 1000
-  if not level then return capacityMilli, now end
-  local elapsed = math.max(0, now - at)
-  return math.min(capacityMilli, level + elapsed * refill), math.max(now, at)
-end
 
 -- Takes `cost` tokens from the tenant's bucket (take in core). Returns nil when taken or not
 -- charged (no bucket, or cost 0); otherwise Code.RateLimited and the retry-after in ms, nil

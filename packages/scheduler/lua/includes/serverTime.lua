@@ -1,7 +1,12 @@
 -- Milliseconds on the Redis server clock: the one clock every replica agrees on. Read once
--- per script run: a script is atomic, so every rule in it sees the same instant (as each
--- LocalScheduler operation reads its clock once).
+-- per call: a call is atomic, so every rule in it sees the same instant (as each
+-- LocalScheduler operation reads its clock once). The cache lives at the library's top
+-- level, so every call starts by forgetting the previous call's instant (`@percall`).
 local scriptNowMs = nil
+local function resetServerTime()
+  scriptNowMs = nil
+end
+--- @percall resetServerTime()
 local function serverNowMs()
   if not scriptNowMs then
     local time = rcall('TIME')

@@ -1,14 +1,5 @@
-import type { Redis } from 'ioredis';
-import { SCRIPTS_VERSION, type ScriptName, scripts } from '../generated/scripts.js';
-
-/**
- * ioredis command name of a script, versioned so that two releases sharing one Redis during
- * a rolling deploy each run their own scripts. ioredis sends EVALSHA and falls back to EVAL
- * on NOSCRIPT, so a SCRIPT FLUSH or a Redis restart is invisible to callers.
- */
-export function commandName(name: ScriptName): string {
-  return `fairgate_${SCRIPTS_VERSION.replace(/[^A-Za-z0-9]/g, '_')}_${name}`;
-}
+import { type Redis, ReplyError } from 'ioredis';
+import { library, type ScriptName, scripts } from '../generated/scripts.js';
 
 export type ScriptArg = string | number;
 export type RunScript = (
@@ -17,22 +8,56 @@ export type RunScript = (
   args: readonly ScriptArg[],
 ) => Promise<unknown>;
 
-type DefinedCommand = (...args: ScriptArg[]) => Promise<unknown>;
+/**
+ * Runs the scheduler's scripts as functions of one Redis function library (FCALL), loaded
+ * on first use with FUNCTION LOAD REPLACE. The library's name carries the package version
+ * (scripts/build-lua.mjs), so two releases sharing one Redis during a rolling deploy each
+ * run their own functions; every replica of one release loads the same code, so REPLACE is
+ * idempotent.
+ *
+ * Redis keeps libraries in its RDB/AOF, but a restart without persistence or a FUNCTION
+ * FLUSH drops them. A call refused because its function does not exist loads the library
+ * again and is retried once, so the loss is invisible to callers (as ioredis hides NOSCRIPT
+ * for EVALSHA). That refusal is recognised by Redis's reply text, the one place this
+ * package reads one: Redis gives it no error code of its own ("ERR Function not found";
+ * test/redis.test.ts flushes the functions under load). The scripts themselves never fail
+ * by error: they return negative codes (src/codes.ts).
+ */
+export function functionRunner(redis: Redis): RunScript {
+  let loading: Promise<void> | undefined;
+  let loaded = false;
+  const load = (): Promise<void> => {
+    loading ??= (
+      redis.call('FUNCTION', 'LOAD', 'REPLACE', library.content) as Promise<unknown>
+    ).then(
+      () => {
+        loaded = true;
+      },
+      (error: unknown) => {
+        loading = undefined;
+        throw error;
+      },
+    );
+    return loading;
+  };
 
-/** Defines every script on the connection (once) and returns a caller for them. */
-export function defineScripts(redis: Redis): RunScript {
-  const commands = redis as unknown as Record<string, DefinedCommand | undefined>;
-  for (const script of Object.values(scripts)) {
-    const name = commandName(script.name);
-    if (!commands[name])
-      redis.defineCommand(name, { numberOfKeys: script.keys, lua: script.content });
-  }
-  return (name, keys, args) => {
+  return async (name, keys, args) => {
     const script = scripts[name];
     if (keys.length !== script.keys) {
       throw new Error(`script ${name} takes ${script.keys} keys, got ${keys.length}`);
     }
-    const command = commands[commandName(name)] as DefinedCommand;
-    return command.call(redis, ...keys, ...args);
+    if (!loaded) await load();
+    try {
+      return await redis.call('FCALL', script.function, script.keys, ...keys, ...args);
+    } catch (error) {
+      if (!isMissingFunction(error)) throw error;
+      loading = undefined;
+      await load();
+      return redis.call('FCALL', script.function, script.keys, ...keys, ...args);
+    }
   };
+}
+
+function isMissingFunction(error: unknown): boolean {
+  return error instanceof ReplyError && /function not found/i.test((error as Error).message);
 }

@@ -28,7 +28,7 @@ import {
   type SchedulerSettingsInput,
   type TenantConfig,
 } from '../settings.js';
-import { defineScripts, type RunScript, type ScriptArg } from './commands.js';
+import { functionRunner, type RunScript, type ScriptArg } from './commands.js';
 import { decodeSnapshot, flatToMap } from './replies.js';
 
 export interface RedisSchedulerOptions {
@@ -66,7 +66,7 @@ export class RedisScheduler implements Scheduler {
     this.ownsConnection = typeof options.connection === 'string';
     this.redis =
       typeof options.connection === 'string' ? new Redis(options.connection) : options.connection;
-    this.run = defineScripts(this.redis);
+    this.run = functionRunner(this.redis);
     this.engineKeys = ENGINE_KEY_ORDER.map((name) => this.keys[name]);
     this.latencyRetentionMs = options.latencyRetentionMs ?? 300_000;
     assertInteger('latencyRetentionMs', this.latencyRetentionMs, 1_000);
