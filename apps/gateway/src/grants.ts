@@ -1,6 +1,7 @@
 import type { OpenAIHttpError } from '@fairgate/openai';
 import type { Notice, Scheduler } from '@fairgate/scheduler';
 import { flowControlDrop } from './errors.js';
+import { SlotAbort } from './upstream/slot-abort.js';
 
 /**
  * This replica's side of the grant protocol. A request that was queued at
@@ -40,7 +41,7 @@ interface Waiter {
 export class GrantBroker {
   readonly #waiters = new Map<string, Waiter>();
   /** Granted, not yet released requests of this replica -> abort on eviction. */
-  readonly #inflight = new Map<string, AbortController>();
+  readonly #inflight = new Map<string, SlotAbort>();
   #tickTimer: NodeJS.Timeout | undefined;
   #heartbeatTimer: NodeJS.Timeout | undefined;
   #blockingWait = false;
@@ -73,8 +74,8 @@ export class GrantBroker {
   }
 
   /** Registers a granted request so heartbeats extend its lease; returns its abort signal. */
-  track(id: string): AbortController {
-    const controller = new AbortController();
+  track(id: string): SlotAbort {
+    const controller = new SlotAbort();
     this.#inflight.set(id, controller);
     return controller;
   }

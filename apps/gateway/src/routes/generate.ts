@@ -59,6 +59,7 @@ import {
 import { bearerToken } from '../tenants.js';
 import type { PodState } from '../upstream/pods.js';
 import { callUpstream, type UpstreamResponse, UpstreamUnavailable } from '../upstream/proxy.js';
+import type { SlotAbort } from '../upstream/slot-abort.js';
 
 /**
  * POST /v1/chat/completions and /v1/completions: the request lifecycle
@@ -276,7 +277,7 @@ async function serve(
     clientLink.onLeave(undefined);
     deps.broker.untrack(schedulerId);
     deps.metrics.inflight.dec();
-    const evicted = outcome !== 'completed' && slot.signal.reason instanceof EvictedError;
+    const evicted = outcome !== 'completed' && slot.reason instanceof EvictedError;
     const finalOutcome: ReleaseOutcome = evicted ? 'evicted' : outcome;
     void deps.scheduler
       .release(schedulerId, {
@@ -322,11 +323,11 @@ async function serve(
       route,
       request,
       serverCtx,
-      slot.signal,
+      slot,
       onFirstToken,
     ));
   } catch (error) {
-    if (slot.signal.reason instanceof EvictedError) {
+    if (slot.reason instanceof EvictedError) {
       finish('evicted', undefined, 429);
       throw flowControlDrop('evicted', 'The request was evicted by flow control');
     }
@@ -463,7 +464,7 @@ async function forward(
   route: string,
   request: GenerationRequest,
   serverCtx: OtelContext,
-  signal: AbortSignal,
+  signal: SlotAbort,
   onFirstToken: (client: Span) => () => void,
 ): Promise<{ upstream: UpstreamResponse; client: Span }> {
   const config = deps.config();

@@ -9,6 +9,7 @@ import {
 import { type Dispatcher, errors as undiciErrors } from 'undici';
 import { EvictedError } from '../grants.js';
 import type { PodState } from './pods.js';
+import type { SlotAbort } from './slot-abort.js';
 
 /**
  * One upstream exchange with a pod. The request body is forwarded with every
@@ -23,7 +24,7 @@ export interface UpstreamRequest {
   stream: boolean;
   headers: Record<string, string>;
   /** Aborted when the client goes away or the gateway evicts the request. */
-  signal: AbortSignal;
+  signal: SlotAbort;
 }
 
 export interface StreamEnd {
@@ -105,7 +106,7 @@ async function callStream(
       path: request.path,
       headers: { 'content-type': 'application/json', ...request.headers },
       body: upstreamBody(request),
-      signal: request.signal,
+      signal: request.signal.webSignal(),
     });
   } catch (error) {
     if (request.signal.aborted) throw error;
@@ -205,7 +206,7 @@ interface CollectedResponse {
 function dispatchCollect(
   pod: PodState,
   options: { method: 'POST'; path: string; headers: Record<string, string>; body: string },
-  signal: AbortSignal,
+  signal: SlotAbort,
   hooks: UpstreamHooks,
 ): Promise<CollectedResponse> {
   return new Promise((resolve, reject) => {
@@ -219,16 +220,16 @@ function dispatchCollect(
     const chunks: Buffer[] = [];
     let size = 0;
     let settled = false;
-    const onAbort = () => controller?.abort(signal.reason);
+    const onAbort = () => controller?.abort(signal.reason as Error);
     const settle = () => {
       settled = true;
       signal.removeEventListener('abort', onAbort);
     };
-    signal.addEventListener('abort', onAbort, { once: true });
+    signal.addEventListener('abort', onAbort);
     const handler: Dispatcher.DispatchHandler = {
       onRequestStart(started) {
         controller = started;
-        if (signal.aborted) started.abort(signal.reason);
+        if (signal.aborted) started.abort(signal.reason as Error);
       },
       onResponseStart(_controller, statusCode, headers) {
         if (statusCode < 200) return; // 1xx: the final status follows
@@ -317,7 +318,7 @@ const encoder = new TextEncoder();
  */
 async function relayStream(
   source: AsyncIterable<Buffer>,
-  signal: AbortSignal,
+  signal: SlotAbort,
   clientWantsUsage: boolean,
   hooks: UpstreamHooks,
 ): Promise<UpstreamResponse> {
