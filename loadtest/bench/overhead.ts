@@ -27,10 +27,11 @@
  * comparison under the same conditions, which separate runs on a shared
  * machine do not give.
  *
- * BENCH_CLIENT=wrk drives the load with wrk (Debian package `wrk`) instead of the
- * in-process undici client: a C client spends a fraction of the CPU per request
- * (the Node client takes ~70 us of the two cores' budget at c=16), so the
- * processes measured get the machine. Phases are then timed (BENCH_WRK_SECONDS,
+ * The load comes from wrk (Debian package `wrk`) when it is on the PATH, else
+ * (or with BENCH_CLIENT=undici) from the in-process undici client: a C client
+ * spends a fraction of the CPU per request (the Node client takes ~70 us of the
+ * two cores' budget at c=16), so the processes measured get the machine, as in
+ * the issue's reference figures. With wrk, phases are timed (BENCH_WRK_SECONDS,
  * default 5) rather than counted, and the client's CPU is not reported.
  *
  * Environment: BENCH_REQUESTS (per phase, default 6000), BENCH_WARMUP (per
@@ -38,7 +39,7 @@
  * BENCH_ROUNDS (default 3), BENCH_TIME_LIMIT_MS (per phase, 15000),
  * BENCH_COMPARE_WITH.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -58,6 +59,11 @@ import {
 import { Redis } from 'ioredis';
 import { type Dispatcher, Pool } from 'undici';
 
+/** Whether `command` runs (found on the PATH). */
+function onPath(command: string): boolean {
+  return spawnSync(command, ['--version'], { stdio: 'ignore' }).error === undefined;
+}
+
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 1_000);
 const JIT_WARMUP = Number(process.env.BENCH_JIT_WARMUP ?? 12_000);
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 6_000);
@@ -65,7 +71,7 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const TIME_LIMIT_MS = Number(process.env.BENCH_TIME_LIMIT_MS ?? 15_000);
 const CONCURRENCY = [1, 16];
 const COMPARE_WITH = process.env.BENCH_COMPARE_WITH;
-const CLIENT = process.env.BENCH_CLIENT === 'wrk' ? 'wrk' : 'undici';
+const CLIENT = (process.env.BENCH_CLIENT ?? (onPath('wrk') ? 'wrk' : 'undici')) as 'wrk' | 'undici';
 const WRK_SECONDS = Number(process.env.BENCH_WRK_SECONDS ?? 5);
 
 const body = JSON.stringify({
@@ -165,6 +171,27 @@ interface Pids {
   redis?: number;
 }
 
+type ServerCpu = Omit<PhaseResult['cpu'], 'client'>;
+
+/** CPU microseconds used so far by each server process of a phase. */
+function serverCpu(pids: Pids): ServerCpu {
+  return {
+    gateway: cpuMicros(pids.gateway),
+    sim: cpuMicros(pids.sim),
+    redis: cpuMicros(pids.redis),
+  };
+}
+
+/** CPU microseconds per request since `before`, per server process. */
+function serverCpuPerRequest(pids: Pids, before: ServerCpu, requests: number): ServerCpu {
+  const now = serverCpu(pids);
+  return {
+    gateway: (now.gateway - before.gateway) / requests,
+    sim: (now.sim - before.sim) / requests,
+    redis: (now.redis - before.redis) / requests,
+  };
+}
+
 async function phase(
   url: string,
   concurrency: number,
@@ -185,12 +212,7 @@ async function phase(
   let errors = 0;
   let issued = 0;
   const deadline = performance.now() + TIME_LIMIT_MS;
-  const before = {
-    gateway: cpuMicros(pids.gateway),
-    sim: cpuMicros(pids.sim),
-    redis: cpuMicros(pids.redis),
-    client: process.cpuUsage(),
-  };
+  const before = { servers: serverCpu(pids), client: process.cpuUsage() };
   const started = performance.now();
   const worker = async () => {
     while (issued < count && performance.now() < deadline) {
@@ -209,9 +231,7 @@ async function phase(
   const client = process.cpuUsage(before.client);
   const n = latencies.length;
   const cpu = {
-    gateway: (cpuMicros(pids.gateway) - before.gateway) / n,
-    sim: (cpuMicros(pids.sim) - before.sim) / n,
-    redis: (cpuMicros(pids.redis) - before.redis) / n,
+    ...serverCpuPerRequest(pids, before.servers, n),
     client: (client.user + client.system) / n,
   };
   await pool.close();
@@ -251,11 +271,7 @@ async function wrkPhase(
   auth: boolean,
   pids: Pids,
 ): Promise<PhaseResult> {
-  const before = {
-    gateway: cpuMicros(pids.gateway),
-    sim: cpuMicros(pids.sim),
-    redis: cpuMicros(pids.redis),
-  };
+  const before = serverCpu(pids);
   const args = ['-t1', `-c${concurrency}`, `-d${seconds}s`, '--latency', '-s', wrkScriptFile(auth)];
   const output = await new Promise<string>((resolvePromise, reject) => {
     const child = spawn('wrk', [...args, `${url}/v1/chat/completions`], {
@@ -284,12 +300,7 @@ async function wrkPhase(
     p99: percentile('99'),
     rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(output)?.[1] ?? Number.NaN),
     errors,
-    cpu: {
-      gateway: (cpuMicros(pids.gateway) - before.gateway) / count,
-      sim: (cpuMicros(pids.sim) - before.sim) / count,
-      redis: (cpuMicros(pids.redis) - before.redis) / count,
-      client: Number.NaN,
-    },
+    cpu: { ...serverCpuPerRequest(pids, before, count), client: Number.NaN },
   };
 }
 
