@@ -8,6 +8,11 @@ import type { Engine, Iteration, SequenceListener, SequenceSpec, SequenceView } 
  * timer that overshoots by 1-2 ms shortens the wait for the next one, so over a busy
  * period real time follows the model instead of accumulating setTimeout's overshoot.
  *
+ * Arrivals follow model time too: iteration n+1 takes in only requests that arrived by its
+ * model start (the model end of n). One that arrived after it — while n's timer was
+ * overdue, so it is already queued when n+1 is planned — waits for n+2, as a request
+ * arriving during an iteration does in the model; joining n+1 would skip its residual wait.
+ *
  * Idle costs nothing: with no work there is no timer; a submit wakes the loop with one
  * deferred call (so requests arriving in the same tick share the first iteration).
  *
@@ -105,8 +110,10 @@ export class EngineDriver {
     });
   }
 
-  private startIteration(): void {
-    const iteration = this.engine.beginIteration(this.modelNowMs);
+  /** Plans the iteration starting at modelNowMs; it takes in requests arrived by then. */
+  private startIteration(admitArrivedBy = this.modelNowMs): void {
+    const iteration =
+      this.engine.beginIteration(this.modelNowMs, admitArrivedBy) ?? this.restartAtNextArrival();
     if (!iteration) {
       this.state = 'idle';
       return;
@@ -122,6 +129,18 @@ export class EngineDriver {
     }
   }
 
+  /**
+   * Nothing runs at modelNowMs, yet requests wait: all arrived after it (while the timer was
+   * overdue). The engine was idle in between, so in the model the next busy period starts
+   * at the first of those arrivals. Null when nothing waits.
+   */
+  private restartAtNextArrival(): Iteration | null {
+    const arrivalMs = this.engine.nextArrivalMs;
+    if (arrivalMs === null) return null;
+    this.modelNowMs = Math.max(this.modelNowMs, arrivalMs);
+    return this.engine.beginIteration(this.modelNowMs);
+  }
+
   private finishIteration(iteration: Iteration): void {
     this.timer = null;
     if (this.state !== 'busy') return;
@@ -132,9 +151,18 @@ export class EngineDriver {
     if (lagMs > this.resyncAfterMs) {
       this.observer.onResync?.(lagMs);
       this.modelNowMs = now;
-    } else {
+      this.startIteration();
+    } else if (lagMs < iteration.durationMs) {
+      // On schedule: the next iteration starts at this one's model end and takes in only
+      // requests that had arrived by then (see the class comment).
       this.modelNowMs = iteration.endMs;
+      this.startIteration();
+    } else {
+      // A whole iteration or more behind (catching up after a stall, or a model faster than
+      // the CPU, e.g. zero cost): the model clock may never reach a new arrival, so whoever
+      // has arrived joins now (not exact; the lag histogram shows such periods).
+      this.modelNowMs = iteration.endMs;
+      this.startIteration(now);
     }
-    this.startIteration();
   }
 }

@@ -159,6 +159,11 @@ export class Engine {
     return this.running.length > 0 || this.waiting.length > 0;
   }
 
+  /** Arrival time of the request at the head of the waiting queue, null when none waits. */
+  get nextArrivalMs(): number | null {
+    return this.waiting[0]?.arrivalMs ?? null;
+  }
+
   /**
    * Queues a new request. Throws QueueFullError when maxWaiting requests already wait, and
    * RangeError for a spec the engine can never serve (it must fit in the KV pool alone).
@@ -217,11 +222,16 @@ export class Engine {
   /**
    * Schedules the next iteration starting at `now` and returns it, or null when there is
    * nothing to run (idle). Call completeIteration at (or after) its endMs.
+   *
+   * Invariant: an iteration takes in only requests that had arrived when it started
+   * (`arrivalMs <= admitArrivedBy`, by default its start `now`). One that arrives later
+   * waits for the next iteration, as in the model (the residual wait), even if it is
+   * already queued when this one is planned (a real-time driver whose timer fired late).
    */
-  beginIteration(now: number): Iteration | null {
+  beginIteration(now: number, admitArrivedBy = now): Iteration | null {
     if (this.current) throw new Error('an iteration is already in flight');
     const preempted = this.reserveDecodeBlocks(now);
-    if (!preempted) this.admitWaiting(now);
+    if (!preempted) this.admitWaiting(now, admitArrivedBy);
     if (this.running.length === 0) return null;
 
     const { alphaMs, betaMs, gammaMs } = this.config;
@@ -317,10 +327,12 @@ export class Engine {
     this.observer.onPreempt?.(seq, now);
   }
 
-  private admitWaiting(now: number): void {
+  private admitWaiting(now: number, arrivedBy: number): void {
     const { blockSize, maxNumSeqs } = this.config;
     while (this.waiting.length > 0 && this.running.length < maxNumSeqs) {
       const seq = this.waiting[0]!;
+      // The queue is in arrival order (preempted sequences, at its head, arrived earlier).
+      if (seq.arrivalMs > arrivedBy) break;
       const tokens = seq.spec.promptTokens + seq.generated;
       // At least the last token is always computed (vLLM: a full hit still runs one token
       // to produce logits), so only blocks entirely before it can hit.

@@ -278,3 +278,25 @@ describe('abort (client disconnect)', () => {
     expect(engine.pool.usedCount).toBe(0);
   });
 });
+
+describe('arrivals', () => {
+  it('an iteration takes in only requests that had arrived when it started', () => {
+    const engine = new Engine(BASE_CONFIG);
+    const recorder = new Recorder();
+    engine.submit(spec('a', 10, 3), recorder, 0);
+    engine.submit(spec('b', 10, 3), recorder, 5); // queued before the next plan, arrived after 2
+    const first = engine.beginIteration(2)!;
+    expect(first.batch.map((seq) => seq.spec.id)).toEqual(['a']);
+    engine.completeIteration(first.endMs);
+    const second = engine.beginIteration(first.endMs)!;
+    expect(second.batch.map((seq) => seq.spec.id)).toEqual(['a', 'b']);
+    expect(second.batch[1]!.firstAdmittedMs).toBe(first.endMs);
+
+    // An explicit later bound (a driver that gave up following the model) admits them.
+    const other = new Engine(BASE_CONFIG);
+    other.submit(spec('c', 10, 1), recorder, 5);
+    expect(other.beginIteration(2)).toBeNull();
+    expect(other.nextArrivalMs).toBe(5);
+    expect(other.beginIteration(2, 5)!.batch).toHaveLength(1);
+  });
+});
