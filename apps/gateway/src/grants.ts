@@ -84,12 +84,29 @@ export class GrantBroker {
     this.#inflight.delete(id);
   }
 
-  /** Waits for the grant of a queued request; rejects with a 429 on queue TTL expiry. */
-  waitForGrant(id: string): Promise<string> {
-    return new Promise<string>((resolve, reject) => {
+  /**
+   * Registers `id` before its enqueue is sent and returns its grant (the pod), which
+   * rejects with a 429 on queue TTL expiry or shedding. The registration must come first:
+   * a notice for the request can reach #deliver before the enqueue's own answer does (a
+   * poll sent just after the enqueue runs its dispatch pass after it in Redis, and both
+   * replies can arrive in one read, the poll's continuation running first). Registered
+   * only once queued, that grant was released as orphaned, or the expiry dropped, and the
+   * request waited forever. Call forget(id) when the enqueue did not queue it, and
+   * waitForGrant(id, grant) when it did.
+   */
+  expect(id: string): Promise<string> {
+    const grant = new Promise<string>((resolve, reject) => {
       this.#waiters.set(id, { resolve, reject });
-      this.#ensureLoops();
     });
+    // Observed by waitForGrant; one forgotten unobserved is no unhandled rejection.
+    grant.catch(() => {});
+    return grant;
+  }
+
+  /** Waits for the grant of a queued request registered with expect(). */
+  waitForGrant(id: string, grant: Promise<string>): Promise<string> {
+    if (this.#waiters.has(id)) this.#ensureLoops();
+    return grant;
   }
 
   /** Stops waiting for `id` (the caller then cancels it in the scheduler). */

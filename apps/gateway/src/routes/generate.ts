@@ -393,16 +393,24 @@ async function acquire(
   clientLink: ClientLink,
 ): Promise<string> {
   if (!deps.pods.hasHealthyPod()) throw noHealthyPod();
-  const result = await deps.scheduler.enqueue({
-    id,
-    tenant: tenant.id,
-    band: cls.priority,
-    replica: deps.replica,
-    sloClass: cls.sloClass,
-    kvBlocks: cls.kvBlocks,
-    ...(cls.bucketTokens > 0 ? { tokens: cls.bucketTokens } : {}),
-    ...(cls.deadlineMs !== undefined ? { deadlineMs: Math.max(0, cls.deadlineMs - nowMs) } : {}),
-  });
+  const grant = deps.broker.expect(id);
+  let result: Awaited<ReturnType<typeof deps.scheduler.enqueue>>;
+  try {
+    result = await deps.scheduler.enqueue({
+      id,
+      tenant: tenant.id,
+      band: cls.priority,
+      replica: deps.replica,
+      sloClass: cls.sloClass,
+      kvBlocks: cls.kvBlocks,
+      ...(cls.bucketTokens > 0 ? { tokens: cls.bucketTokens } : {}),
+      ...(cls.deadlineMs !== undefined ? { deadlineMs: Math.max(0, cls.deadlineMs - nowMs) } : {}),
+    });
+  } catch (error) {
+    deps.broker.forget(id);
+    throw error;
+  }
+  if (result.status !== 'queued') deps.broker.forget(id);
   if (result.status === 'granted') return result.pod;
   if (result.status === 'rejected') {
     const drop = rejectionResponse(result.code);
@@ -421,7 +429,7 @@ async function acquire(
   });
   try {
     deps.metrics.waiting.inc();
-    return await deps.broker.waitForGrant(id);
+    return await deps.broker.waitForGrant(id, grant);
   } finally {
     deps.metrics.waiting.dec();
     clientLink.onLeave(undefined);
