@@ -63,7 +63,7 @@ function use(name, state, stack) {
 }
 
 /** Parses one entry script into its flags, the includes' lines and its body. */
-function parseEntry(fileName, library) {
+function parseEntry(fileName) {
   const [shebang, ...lines] = readFileSync(join(luaDir, fileName), 'utf8').split('\n');
   const flags = SHEBANG.exec(shebang ?? '');
   if (!flags) throw new Error(`lua/${fileName}: first line must be #!lua [flags=...]`);
@@ -75,7 +75,7 @@ function parseEntry(fileName, library) {
     const include = INCLUDE_LINE.exec(line.trim());
     if (include) {
       includeLines.push(...use(include[1], own, [fileName]));
-      library.push(...use(include[1], library.state, [fileName]));
+      libraryLines.push(...use(include[1], libraryState, [fileName]));
     } else if (line.trim() === RCALL_LINE) {
       sawRcall = true;
     } else {
@@ -93,15 +93,16 @@ function parseEntry(fileName, library) {
 }
 
 const nonEmpty = (lines) => lines.filter((line) => line.trim() !== '');
+/** Every include once, in order of first use over all entries: the library's top level. */
 const libraryLines = [];
-libraryLines.state = { emitted: new Set(), percall: [], percallOf: new Map() };
+const libraryState = { emitted: new Set(), percall: [], percallOf: new Map() };
 const entries = [];
 for (const fileName of readdirSync(luaDir).sort()) {
   if (!fileName.endsWith('.lua')) continue;
   const match = ENTRY_NAME.exec(fileName);
   if (!match) throw new Error(`lua/${fileName}: entry scripts are named verbNoun-<numKeys>.lua`);
   const [, name, keys] = match;
-  entries.push({ name, keys: Number(keys), ...parseEntry(fileName, libraryLines) });
+  entries.push({ name, keys: Number(keys), ...parseEntry(fileName) });
 }
 
 const functionName = (name) => `${libraryName}_${name}`;
@@ -153,9 +154,6 @@ export interface ScriptSource {
   /** The entry flattened as its function runs it (for static checks; not sent to Redis). */
   readonly content: string;
 }
-
-/** Version of @fairgate/scheduler that produced these scripts (part of every name). */
-export const SCRIPTS_VERSION = '${version}';
 
 /** The function library: every include once, one registered function per entry script. */
 export const library = {
