@@ -3,132 +3,50 @@
  * sim's known ones, and the predicted lambda* against the highest rate at which the sim
  * actually kept mean TTFT and mean ITL within the targets (a sweep).
  *
- *   npm run bench:tuner -w @fairgate/loadtest -- [--period-s 10] [--sweep-s 10] [--pods 2]
+ *   npm run bench:tuner -w @fairgate/loadtest -- [--period-s 60] [--sweep-s 10] [--pods 2]
  *
  * 1. Learning: `pods` sims with known alpha, beta, gamma behind one embedded gateway whose
  *    leader scrapes them every 100 ms and runs the tuner every period. Open-loop Poisson load
  *    straight to the sims, one operating point per tuner period (aligned on /admin/capacity):
- *    1 light period (the bootstrap), then 9 fixed ones (DESIGN: input 150..1000, output
- *    40..128, 15..50% of mu(N); each request +-50% around them). Prints the learned
- *    parameters per pod after 10 periods, their errors, and lambda* from them.
+ *    1 light period (the bootstrap), then 9 fixed ones (TUNER_DESIGN in @fairgate/testkit:
+ *    input 150..1000, output 40..128, 15..50% of mu(N); each request +-50% around them).
+ *    Prints the learned parameters per pod after 10 periods, their errors, and lambda* from
+ *    them.
  * 2. Sweep: on one sim, the acceptance workload (input 500, output 64 tokens) at rising rates
  *    for `sweep-s` each (after a 3 s warm-up); mean TTFT and mean ITL from the sim's own
  *    histograms (the definitions the tuner fits). The highest rate within both targets,
- *    interpolated between the last passing and the first failing step, is the measured
- *    lambda*. Targets: twice the unloaded TTFT and ITL of that workload.
- * Same generator and sim as test/tuner.test.ts; that test runs step 1 with 4 s periods.
+ *    interpolated between the lowest realized rate that missed a target and the highest one
+ *    below it that met both, is the measured lambda*. Targets: twice the unloaded TTFT and ITL of that workload.
+ * Same generator and sim as test/tuner.test.ts (which runs step 1 with 5 s periods) and as
+ * the virtual-time study bench/tuner-harness.ts.
  */
-import { analyze, maxRate, type PodParams, serviceRate, type Workload } from '@fairgate/control';
+import { maxRate } from '@fairgate/control';
 import { parseVllmMetrics } from '@fairgate/openai';
 import {
-  type AppHandle,
+  offerPhase,
   startGatewayProcess,
   startSim,
   stopAll,
   TEST_KEYS,
+  TUNER_MAX_BATCH as MAX_BATCH,
+  TUNER_QUEUE as QUEUE,
+  TUNER_SWEEP_WORKLOAD as SWEEP,
+  TUNER_TARGETS as TARGETS,
+  TUNER_TRUTH as TRUTH,
+  type TunerPhase,
+  tunerPhases,
   writeGatewayConfig,
 } from '@fairgate/testkit';
-
-const TRUTH: PodParams = { alpha: 8, beta: 0.05, gamma: 0.0005 };
-const MAX_BATCH = 128;
-const QUEUE = 100;
+import { createRng } from '@fairgate/vllm-sim';
 
 function flag(name: string, fallback: number): number {
   const at = process.argv.indexOf(`--${name}`);
   return at >= 0 ? Number(process.argv[at + 1]) : fallback;
 }
-const PERIOD_S = flag('period-s', 10);
+const PERIOD_S = flag('period-s', 60);
 const SWEEP_S = flag('sweep-s', 10);
 const PODS = flag('pods', 2);
 const SEED = flag('seed', 20_240_607);
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-
-const workload = (input: number, output: number): Workload => ({
-  inputTokens: input,
-  outputTokens: output - 1,
-  maxBatch: MAX_BATCH,
-  maxQueue: QUEUE,
-});
-const SWEEP = workload(500, 64);
-const TARGETS = (() => {
-  const idle = analyze(TRUTH, SWEEP, 1e-9);
-  return { ttftMs: Math.round(idle.ttftMs * 2), itlMs: Math.round(idle.itlMs * 2 * 10) / 10 };
-})();
-
-/** The operating points after the bootstrap: test/tuner.test.ts's DESIGN. */
-const DESIGN: [number, number, number][] = [
-  [250, 60, 0.15],
-  [800, 40, 0.4],
-  [300, 120, 0.45],
-  [1000, 110, 0.2],
-  [500, 80, 0.3],
-  [150, 50, 0.5],
-  [900, 70, 0.35],
-  [600, 128, 0.25],
-  [350, 45, 0.3],
-];
-
-interface Phase {
-  rate: number;
-  input: number;
-  output: number;
-}
-
-function prompt(tokens: number, random: () => number): string {
-  let text = '';
-  for (let i = 0; i < tokens; i++) {
-    text += Math.floor(random() * 0xffff)
-      .toString(16)
-      .padStart(4, '0');
-  }
-  return text;
-}
-
-async function offer(
-  sims: AppHandle[],
-  phase: Phase,
-  seconds: number,
-  random: () => number,
-  pending: Promise<unknown>[],
-) {
-  const until = performance.now() + seconds * 1_000;
-  const maxRequests = Math.ceil(phase.rate * seconds * 3) + 10;
-  await Promise.all(
-    sims.map(async (sim) => {
-      let next = performance.now();
-      for (let sent = 0; sent < maxRequests; sent++) {
-        next += (-Math.log(1 - random()) / phase.rate) * 1_000;
-        if (next >= until) break;
-        await new Promise((r) => setTimeout(r, Math.max(0, next - performance.now())));
-        const spread = () => 0.5 + random();
-        const body = JSON.stringify({
-          model: 'sim-model',
-          prompt: prompt(Math.round(phase.input * spread()), random),
-          max_tokens: Math.max(2, Math.round(phase.output * spread())),
-        });
-        pending.push(
-          fetch(`${sim.url}/v1/completions`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json' },
-            body,
-          })
-            .then((r) => r.arrayBuffer())
-            .catch(() => {}),
-        );
-      }
-    }),
-  );
-}
 
 interface PodView {
   alpha_ms: number | null;
@@ -189,16 +107,12 @@ async function main() {
     `truth alpha ${TRUTH.alpha} beta ${TRUTH.beta} gamma ${TRUTH.gamma}, N ${MAX_BATCH}, ` +
       `${PODS} pods, period ${PERIOD_S} s; targets TTFT ${TARGETS.ttftMs} ms ITL ${TARGETS.itlMs} ms`,
   );
-  const random = rng(SEED);
+  const random = createRng(SEED);
   const pending: Promise<unknown>[] = [];
+  const simUrls = sims.map((sim) => sim.url);
   let r = await nextPeriod(0);
-  const phases: Phase[] = [{ rate: 5, input: 500, output: 16 }];
-  for (const [input, output, utilisation] of DESIGN) {
-    const rate = serviceRate(TRUTH, workload(input, output), MAX_BATCH) * utilisation;
-    phases.push({ rate, input, output });
-  }
-  for (const [k, phase] of phases.entries()) {
-    const load = offer(sims, phase, PERIOD_S - 0.15, random, pending);
+  for (const [k, phase] of tunerPhases().entries()) {
+    const load = offerPhase(simUrls, phase, PERIOD_S - 0.15, random, pending);
     r = await nextPeriod(r.period ?? 0);
     await load;
     const p = r.pods['pod-0']!;
@@ -226,11 +140,10 @@ async function main() {
   const scrape = async () => parseVllmMetrics(await (await fetch(`${sim.url}/metrics`)).text());
   const rows: { rate: number; ttft: number; itl: number; ok: boolean }[] = [];
   for (const factor of [0.5, 0.7, 0.8, 0.9, 0.95, 1, 1.05, 1.1, 1.2, 1.3, 1.45]) {
-    const phase: Phase = { rate: modelLambda * factor, input: 500, output: 64 };
-    const warm = offer([sim], phase, 3, random, pending);
-    await warm;
+    const phase: TunerPhase = { rate: modelLambda * factor, input: 500, output: 64 };
+    await offerPhase([sim.url], phase, 3, random, pending);
     const before = await scrape();
-    await offer([sim], phase, SWEEP_S, random, pending);
+    await offerPhase([sim.url], phase, SWEEP_S, random, pending);
     const after = await scrape();
     const n = after.ttft!.count - before.ttft!.count;
     const ttft = ((after.ttft!.sum - before.ttft!.sum) / n) * 1_000;
@@ -245,8 +158,13 @@ async function main() {
     if (!ok && rows.filter((x) => !x.ok).length >= 2) break;
   }
   await Promise.all(pending);
-  const lastOk = rows.filter((x) => x.ok).at(-1);
-  const firstMiss = rows.find((x) => !x.ok && (!lastOk || x.rate > lastOk.rate));
+  // The realized rate of a step differs from the offered one (Poisson), so steps are taken in
+  // the order of their realized rates: the lowest rate that missed, and below it the highest
+  // that passed.
+  const firstMiss = rows.filter((x) => !x.ok).sort((a, b) => a.rate - b.rate)[0];
+  const lastOk = rows
+    .filter((x) => x.ok && (!firstMiss || x.rate < firstMiss.rate))
+    .sort((a, b) => b.rate - a.rate)[0];
   let measured = lastOk?.rate ?? 0;
   if (lastOk && firstMiss) {
     // Interpolate where the binding latency crosses its target.

@@ -45,7 +45,7 @@ export const tunerModelSchema = z
 export const tunerSchema = z.strictObject({
   enabled: z.boolean().default(true),
   /** One EKF update per pod per period. */
-  period_s: z.number().min(0.1).max(3_600).default(10),
+  period_s: z.number().min(0.1).max(3_600).default(60),
   /** k of the inferred targets: iteration time k x alpha, utilisation 1 - 1/k. */
   slo_multiplier: z.number().gt(1).max(100).default(3),
   /** A period with fewer first tokens on a pod gives that pod no observation. */

@@ -31,3 +31,17 @@ export {
   type RedisHandle,
   startRedis,
 } from './redis.js';
+export {
+  offerPhase,
+  TUNER_DESIGN,
+  TUNER_LIGHT_PHASE,
+  TUNER_MAX_BATCH,
+  TUNER_QUEUE,
+  TUNER_SWEEP_WORKLOAD,
+  TUNER_TARGETS,
+  TUNER_TRUTH,
+  type TunerPhase,
+  tunerPhases,
+  tunerWorkload,
+  uniquePrompt,
+} from './tuner-workload.js';

@@ -1,0 +1,239 @@
+/**
+ * The capacity tuner against the sim's own engine in virtual time: no processes, no
+ * clocks, so a study of many seeds takes seconds. Each pod is one `Engine` (the code
+ * fairgate-sim runs) fed open-loop Poisson arrivals, one operating point per tuner period;
+ * each period's observation is built from the engine's events the way the sim's /metrics
+ * histograms count them (TTFT and prompt tokens at the first token, inter-token gaps at each
+ * later token, output tokens at finish), and the filter steps exactly as on the leader.
+ *
+ *   npm run bench:tuner-harness -w @fairgate/loadtest -- [--seeds 20] [--period-s 10,30,60]
+ *     [--pods 2]
+ *
+ * The periods are the benchmark's (tunerPhases in @fairgate/testkit: a light bootstrap period,
+ * then 9 operating points). Prints, per period length, how many pods meet acceptance 2's
+ * bounds after those 10 periods (alpha within 10%, beta and gamma within 15%, lambda* within
+ * 15% of the true-parameter lambda*) and the error ranges. docs/tuner.md has the results.
+ */
+import {
+  emptyPodTuner,
+  maxRate,
+  type PeriodObservation,
+  type PodParams,
+  type PodTunerState,
+  tunePod,
+} from '@fairgate/control';
+import {
+  TUNER_MAX_BATCH as MAX_BATCH,
+  TUNER_QUEUE as QUEUE,
+  TUNER_SWEEP_WORKLOAD,
+  TUNER_TARGETS,
+  TUNER_TRUTH as TRUTH,
+  type TunerPhase as Phase,
+  tunerPhases,
+} from '@fairgate/testkit';
+import { createRng, Engine, type SequenceListener } from '@fairgate/vllm-sim';
+
+interface PeriodTotals {
+  firstTokens: number;
+  ttftMs: number;
+  itlCount: number;
+  itlMs: number;
+  promptTokens: number;
+  finished: number;
+  outputTokens: number;
+}
+
+const emptyTotals = (): PeriodTotals => ({
+  firstTokens: 0,
+  ttftMs: 0,
+  itlCount: 0,
+  itlMs: 0,
+  promptTokens: 0,
+  finished: 0,
+  outputTokens: 0,
+});
+
+/**
+ * One pod through the phases, one phase per period of `periodS`; returns each period's
+ * observation (null when it had fewer than `minRequests` first tokens).
+ */
+export function simulatePod(
+  truth: PodParams,
+  phases: readonly Phase[],
+  periodS: number,
+  random: () => number,
+  minRequests = 10,
+): (PeriodObservation | null)[] {
+  const periodMs = periodS * 1_000;
+  const totals = phases.map(emptyTotals);
+  const periodOf = (t: number) => Math.min(phases.length - 1, Math.floor(t / periodMs));
+  const engine = new Engine(
+    {
+      alphaMs: truth.alpha,
+      betaMs: truth.beta,
+      gammaMs: truth.gamma,
+      maxNumSeqs: MAX_BATCH,
+      maxWaiting: 100_000,
+      blockSize: 16,
+      kvBlocks: 1_000_000,
+    },
+    {
+      onToken(seq, now, previousTokenMs) {
+        const t = totals[periodOf(now)]!;
+        if (previousTokenMs === null) {
+          t.firstTokens++;
+          t.ttftMs += now - seq.arrivalMs;
+          t.promptTokens += seq.spec.promptTokens;
+        } else {
+          t.itlCount++;
+          t.itlMs += now - previousTokenMs;
+        }
+      },
+      onFinish(seq, now) {
+        const t = totals[periodOf(now)]!;
+        t.finished++;
+        t.outputTokens += seq.generated;
+      },
+    },
+  );
+  const listener: SequenceListener = { onToken() {}, onFinish() {} };
+  const endMs = phases.length * periodMs;
+  // Poisson arrivals at each period's rate; a draw past a period boundary is redrawn from
+  // the boundary at the next period's rate (memoryless, so that is exact).
+  const nextArrivalAfter = (from: number): number => {
+    let at = from;
+    for (;;) {
+      const next = at + (-Math.log(1 - random()) / phases[periodOf(at)]!.rate) * 1_000;
+      const boundary = (Math.floor(at / periodMs) + 1) * periodMs;
+      if (next <= boundary || boundary >= endMs) return next;
+      at = boundary;
+    }
+  };
+  const spread = () => 0.5 + random();
+  let nextArrival = nextArrivalAfter(0);
+  let id = 0;
+  for (;;) {
+    const iterationEnd = engine.inFlight?.endMs ?? Number.POSITIVE_INFINITY;
+    if (nextArrival < endMs && nextArrival <= iterationEnd) {
+      const now = nextArrival;
+      const phase = phases[periodOf(now)]!;
+      engine.submit(
+        {
+          id: String(id++),
+          promptTokens: Math.max(1, Math.round(phase.input * spread())),
+          promptBlockHashes: [],
+          outputTokens: Math.max(2, Math.round(phase.output * spread())),
+          finishReason: 'length',
+        },
+        listener,
+        now,
+      );
+      nextArrival = nextArrivalAfter(now);
+      if (!engine.inFlight) engine.beginIteration(now);
+    } else if (iterationEnd < endMs) {
+      engine.completeIteration(iterationEnd);
+      engine.beginIteration(iterationEnd);
+    } else {
+      break;
+    }
+  }
+  return totals.map((t) => {
+    if (t.firstTokens < minRequests || t.itlCount === 0) return null;
+    return {
+      rate: t.firstTokens / periodS,
+      meanTtftMs: t.ttftMs / t.firstTokens,
+      meanItlMs: t.itlMs / t.itlCount,
+      meanInputTokens: t.promptTokens / t.firstTokens,
+      meanOutputTokens:
+        t.finished > 0 ? t.outputTokens / t.finished : 1 + t.itlCount / t.firstTokens,
+      requests: t.firstTokens,
+      periodS,
+    };
+  });
+}
+
+export interface RunResult {
+  params: PodParams | null;
+  updates: number;
+  rejected: number;
+  resets: number;
+}
+
+/** One pod's filter over its periods, stepped as the leader steps it. */
+export function learn(periods: readonly (PeriodObservation | null)[]): RunResult {
+  const settings = { maxBatch: MAX_BATCH, maxQueue: QUEUE };
+  let state: PodTunerState = emptyPodTuner();
+  for (const obs of periods) if (obs) state = tunePod(state, obs, settings).state;
+  const f = state.filter;
+  return {
+    params: f ? { alpha: f.x[0], beta: f.x[1], gamma: f.x[2] } : null,
+    updates: f?.updates ?? 0,
+    rejected: f?.rejected ?? 0,
+    resets: state.resets,
+  };
+}
+
+/** lambda* at the benchmark's workload and targets (those of test/tuner.test.ts). */
+export function lambdaStar(params: PodParams): number {
+  return maxRate(params, TUNER_SWEEP_WORKLOAD, TUNER_TARGETS);
+}
+
+function flag(name: string, fallback: string): string {
+  const index = process.argv.indexOf(`--${name}`);
+  return index >= 0 ? process.argv[index + 1]! : fallback;
+}
+
+/** Acceptance 2's bounds: alpha 10%, beta and gamma 15%, lambda* 15%. */
+const BOUNDS = [0.1, 0.15, 0.15, 0.15];
+
+function study(periodS: number, seeds: number, pods: number): string {
+  const phases = tunerPhases();
+  const trueLambda = lambdaStar(TRUTH);
+  const errors: number[][] = [];
+  let updates = 0;
+  let rejected = 0;
+  let resets = 0;
+  for (let seed = 1; seed <= seeds; seed++) {
+    const random = createRng(seed * 7919 + periodS);
+    for (let pod = 0; pod < pods; pod++) {
+      const r = learn(simulatePod(TRUTH, phases, periodS, random));
+      updates += r.updates;
+      rejected += r.rejected;
+      resets += r.resets;
+      const p = r.params;
+      errors.push(
+        p
+          ? [
+              p.alpha / TRUTH.alpha - 1,
+              p.beta / TRUTH.beta - 1,
+              p.gamma / TRUTH.gamma - 1,
+              lambdaStar(p) / trueLambda - 1,
+            ]
+          : [Number.NaN, Number.NaN, Number.NaN, Number.NaN],
+      );
+    }
+  }
+  const within = (e: number[], j: number) => Math.abs(e[j]!) <= BOUNDS[j]!;
+  const count = (j: number) => errors.filter((e) => within(e, j)).length;
+  const all = errors.filter((e) => BOUNDS.every((_, j) => within(e, j))).length;
+  const range = (j: number) => {
+    const v = errors.map((e) => e[j]!).filter(Number.isFinite);
+    const pct = (x: number) => `${x >= 0 ? '+' : ''}${(100 * x).toFixed(0)}`;
+    return `${pct(Math.min(...v))}..${pct(Math.max(...v))}%`;
+  };
+  return (
+    `period ${periodS} s: all four within ${all}/${errors.length}; alpha ${count(0)}, beta ${count(1)}, ` +
+    `gamma ${count(2)}, lambda* ${count(3)}; updates ${updates}, rejected ${rejected}, resets ${resets}; ` +
+    `ranges alpha ${range(0)} beta ${range(1)} gamma ${range(2)} lambda* ${range(3)}`
+  );
+}
+
+function main(): void {
+  const seeds = Number(flag('seeds', '20'));
+  const pods = Number(flag('pods', '2'));
+  for (const periodS of flag('period-s', '10,30,60').split(',').map(Number)) {
+    console.log(study(periodS, seeds, pods));
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) main();
