@@ -24,11 +24,11 @@ import {
 } from '@fairgate/control';
 import {
   TUNER_MAX_BATCH as MAX_BATCH,
+  type TunerPhase as Phase,
   TUNER_QUEUE as QUEUE,
+  TUNER_TRUTH as TRUTH,
   TUNER_SWEEP_WORKLOAD,
   TUNER_TARGETS,
-  TUNER_TRUTH as TRUTH,
-  type TunerPhase as Phase,
   tunerPhases,
 } from '@fairgate/testkit';
 import { createRng, Engine, type SequenceListener } from '@fairgate/vllm-sim';

@@ -23,15 +23,15 @@
 import { maxRate } from '@fairgate/control';
 import { parseVllmMetrics } from '@fairgate/openai';
 import {
+  TUNER_MAX_BATCH as MAX_BATCH,
   offerPhase,
+  TUNER_QUEUE as QUEUE,
+  TUNER_SWEEP_WORKLOAD as SWEEP,
   startGatewayProcess,
   startSim,
   stopAll,
-  TEST_KEYS,
-  TUNER_MAX_BATCH as MAX_BATCH,
-  TUNER_QUEUE as QUEUE,
-  TUNER_SWEEP_WORKLOAD as SWEEP,
   TUNER_TARGETS as TARGETS,
+  TEST_KEYS,
   TUNER_TRUTH as TRUTH,
   type TunerPhase,
   tunerPhases,

@@ -243,7 +243,7 @@ describe('tuner and scrape config', () => {
     expect(c.scrape).toEqual({ interval_ms: 100, timeout_ms: 500 });
     expect(c.tuner).toEqual({
       enabled: true,
-      period_s: 10,
+      period_s: 60,
       slo_multiplier: 3,
       min_requests: 10,
       max_batch: 256,
