@@ -218,13 +218,16 @@ function study(periodS: number, seeds: number, pods: number): string {
   const all = errors.filter((e) => BOUNDS.every((_, j) => within(e, j))).length;
   const range = (j: number) => {
     const v = errors.map((e) => e[j]!).filter(Number.isFinite);
-    const pct = (x: number) => `${x >= 0 ? '+' : ''}${(100 * x).toFixed(0)}`;
-    return `${pct(Math.min(...v))}..${pct(Math.max(...v))}%`;
+    const pct = (x: number, digits = 0) => `${x >= 0 ? '+' : ''}${(100 * x).toFixed(digits)}`;
+    const mean = v.reduce((a, b) => a + b, 0) / v.length;
+    const sd = Math.sqrt(v.reduce((a, b) => a + (b - mean) ** 2, 0) / Math.max(1, v.length - 1));
+    // The mean tells a bias of the model from the noise of the periods (the sd).
+    return `${pct(Math.min(...v))}..${pct(Math.max(...v))}% (mean ${pct(mean, 1)}%, sd ${(100 * sd).toFixed(1)}%)`;
   };
   return (
     `period ${periodS} s: all four within ${all}/${errors.length}; alpha ${count(0)}, beta ${count(1)}, ` +
     `gamma ${count(2)}, lambda* ${count(3)}; updates ${updates}, rejected ${rejected}, resets ${resets}; ` +
-    `ranges alpha ${range(0)} beta ${range(1)} gamma ${range(2)} lambda* ${range(3)}`
+    `errors alpha ${range(0)}, beta ${range(1)}, gamma ${range(2)}, lambda* ${range(3)}`
   );
 }
 
