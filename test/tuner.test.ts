@@ -38,7 +38,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * its start) against the 2.55% the issue's R assumes, and gamma, whose share of the
  * latencies is small, takes most of it: in the virtual-time study of this very design
  * (`npm run bench:tuner-harness -w @fairgate/loadtest`, docs/tuner.md) gamma is within 15%
- * in about half the pods at 10 s and in nearly 9 of 10 at the default 60 s, while alpha,
+ * in about 6 of 10 pods at 10 s and 9 of 10 at the default 60 s, while alpha,
  * beta and lambda* are within their bounds at 30 s and more. So this test asserts bounds
  * with margin over every run measured — alpha within 30%, beta within 20%, gamma within
  * 10x, lambda* within 50% — and prints the errors with the acceptance verdict; the
