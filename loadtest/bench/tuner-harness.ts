@@ -17,7 +17,9 @@
 import {
   emptyPodTuner,
   maxRate,
+  observePeriod,
   type PeriodObservation,
+  type PodCounters,
   type PodParams,
   type PodTunerState,
   tunePod,
@@ -33,29 +35,11 @@ import {
 } from '@fairgate/testkit';
 import { createRng, Engine, type SequenceListener } from '@fairgate/vllm-sim';
 
-interface PeriodTotals {
-  firstTokens: number;
-  ttftMs: number;
-  itlCount: number;
-  itlMs: number;
-  promptTokens: number;
-  finished: number;
-  outputTokens: number;
-}
-
-const emptyTotals = (): PeriodTotals => ({
-  firstTokens: 0,
-  ttftMs: 0,
-  itlCount: 0,
-  itlMs: 0,
-  promptTokens: 0,
-  finished: 0,
-  outputTokens: 0,
-});
-
 /**
  * One pod through the phases, one phase per period of `periodS`; returns each period's
- * observation (null when it had fewer than `minRequests` first tokens).
+ * observation as the leader makes it (`observePeriod` over the counters the sim's /metrics
+ * would show at the period's start and end; null when it had fewer than `minRequests`
+ * first tokens).
  */
 export function simulatePod(
   truth: PodParams,
@@ -65,7 +49,23 @@ export function simulatePod(
   minRequests = 10,
 ): (PeriodObservation | null)[] {
   const periodMs = periodS * 1_000;
-  const totals = phases.map(emptyTotals);
+  // Cumulative, as scraped: latency sums in seconds, as vLLM's histograms keep them.
+  const counters: PodCounters = {
+    atMs: 0,
+    ttft: { sum: 0, count: 0 },
+    itl: { sum: 0, count: 0 },
+    promptTokens: 0,
+    generationTokens: 0,
+    requestSuccess: 0,
+    requestGenerationTokens: { sum: 0, count: 0 },
+  };
+  const scrapes: PodCounters[] = [];
+  /** The counters as a scrape at `atMs` (every period boundary up to it) would read them. */
+  const scrapeUpTo = (atMs: number) => {
+    while (scrapes.length * periodMs <= atMs && scrapes.length <= phases.length) {
+      scrapes.push(structuredClone({ ...counters, atMs: scrapes.length * periodMs }));
+    }
+  };
   const periodOf = (t: number) => Math.min(phases.length - 1, Math.floor(t / periodMs));
   const engine = new Engine(
     {
@@ -79,20 +79,22 @@ export function simulatePod(
     },
     {
       onToken(seq, now, previousTokenMs) {
-        const t = totals[periodOf(now)]!;
+        scrapeUpTo(now);
+        counters.generationTokens! += 1;
         if (previousTokenMs === null) {
-          t.firstTokens++;
-          t.ttftMs += now - seq.arrivalMs;
-          t.promptTokens += seq.spec.promptTokens;
+          counters.ttft!.count++;
+          counters.ttft!.sum += (now - seq.arrivalMs) / 1_000;
+          counters.promptTokens! += seq.spec.promptTokens;
         } else {
-          t.itlCount++;
-          t.itlMs += now - previousTokenMs;
+          counters.itl!.count++;
+          counters.itl!.sum += (now - previousTokenMs) / 1_000;
         }
       },
       onFinish(seq, now) {
-        const t = totals[periodOf(now)]!;
-        t.finished++;
-        t.outputTokens += seq.generated;
+        scrapeUpTo(now);
+        counters.requestSuccess! += 1;
+        counters.requestGenerationTokens!.count++;
+        counters.requestGenerationTokens!.sum += seq.generated;
       },
     },
   );
@@ -137,19 +139,8 @@ export function simulatePod(
       break;
     }
   }
-  return totals.map((t) => {
-    if (t.firstTokens < minRequests || t.itlCount === 0) return null;
-    return {
-      rate: t.firstTokens / periodS,
-      meanTtftMs: t.ttftMs / t.firstTokens,
-      meanItlMs: t.itlMs / t.itlCount,
-      meanInputTokens: t.promptTokens / t.firstTokens,
-      meanOutputTokens:
-        t.finished > 0 ? t.outputTokens / t.finished : 1 + t.itlCount / t.firstTokens,
-      requests: t.firstTokens,
-      periodS,
-    };
-  });
+  scrapeUpTo(endMs);
+  return phases.map((_, k) => observePeriod(scrapes[k]!, scrapes[k + 1]!, { minRequests }));
 }
 
 export interface RunResult {
