@@ -39,12 +39,13 @@
  * BENCH_ROUNDS (default 3), BENCH_TIME_LIMIT_MS (per phase, 15000),
  * BENCH_COMPARE_WITH.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import {
   type AppHandle,
+  findExecutable,
   freePort,
   type ManagedProcess,
   spawnManaged,
@@ -59,11 +60,6 @@ import {
 import { Redis } from 'ioredis';
 import { type Dispatcher, Pool } from 'undici';
 
-/** Whether `command` runs (found on the PATH). */
-function onPath(command: string): boolean {
-  return spawnSync(command, ['--version'], { stdio: 'ignore' }).error === undefined;
-}
-
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 1_000);
 const JIT_WARMUP = Number(process.env.BENCH_JIT_WARMUP ?? 12_000);
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 6_000);
@@ -71,7 +67,9 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const TIME_LIMIT_MS = Number(process.env.BENCH_TIME_LIMIT_MS ?? 15_000);
 const CONCURRENCY = [1, 16];
 const COMPARE_WITH = process.env.BENCH_COMPARE_WITH;
-const CLIENT = (process.env.BENCH_CLIENT ?? (onPath('wrk') ? 'wrk' : 'undici')) as 'wrk' | 'undici';
+const CLIENT = (process.env.BENCH_CLIENT ?? (findExecutable('wrk') ? 'wrk' : 'undici')) as
+  | 'wrk'
+  | 'undici';
 const WRK_SECONDS = Number(process.env.BENCH_WRK_SECONDS ?? 5);
 
 const body = JSON.stringify({

@@ -15,7 +15,7 @@ export {
   TEST_KEYS,
   writeGatewayConfig,
 } from './gateway-config.js';
-export { appEntry, repoRoot } from './paths.js';
+export { appEntry, findExecutable, repoRoot } from './paths.js';
 export { freePort } from './ports.js';
 export {
   type ManagedProcess,

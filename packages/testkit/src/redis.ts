@@ -1,7 +1,8 @@
 import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
+import { findExecutable } from './paths.js';
 import { freePort } from './ports.js';
 import { type ManagedProcess, spawnManaged, waitUntil } from './processes.js';
 
@@ -32,21 +33,15 @@ export const REDIS_MISSING_HELP =
 
 export function findRedisServer(): string | undefined {
   const explicit = process.env.REDIS_SERVER_BIN;
-  const dirs = (process.env.PATH ?? '')
-    .split(delimiter)
-    .concat(['/usr/bin', '/usr/local/bin', '/usr/sbin']);
-  const candidates = explicit
-    ? [explicit]
-    : dirs.filter(Boolean).map((dir) => join(dir, 'redis-server'));
-  for (const candidate of candidates) {
+  if (explicit) {
     try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
+      accessSync(explicit, constants.X_OK);
+      return explicit;
     } catch {
-      // keep looking
+      return undefined;
     }
   }
-  return undefined;
+  return findExecutable('redis-server', ['/usr/bin', '/usr/local/bin', '/usr/sbin']);
 }
 
 /** One PING over a raw socket: true on +PONG. */
