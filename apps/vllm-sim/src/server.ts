@@ -126,11 +126,13 @@ export function createSimServer(
   );
 
   const generate = (endpoint: Endpoint) => async (c: Context<{ Bindings: HttpBindings }>) => {
-    activity.begin((c.env as Partial<HttpBindings> | undefined)?.outgoing);
+    // The Node request and response; absent when served without a socket (app.request()).
+    const node = c.env as Partial<HttpBindings> | undefined;
+    const outgoing = node?.outgoing ?? null;
+    activity.begin(node?.outgoing);
     const requestIndex = requestCount++;
-    const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing ?? null;
     // Node's parsed headers when there is a socket: c.req.header() builds web Headers.
-    const incomingHeaders = (c.env as Partial<HttpBindings> | undefined)?.incoming?.headers;
+    const incomingHeaders = node?.incoming?.headers;
     const header = (name: string): string | null => {
       if (!incomingHeaders) return c.req.header(name) ?? null;
       const value = incomingHeaders[name];
