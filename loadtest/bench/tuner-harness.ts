@@ -2,9 +2,10 @@
  * The capacity tuner against the sim's own engine in virtual time: no processes, no
  * clocks, so a study of many seeds takes seconds. Each pod is one `Engine` (the code
  * fairgate-sim runs) fed open-loop Poisson arrivals, one operating point per tuner period;
- * each period's observation is built from the engine's events the way the sim's /metrics
- * histograms count them (TTFT and prompt tokens at the first token, inter-token gaps at each
- * later token, output tokens at finish), and the filter steps exactly as on the leader.
+ * the engine's events feed cumulative counters the way the sim's /metrics histograms count
+ * them (TTFT and prompt tokens at the first token, inter-token gaps at each later token,
+ * output tokens at finish), each period's observation is the leader's `observePeriod` over
+ * the counters at its two ends, and the filter steps exactly as on the leader.
  *
  *   npm run bench:tuner-harness -w @fairgate/loadtest -- [--seeds 20] [--period-s 10,30,60]
  *     [--pods 2]
