@@ -4,11 +4,17 @@
   fences every controller write (setControl-3.lua): a paused old leader holds a stale epoch.
   Asking again while holding the lease renews it and keeps the epoch.
 
+  The epoch never goes back, even when Redis lost its data (a restart without persistence,
+  a FLUSHALL, a failover to a lagging replica): every replica passes the highest epoch it
+  has seen as a floor, and a new leadership starts above it. A write fenced by an epoch
+  from before the loss can then never match a later leadership of the same replica.
+
   Input:
     KEYS[1] leader string (holder replica, PX lease)
     KEYS[2] leader epoch counter
     ARGV[1] replica
     ARGV[2] lease TTL (ms)
+    ARGV[3] epoch floor: the highest epoch the caller has seen (0 when none)
 
   Output:
     {1, epoch}          this replica leads in epoch
@@ -29,4 +35,8 @@ if holder then
   return { 0, tonumber(rcall('GET', leaderEpochKey)) or 0, holder, rcall('PTTL', leaderKey) }
 end
 rcall('SET', leaderKey, replica, 'PX', ARGV[2])
+local floor = tonumber(ARGV[3]) or 0
+if (tonumber(rcall('GET', leaderEpochKey)) or 0) < floor then
+  rcall('SET', leaderEpochKey, floor)
+end
 return { 1, rcall('INCR', leaderEpochKey) }

@@ -28,6 +28,8 @@
     ARGV[19] gating band ceilings (JSON object band -> ceiling)
     ARGV[20] queue shedding ('1' | '0')
     ARGV[21] in-flight eviction ('1' | '0')
+    ARGV[22] hash of the writer's config (which config version the pool's settings came from)
+    ARGV[23] mode: 'replace' (start, reload) | 'seed' (restore lost state only)
 
   Output:
     the budget in force
@@ -36,6 +38,10 @@ local rcall = redis.call
 local configKey = KEYS[1]
 local ctlKey = KEYS[2]
 
+if ARGV[23] == 'seed' and rcall('HEXISTS', configKey, 'fairness') == 1 then
+  return tonumber(rcall('HGET', ctlKey, 'budget'))
+end
+
 rcall('HSET', configKey, 'fairness', ARGV[1], 'dispatchOrder', ARGV[2], 'quantum', ARGV[3],
   'bandCapacity', ARGV[4], 'maxQueueDepth', ARGV[5], 'queueTtlMs', ARGV[6],
   'leaseTtlMs', ARGV[7], 'maxGrantsPerPass', ARGV[8], 'janitorBatch', ARGV[9],
@@ -43,7 +49,7 @@ rcall('HSET', configKey, 'fairness', ARGV[1], 'dispatchOrder', ARGV[2], 'quantum
   'tierShedMinPriority', ARGV[13], 'queueDepthThreshold', ARGV[14],
   'kvCacheUtilThreshold', ARGV[15], 'staleMs', ARGV[16], 'gatingEnabled', ARGV[17],
   'gatingDefaultCeiling', ARGV[18], 'gatingBandCeilings', ARGV[19], 'queueShedding', ARGV[20],
-  'inflightEviction', ARGV[21])
+  'inflightEviction', ARGV[21], 'configHash', ARGV[22])
 -- The dispatch order's field before it had three values.
 rcall('HDEL', configKey, 'order')
 rcall('HSETNX', ctlKey, 'budget', ARGV[10])

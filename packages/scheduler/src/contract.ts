@@ -95,6 +95,13 @@ export interface ReclaimReport {
   cancelled: number;
 }
 
+export interface ConfigureOptions {
+  /** 'replace' (default): start and reload; 'seed': only when the pool has no settings. */
+  mode?: 'replace' | 'seed';
+  /** The writer's config version (kept with the settings as `configHash`). */
+  configHash?: string;
+}
+
 /** Proof of leadership for a controller write: checked against the stored lease and epoch. */
 export interface Fence {
   replica: ReplicaId;
@@ -176,8 +183,15 @@ export interface SchedulerSnapshot {
  * runs against both. docs/scheduler.md describes the semantics.
  */
 export interface Scheduler {
-  /** Writes pool settings (validated, defaults filled); the budget only if none is set yet. */
-  configure(settings?: SchedulerSettingsInput): Promise<SchedulerSettings>;
+  /**
+   * Writes pool settings (validated, defaults filled); the budget only if none is set yet.
+   * With `mode: 'seed'` nothing is written when the pool already has settings (restoring a
+   * pool whose state was lost: the first replica to restore it wins).
+   */
+  configure(
+    settings?: SchedulerSettingsInput,
+    options?: ConfigureOptions,
+  ): Promise<SchedulerSettings>;
   upsertTenants(tenants: readonly TenantConfig[]): Promise<void>;
   upsertPods(pods: readonly PodConfig[]): Promise<void>;
 
@@ -197,7 +211,16 @@ export interface Scheduler {
   reclaim(): Promise<ReclaimReport>;
   snapshot(): Promise<SchedulerSnapshot>;
 
-  acquireLeadership(replica: ReplicaId, ttlMs: number): Promise<LeadershipResult>;
+  /**
+   * Takes or renews the leader lease. A new leadership's epoch is above both the stored
+   * epoch and `epochFloor` (the highest epoch the caller has seen), so epochs stay
+   * monotonic even when the store lost its data.
+   */
+  acquireLeadership(
+    replica: ReplicaId,
+    ttlMs: number,
+    epochFloor?: number,
+  ): Promise<LeadershipResult>;
   renewLeadership(fence: Fence, ttlMs: number): Promise<boolean>;
   releaseLeadership(fence: Fence): Promise<boolean>;
   /** Fenced: false (nothing written) unless fence.replica leads in fence.epoch. */

@@ -1,5 +1,6 @@
 export { rejectionOf, SchedulerError, ScriptCode, schedulerError } from './codes.js';
 export type {
+  ConfigureOptions,
   ControlWrite,
   EndResult,
   EnqueueRequest,
@@ -18,6 +19,14 @@ export type {
 } from './contract.js';
 export { type PoolKeys, poolKeys } from './keys.js';
 export { LocalScheduler, type LocalSchedulerOptions } from './local/local-scheduler.js';
+export {
+  blockingDuplicate,
+  createRedisConnection,
+  type HostPort,
+  type RedisConnection,
+  type RedisConnectionOptions,
+  type RedisTopology,
+} from './redis/connection.js';
 export { RedisScheduler, type RedisSchedulerOptions } from './redis/redis-scheduler.js';
 export {
   DEFAULT_GATING,

@@ -23,7 +23,7 @@ afterAll(async () => {
 });
 
 describe('RedisScheduler conformance', () => {
-  const backend = redisBackend(getRedis);
+  const backend = redisBackend(() => getRedis().handle.url);
   describeSchedulerConformance(() => backend);
 });
 

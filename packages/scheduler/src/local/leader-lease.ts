@@ -17,9 +17,10 @@ export class LeaderLease {
     return this.live(now)?.replica ?? null;
   }
 
-  acquire(replica: string, ttlMs: number, now: number): LeadershipResult {
+  acquire(replica: string, ttlMs: number, now: number, epochFloor = 0): LeadershipResult {
     assertValidName('replica', replica);
     assertInteger('ttlMs', ttlMs, 1);
+    assertInteger('epochFloor', epochFloor, 0);
     const holder = this.live(now);
     if (holder?.replica === replica) {
       holder.expiresAt = now + ttlMs;
@@ -34,7 +35,7 @@ export class LeaderLease {
       };
     }
     this.holder = { replica, expiresAt: now + ttlMs };
-    this.currentEpoch += 1;
+    this.currentEpoch = Math.max(this.currentEpoch, epochFloor) + 1;
     return { leader: true, epoch: this.currentEpoch };
   }
 

@@ -12,6 +12,7 @@ import {
 } from '@fairgate/core';
 import { rejectionOf, ScriptCode, schedulerError } from '../codes.js';
 import type {
+  ConfigureOptions,
   ControlWrite,
   EndResult,
   EnqueueRequest,
@@ -77,8 +78,12 @@ export class LocalScheduler implements Scheduler {
     return this.engine.requests.size;
   }
 
-  async configure(input: SchedulerSettingsInput = {}): Promise<SchedulerSettings> {
+  async configure(
+    input: SchedulerSettingsInput = {},
+    options: ConfigureOptions = {},
+  ): Promise<SchedulerSettings> {
     const settings = resolveSettings(input);
+    if (options.mode === 'seed' && this.engine.settings) return this.engine.settings;
     this.engine.settings = settings;
     this.engine.budget ??= settings.initialBudget;
     return settings;
@@ -361,8 +366,12 @@ export class LocalScheduler implements Scheduler {
     };
   }
 
-  async acquireLeadership(replica: ReplicaId, ttlMs: number): Promise<LeadershipResult> {
-    return this.lease.acquire(replica, ttlMs, this.clock());
+  async acquireLeadership(
+    replica: ReplicaId,
+    ttlMs: number,
+    epochFloor = 0,
+  ): Promise<LeadershipResult> {
+    return this.lease.acquire(replica, ttlMs, this.clock(), epochFloor);
   }
 
   async renewLeadership(fence: Fence, ttlMs: number): Promise<boolean> {

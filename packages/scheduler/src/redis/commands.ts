@@ -1,5 +1,6 @@
-import { type Redis, ReplyError } from 'ioredis';
+import { Cluster, type Redis, ReplyError } from 'ioredis';
 import { library, type ScriptName, scripts } from '../generated/scripts.js';
+import type { RedisConnection } from './connection.js';
 
 export type ScriptArg = string | number;
 export type RunScript = (
@@ -9,36 +10,43 @@ export type RunScript = (
 ) => Promise<unknown>;
 
 /**
- * Runs the scheduler's scripts as functions of one Redis function library (FCALL), loaded
- * on first use with FUNCTION LOAD REPLACE. The library's name carries the package version
- * (scripts/build-lua.mjs), so two releases sharing one Redis during a rolling deploy each
- * run their own functions; every replica of one release loads the same code, so REPLACE is
- * idempotent.
+ * Runs the scheduler's scripts as functions of one Redis function library (FCALL). The
+ * library's name carries the package version (scripts/build-lua.mjs), so two releases
+ * sharing one Redis during a rolling deploy each run their own functions; every replica of
+ * one release loads the same code, so FUNCTION LOAD REPLACE is idempotent.
  *
- * Redis keeps libraries in its RDB/AOF, but a restart without persistence or a FUNCTION
- * FLUSH drops them. A call refused because its function does not exist loads the library
- * again and is retried once, so the loss is invisible to callers (as ioredis hides NOSCRIPT
- * for EVALSHA). That refusal is recognised by Redis's reply text, the one place this
- * package reads one: Redis gives it no error code of its own ("ERR Function not found";
- * test/redis.test.ts flushes the functions under load). The scripts themselves never fail
- * by error: they return negative codes (src/codes.ts).
+ * The library is loaded when a call finds its function missing: on first use, after a
+ * restart without persistence or a FUNCTION FLUSH, on a replica promoted before the library
+ * reached it. The refused call loads it and is retried once, so the loss is invisible to
+ * callers (as ioredis hides NOSCRIPT for EVALSHA). That refusal is recognised by Redis's
+ * reply text, the one place this package reads one: Redis gives it no error code of its own
+ * ("ERR Function not found"; test/redis.test.ts and test/cluster.test.ts flush the
+ * functions under load). The scripts themselves never fail by error: they return negative
+ * codes (src/codes.ts).
+ *
+ * On a Cluster, FCALL is routed by its keys like any keyed command (@ioredis/commands knows
+ * FCALL's key positions), and every key of one call carries the pool's hash tag, so a call
+ * runs whole on the master of the pool's slot. Functions are per server, not per slot, so
+ * the library is loaded on every master the client knows; replicas get it through
+ * replication.
  */
-export function functionRunner(redis: Redis): RunScript {
-  let loading: Promise<void> | undefined;
-  let loaded = false;
-  const load = (): Promise<void> => {
-    loading ??= (
-      redis.call('FUNCTION', 'LOAD', 'REPLACE', library.content) as Promise<unknown>
-    ).then(
-      () => {
-        loaded = true;
-      },
-      (error: unknown) => {
-        loading = undefined;
-        throw error;
-      },
-    );
-    return loading;
+export function functionRunner(connection: RedisConnection): RunScript {
+  // Loads are numbered; `loading` is the one in flight. A load numbered above what a call
+  // saw when it was sent was itself sent after that call failed, on the same per-server
+  // connection, so it runs after the loss and the call can wait for it instead of loading
+  // again: a flush under N concurrent calls costs one load, not N.
+  let started = 0;
+  let loading: { number: number; done: Promise<void> } | undefined;
+  const reload = (seen: number): Promise<void> => {
+    if (loading && loading.number > seen) return loading.done;
+    started += 1;
+    const current = { number: started, done: loadEverywhere(connection) };
+    loading = current;
+    const clear = () => {
+      if (loading === current) loading = undefined;
+    };
+    current.done.then(clear, clear);
+    return current.done;
   };
 
   return async (name, keys, args) => {
@@ -46,16 +54,33 @@ export function functionRunner(redis: Redis): RunScript {
     if (keys.length !== script.keys) {
       throw new Error(`script ${name} takes ${script.keys} keys, got ${keys.length}`);
     }
-    if (!loaded) await load();
+    const fcall = () => connection.call('FCALL', script.function, script.keys, ...keys, ...args);
+    const seen = started;
     try {
-      return await redis.call('FCALL', script.function, script.keys, ...keys, ...args);
+      return await fcall();
     } catch (error) {
       if (!isMissingFunction(error)) throw error;
-      loading = undefined;
-      await load();
-      return redis.call('FCALL', script.function, script.keys, ...keys, ...args);
+      await reload(seen);
+      return fcall();
     }
   };
+}
+
+/**
+ * FUNCTION LOAD REPLACE on the one server, or on every master of a Cluster. A master that
+ * cannot be reached is skipped: its own calls will find the library missing and load again.
+ * Fails only when no server took the library.
+ */
+async function loadEverywhere(connection: RedisConnection): Promise<void> {
+  const targets: Redis[] =
+    connection instanceof Cluster ? connection.nodes('master') : [connection];
+  if (targets.length === 0)
+    throw new Error('no Redis master known to load the function library on');
+  const results = await Promise.allSettled(
+    targets.map((target) => target.call('FUNCTION', 'LOAD', 'REPLACE', library.content)),
+  );
+  if (results.some((result) => result.status === 'fulfilled')) return;
+  throw (results[0] as PromiseRejectedResult).reason;
 }
 
 function isMissingFunction(error: unknown): boolean {

@@ -2,6 +2,7 @@ import { assertInteger, assertValidName, type ReplicaId, type RequestId } from '
 import { Redis } from 'ioredis';
 import { rejectionOf, ScriptCode, schedulerError } from '../codes.js';
 import type {
+  ConfigureOptions,
   ControlWrite,
   EndResult,
   EnqueueRequest,
@@ -29,13 +30,17 @@ import {
   type TenantConfig,
 } from '../settings.js';
 import { functionRunner, type RunScript, type ScriptArg } from './commands.js';
+import { blockingDuplicate, type RedisConnection } from './connection.js';
 import { decodeSnapshot, flatToMap } from './replies.js';
 
 export interface RedisSchedulerOptions {
   /** Pool name: the hash tag `{fg:<pool>}` of every key. */
   pool: string;
-  /** An ioredis connection (left open by close()) or a redis:// URL (owned and closed). */
-  connection: Redis | string;
+  /**
+   * An ioredis connection (left open by close()): one server, a Sentinel-managed primary or
+   * a Cluster (createRedisConnection); or a redis:// URL (owned and closed).
+   */
+  connection: RedisConnection | string;
   /** How long TTFT histogram seconds are kept (default 5 minutes). */
   latencyRetentionMs?: number;
 }
@@ -50,7 +55,7 @@ const END_STATES = ['unknown', 'granted', 'queued'] as const;
  */
 export class RedisScheduler implements Scheduler {
   readonly keys: PoolKeys;
-  private readonly redis: Redis;
+  private readonly redis: RedisConnection;
   private readonly ownsConnection: boolean;
   private readonly run: RunScript;
   private readonly engineKeys: readonly string[];
@@ -58,8 +63,11 @@ export class RedisScheduler implements Scheduler {
   /**
    * Dedicated connection for BLPOP, created on first waitForNotices. It serves one wait at a
    * time: a gateway process waits for one replica id, so a second concurrent call queues.
+   * Its waits are bounded by their own timeout plus a grace, not by the main connection's
+   * command timeout (which would cut every wait short), and it has an 'error' listener like
+   * the main connection (blockingDuplicate).
    */
-  private blocking: Redis | undefined;
+  private blocking: RedisConnection | undefined;
 
   constructor(options: RedisSchedulerOptions) {
     this.keys = poolKeys(options.pool);
@@ -72,7 +80,10 @@ export class RedisScheduler implements Scheduler {
     assertInteger('latencyRetentionMs', this.latencyRetentionMs, 1_000);
   }
 
-  async configure(input: SchedulerSettingsInput = {}): Promise<SchedulerSettings> {
+  async configure(
+    input: SchedulerSettingsInput = {},
+    options: ConfigureOptions = {},
+  ): Promise<SchedulerSettings> {
     const s = resolveSettings(input);
     const flag = (value: boolean) => (value ? '1' : '0');
     await this.run(
@@ -100,6 +111,8 @@ export class RedisScheduler implements Scheduler {
         JSON.stringify(s.gating.bandCeilings),
         flag(s.queueShedding),
         flag(s.inflightEviction),
+        options.configHash ?? '',
+        options.mode ?? 'replace',
       ],
     );
     return s;
@@ -171,7 +184,7 @@ export class RedisScheduler implements Scheduler {
     assertValidName('replica', replica);
     assertInteger('timeoutMs', timeoutMs, 1);
     const noticesKey = `${this.keys.noticesPrefix}${replica}`;
-    this.blocking ??= this.redis.duplicate();
+    this.blocking ??= blockingDuplicate(this.redis);
     const first = await this.blocking.blpop(noticesKey, timeoutMs / 1000);
     if (!first) return [];
     const rest = (await this.redis.lpop(noticesKey, MAX_NOTICES_PER_POLL)) ?? [];
@@ -229,13 +242,18 @@ export class RedisScheduler implements Scheduler {
     return decodeSnapshot(reply);
   }
 
-  async acquireLeadership(replica: ReplicaId, ttlMs: number): Promise<LeadershipResult> {
+  async acquireLeadership(
+    replica: ReplicaId,
+    ttlMs: number,
+    epochFloor = 0,
+  ): Promise<LeadershipResult> {
     assertValidName('replica', replica);
     assertInteger('ttlMs', ttlMs, 1);
+    assertInteger('epochFloor', epochFloor, 0);
     const [won, epoch, holder, expiresInMs] = (await this.run(
       'acquireLeadership',
       [this.keys.leader, this.keys.leaderEpoch],
-      [replica, ttlMs],
+      [replica, ttlMs, epochFloor],
     )) as [number, number, string | undefined, number | undefined];
     return won === 1
       ? { leader: true, epoch }

@@ -26,6 +26,46 @@ export function controlPlane(getPool: GetPool): void {
     expect([snapshot.leader, snapshot.epoch]).toEqual(['ra', 3]);
   });
 
+  it('a new leadership starts above the epoch floor the caller has seen (state lost)', async () => {
+    const pool = getPool();
+    const s = pool.on();
+    // [replica, floor, expected epoch]: the epoch never goes back, and a floor at or below
+    // the stored epoch changes nothing.
+    const steps: Array<[string, number, number]> = [
+      ['ra', 7, 8],
+      ['rb', 3, 9],
+      ['rc', 9, 10],
+      ['rd', 20, 21],
+    ];
+    for (const [replica, floor, epoch] of steps) {
+      expect(await s.acquireLeadership(replica, 60_000, floor)).toEqual({ leader: true, epoch });
+      // Renewing while holding keeps the epoch whatever the floor.
+      expect(await s.acquireLeadership(replica, 60_000, floor + 100)).toEqual({
+        leader: true,
+        epoch,
+      });
+      expect(await s.releaseLeadership({ replica, epoch })).toBe(true);
+    }
+    expect((await s.snapshot()).epoch).toBe(21);
+    // A write fenced by a pre-floor epoch of the same replica is refused.
+    expect(await s.acquireLeadership('ra', 60_000, 21)).toEqual({ leader: true, epoch: 22 });
+    expect(await s.setBudget({ replica: 'ra', epoch: 8 }, 5)).toBe(false);
+    expect(await s.setBudget({ replica: 'ra', epoch: 22 }, 5)).toBe(true);
+  });
+
+  it('configure in seed mode writes only into a pool without settings', async () => {
+    const pool = getPool();
+    const s = pool.on();
+    await s.configure({ initialBudget: 3, quantum: 7 }, { mode: 'seed', configHash: 'a' });
+    expect((await s.snapshot()).settings?.quantum).toBe(7);
+    await s.configure({ initialBudget: 9, quantum: 9 }, { mode: 'seed', configHash: 'b' });
+    const seeded = await s.snapshot();
+    expect([seeded.settings?.quantum, seeded.budget]).toEqual([7, 3]);
+    await s.configure({ initialBudget: 9, quantum: 9 }, { mode: 'replace', configHash: 'b' });
+    const replaced = await s.snapshot();
+    expect([replaced.settings?.quantum, replaced.budget]).toEqual([9, 3]);
+  });
+
   it('controller writes are fenced by the epoch; a raised budget dispatches on the next poll', async () => {
     const pool = getPool();
     await pool.setup({

@@ -1,8 +1,7 @@
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { LocalScheduler, poolKeys, RedisScheduler, type Scheduler } from '../../src/index.js';
 import { PER_REQUEST_INDEXES, PER_REQUEST_PREFIXES } from '../../src/keys.js';
 import type { LocalEngine } from '../../src/local/engine.js';
-import type { TestRedis } from './cluster-redis.js';
 
 /** One isolated pool of one implementation, with as many replica handles as a test wants. */
 export interface PoolBackend {
@@ -51,29 +50,37 @@ export function localBackend(): Backend {
 
 let poolCounter = 0;
 
-export function redisBackend(redis: () => TestRedis): Backend {
+/**
+ * Pools on one Redis: a redis:// URL (each replica handle opens and closes a connection of
+ * its own) or a Cluster connection all handles share (left open: the test owns it; the
+ * pools' hash tags spread over its masters).
+ */
+export function redisBackend(target: () => string | Cluster): Backend {
   return {
     kind: 'redis',
     newPool() {
       poolCounter += 1;
       const pool = `t${poolCounter}-${process.pid}`;
       const keys = poolKeys(pool);
-      const url = redis().handle.url;
+      const connection = target();
       const handles = new Map<string, RedisScheduler>();
       return {
         connect(replica) {
           let handle = handles.get(replica);
           if (!handle) {
-            handle = new RedisScheduler({ pool, connection: url });
+            handle = new RedisScheduler({ pool, connection });
             handles.set(replica, handle);
           }
           return handle;
         },
         async perRequestResidue() {
-          const admin = new Redis(url);
+          const admin = typeof connection === 'string' ? new Redis(connection) : connection;
+          // A pool's keys all live on one master, but SCAN is per server: scan every master.
+          const servers = admin instanceof Cluster ? admin.nodes('master') : [admin];
           try {
             const residue: string[] = [];
-            for (const key of await scanAll(admin, `${keys.tag}*`)) {
+            const found = await Promise.all(servers.map((s) => scanAll(s, `${keys.tag}*`)));
+            for (const key of found.flat()) {
               if (PER_REQUEST_PREFIXES.some((name) => key.startsWith(keys[name]))) {
                 residue.push(key);
               }
@@ -84,7 +91,7 @@ export function redisBackend(redis: () => TestRedis): Backend {
             }
             return residue;
           } finally {
-            admin.disconnect();
+            if (admin !== connection) admin.disconnect();
           }
         },
         async close() {

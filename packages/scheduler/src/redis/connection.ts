@@ -1,0 +1,184 @@
+import { Cluster, type Command, Redis, type RedisOptions } from 'ioredis';
+
+/** A connection the RedisScheduler runs on: one server (direct or through Sentinel) or a Cluster. */
+export type RedisConnection = Redis | Cluster;
+
+export interface HostPort {
+  host: string;
+  port: number;
+}
+
+/** Where the pool's Redis is: exactly one of the three shapes. */
+export type RedisTopology =
+  | { kind: 'standalone'; url: string }
+  | { kind: 'sentinel'; sentinels: HostPort[]; name: string; password?: string }
+  | { kind: 'cluster'; nodes: HostPort[]; password?: string };
+
+export interface RedisConnectionOptions {
+  topology: RedisTopology;
+  /**
+   * Most ms a command may take, queued or sent, before it fails with "Command timed out":
+   * during an outage every caller gets an answer within this bound instead of waiting for
+   * a reconnect. Blocking commands (BLPOP) run on a twin connection bounded by their own
+   * wait instead (blockingDuplicate, CommandBound).
+   */
+  commandTimeoutMs: number;
+  /** Longest pause between reconnect attempts (default 500 ms: recovery within a second). */
+  reconnectMaxMs?: number;
+  /**
+   * Connection-level errors ('error' events). Always listened to, so ioredis never logs
+   * "Unhandled error event"; callers count or log them.
+   */
+  onError?: (error: Error) => void;
+}
+
+/**
+ * One ioredis connection for the scheduler. Commands fail fast while the server is away
+ * (a bound per command, see `CommandBound`; no per-request retries: the caller decides),
+ * reconnects keep trying forever with a short capped backoff, and 'error' events always
+ * have a listener.
+ */
+export function createRedisConnection(options: RedisConnectionOptions): RedisConnection {
+  const make = (bound: CommandBound): RedisConnection => {
+    const connection = connect(options, bound);
+    connection.on('error', options.onError ?? (() => {}));
+    return connection;
+  };
+  const main = make({ kind: 'reply', timeoutMs: options.commandTimeoutMs });
+  blockingTwins.set(main, () => make({ kind: 'blocking', graceMs: BLOCKING_GRACE_MS }));
+  return main;
+}
+
+function connect(options: RedisConnectionOptions, bound: CommandBound): RedisConnection {
+  const reconnectMaxMs = options.reconnectMaxMs ?? 500;
+  const common: RedisOptions = {
+    enableAutoPipelining: false,
+    maxRetriesPerRequest: 0,
+    retryStrategy: (attempt: number) => Math.min(50 * attempt, reconnectMaxMs),
+  };
+  const { topology } = options;
+  if (topology.kind === 'standalone') {
+    return boundEveryCommand(new Redis(topology.url, common), bound);
+  }
+  if (topology.kind === 'sentinel') {
+    return boundEveryCommand(
+      new Redis({
+        ...common,
+        sentinels: topology.sentinels,
+        name: topology.name,
+        ...(topology.password ? { password: topology.password } : {}),
+        sentinelRetryStrategy: (attempt: number) => Math.min(50 * attempt, reconnectMaxMs),
+        // A failover closes connections to the old primary; reconnect to the new one at once.
+        reconnectOnError: (error: Error) => /READONLY/.test(error.message),
+        // A primary that stalls or is cut off (SIGSTOP, a partition) keeps its connections
+        // open, so nothing above fires and every command times out on it for as long as it
+        // stays away. Subscribed to the sentinels' +switch-master, the connection leaves it
+        // as soon as they promote a replica (one extra connection per sentinel), and drops
+        // the socket after 100 ms instead of waiting 2 s (ioredis's default) for a stalled
+        // server to acknowledge the close.
+        failoverDetector: true,
+        disconnectTimeout: 100,
+      }),
+      bound,
+    );
+  }
+  return boundEveryCommand(
+    new Cluster(topology.nodes, {
+      enableAutoPipelining: false,
+      scaleReads: 'master',
+      clusterRetryStrategy: (attempt: number) => Math.min(50 * attempt, reconnectMaxMs),
+      redisOptions: {
+        ...common,
+        ...(topology.password ? { password: topology.password } : {}),
+      },
+    }),
+    bound,
+  );
+}
+
+/**
+ * How long a command may wait for its reply.
+ * - `reply`: every command fails with "Command timed out" after timeoutMs, whether it was
+ *   sent or parked while disconnected (a parked one is still sent on reconnect, as with
+ *   ioredis's commandTimeout).
+ * - `blocking` (the BLPOP connection): a blocking wait fails graceMs after its own timeout,
+ *   and the connection is dropped and made again, so a wait on a stalled server (SIGSTOP,
+ *   a partition) returns and no late reply can reach a later command.
+ *
+ * Why not ioredis's own commandTimeout / blockingTimeout: their timers decide at once when
+ * they fire. A process that was paused (SIGSTOP, a long GC pause, a starved CPU) runs its
+ * due timers before it reads the replies that came in meanwhile, so they failed calls Redis
+ * had answered in time, and a blocking timeout resolved BLPOP with null while Redis had
+ * popped a grant notice for it: the notice was lost and its request waited until its lease
+ * lapsed. Here the decision waits one more turn of the event loop, whose I/O phase reads
+ * what is already in the socket.
+ */
+type CommandBound = { kind: 'reply'; timeoutMs: number } | { kind: 'blocking'; graceMs: number };
+
+const BLOCKING_GRACE_MS = 1_000;
+/** A blocking wait with no timeout of its own (0) is bounded by this. */
+const BLOCKING_UNBOUNDED_MS = 60_000;
+
+/** Commands already bounded (a Cluster may send one command more than once: MOVED, retry). */
+const bounded = new WeakSet<Command>();
+
+function boundCommand(connection: RedisConnection, command: Command, bound: CommandBound): void {
+  if (bounded.has(command)) return;
+  bounded.add(command);
+  const blocking =
+    bound.kind === 'blocking' && /^(blpop|brpop|blmove|bzpopmin)$/i.test(command.name);
+  if (bound.kind === 'blocking' && !blocking) return;
+  let settled = false;
+  const waitMs = bound.kind === 'reply' ? bound.timeoutMs : blockingWaitMs(command) + bound.graceMs;
+  const timer = setTimeout(() => {
+    setImmediate(() => {
+      if (settled) return;
+      command.reject(new Error(blocking ? 'Blocking wait timed out' : 'Command timed out'));
+      if (blocking) connection.disconnect(true);
+    });
+  }, waitMs);
+  const settle = () => {
+    settled = true;
+    clearTimeout(timer);
+  };
+  command.promise.then(settle, settle);
+}
+
+/** A blocking command's own timeout in ms: its last argument, in seconds. */
+function blockingWaitMs(command: Command): number {
+  const seconds = Number(String(command.args[command.args.length - 1]));
+  return Number.isFinite(seconds) && seconds > 0 ? seconds * 1_000 : BLOCKING_UNBOUNDED_MS;
+}
+
+/**
+ * Bounds every command `connection` sends, where it enters: for a Cluster that includes a
+ * command parked in the Cluster's own offline queue (no node reachable, or before the first
+ * slot map), which the node connections' timeouts never see.
+ */
+function boundEveryCommand<C extends RedisConnection>(connection: C, bound: CommandBound): C {
+  const send = connection.sendCommand.bind(connection) as (...args: unknown[]) => unknown;
+  connection.sendCommand = (command: Command, ...rest: unknown[]) => {
+    boundCommand(connection, command, bound);
+    return send(command, ...rest);
+  };
+  return connection;
+}
+
+/** The blocking twin of each connection made by createRedisConnection. */
+const blockingTwins = new WeakMap<RedisConnection, () => RedisConnection>();
+
+/**
+ * A second connection like `connection` for blocking commands (BLPOP), bounded as
+ * `CommandBound` says. A connection not made by createRedisConnection (tests pass their
+ * own) gets a plain duplicate.
+ */
+export function blockingDuplicate(
+  connection: RedisConnection,
+  onError: (error: Error) => void = () => {},
+): RedisConnection {
+  const twin = blockingTwins.get(connection);
+  if (twin) return twin();
+  const duplicate = connection.duplicate();
+  duplicate.on('error', onError);
+  return duplicate;
+}
