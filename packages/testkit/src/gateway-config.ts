@@ -19,6 +19,8 @@ export function sha256Hex(text: string): string {
 export interface GatewayConfigOptions {
   pods: Array<{ name: string; url: string; cap?: number }>;
   redisUrl?: string;
+  /** Further keys of the `redis:` section (on_outage, command_timeout_ms, sentinels...). */
+  redis?: Record<string, unknown>;
   /** Redis pool name; random by default so tests sharing a Redis never collide. */
   pool?: string;
   budget?: number;
@@ -50,7 +52,9 @@ export function writeGatewayConfig(options: GatewayConfigOptions): string {
   const config = {
     pool: options.pool ?? `t${Math.random().toString(36).slice(2, 10)}`,
     listen: { host: '127.0.0.1', port: 0 },
-    ...(options.redisUrl ? { redis: { url: options.redisUrl } } : {}),
+    ...(options.redisUrl || options.redis
+      ? { redis: { ...(options.redisUrl ? { url: options.redisUrl } : {}), ...options.redis } }
+      : {}),
     admin: { token_sha256: sha256Hex(TEST_KEYS.admin) },
     tenants: options.tenants ?? defaultTestTenants(),
     pods: options.pods,

@@ -32,6 +32,17 @@ export {
   startRedis,
 } from './redis.js';
 export {
+  type RedisClusterHandle,
+  type RedisClusterOptions,
+  startRedisCluster,
+} from './redis-cluster.js';
+export type { HostPort } from './redis-process.js';
+export {
+  type RedisSentinelHandle,
+  type RedisSentinelOptions,
+  startRedisSentinel,
+} from './redis-sentinel.js';
+export {
   offerPhase,
   TUNER_DESIGN,
   TUNER_LIGHT_PHASE,

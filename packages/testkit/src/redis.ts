@@ -25,6 +25,10 @@ export interface RedisHandle {
   kill(): Promise<void>;
   /** A fresh, empty server on the same port (after kill or stop, or while running). */
   restart(): Promise<void>;
+  /** SIGSTOP: the server stalls with its connections open (a network stall, a long fork). */
+  pause(): Promise<void>;
+  /** SIGCONT after pause(). */
+  resume(): Promise<void>;
 }
 
 export const REDIS_MISSING_HELP =
@@ -83,6 +87,8 @@ function externalRedis(url: string): RedisHandle {
     stop: () => Promise.resolve(),
     kill: unsupported('kill'),
     restart: unsupported('restart'),
+    pause: unsupported('pause'),
+    resume: unsupported('resume'),
   };
 }
 
@@ -124,6 +130,12 @@ async function privateRedisServer(binary: string, extraArgs: string[]): Promise<
       if (server && !server.exited) await server.kill();
       await launch();
     },
+    async pause() {
+      if (server) process.kill(server.pid, 'SIGSTOP');
+    },
+    async resume() {
+      if (server) process.kill(server.pid, 'SIGCONT');
+    },
   };
 }
 
@@ -155,6 +167,12 @@ async function containerRedis(): Promise<RedisHandle | undefined> {
     async restart() {
       await container.stop({ timeout: 0 }).catch(() => {});
       container = await new testcontainers.GenericContainer(image).withExposedPorts(6379).start();
+    },
+    async pause() {
+      await container.exec(['kill', '-STOP', '1']);
+    },
+    async resume() {
+      await container.exec(['kill', '-CONT', '1']);
     },
   };
   return handle;
