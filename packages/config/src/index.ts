@@ -16,6 +16,7 @@ export {
   type FairgateConfig,
   type LeaderConfig,
   type PodConfig,
+  type RedisSectionConfig,
   type SaturationSectionConfig,
   type SchedulerConfig,
   type TenantConfig,

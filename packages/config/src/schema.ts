@@ -232,6 +232,60 @@ export const leaderSchema = z
     }
   });
 
+/** `host:port`, as Sentinel and Cluster seed lists are written. */
+const hostPort = z
+  .string()
+  .regex(/^[A-Za-z0-9.-]+:\d{1,5}$/, "must be 'host:port'")
+  .transform((text) => {
+    const at = text.lastIndexOf(':');
+    return { host: text.slice(0, at), port: Number(text.slice(at + 1)) };
+  });
+
+/**
+ * Where the shared scheduler state lives and what a replica does while it cannot reach it.
+ * Exactly one of `url` (one server), `sentinels` + `sentinel_name` (a Sentinel-managed
+ * primary) or `cluster_nodes` (a Redis Cluster seed list).
+ */
+export const redisSchema = z
+  .strictObject({
+    url: z.url({ protocol: /^rediss?$/ }).optional(),
+    sentinels: z.array(hostPort).min(1).optional(),
+    sentinel_name: z.string().min(1).optional(),
+    cluster_nodes: z.array(hostPort).min(1).optional(),
+    /** Password of the data nodes (Sentinel and Cluster; a URL carries its own). */
+    password: z.string().min(1).optional(),
+    /** Most ms one Redis call may take, queued or sent, before it counts as failed. */
+    command_timeout_ms: z.number().int().min(10).max(60_000).default(250),
+    /**
+     * What a replica does while Redis is unreachable: `reject` answers 503
+     * scheduler_unavailable at once; `local_share` admits up to budget / live replicas on
+     * its embedded scheduler from its last view of the pool (docs/architecture.md).
+     */
+    on_outage: z.enum(['reject', 'local_share']).default('reject'),
+  })
+  .superRefine((redis, ctx) => {
+    const given = (['url', 'sentinels', 'cluster_nodes'] as const).filter(
+      (key) => redis[key] !== undefined,
+    );
+    if (given.length !== 1) {
+      ctx.addIssue({
+        code: 'custom',
+        path: given.length === 0 ? ['url'] : [given[1] ?? 'url'],
+        message:
+          given.length === 0
+            ? 'one of url, sentinels (with sentinel_name) or cluster_nodes is required'
+            : `give only one of url, sentinels, cluster_nodes (got ${given.join(', ')})`,
+      });
+    }
+    if ((redis.sentinels === undefined) !== (redis.sentinel_name === undefined)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [redis.sentinels === undefined ? 'sentinels' : 'sentinel_name'],
+        message: 'sentinels and sentinel_name go together: this one is missing',
+      });
+    }
+  });
+
 export const telemetrySchema = z.strictObject({
   service_name: z.string().min(1).default('fairgate'),
   /** Traces go to OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (standard OTEL_* env) is set. */
@@ -249,7 +303,7 @@ export const configSchema = z
       })
       .default({ host: '0.0.0.0', port: 8080 }),
     /** Absent or null (`FAIRGATE__REDIS=null`): one replica on the embedded LocalScheduler. */
-    redis: z.strictObject({ url: z.url({ protocol: /^rediss?$/ }) }).nullish(),
+    redis: redisSchema.nullish(),
     admin: z.strictObject({ token_sha256: sha256Hex.optional() }).default({}),
     limits: z
       .strictObject({
@@ -377,3 +431,4 @@ export type TokenBucketConfig = z.infer<typeof tokenBucketSchema>;
 export type UpstreamConfig = z.infer<typeof upstreamSchema>;
 export type ControllerSectionConfig = z.infer<typeof controllerSchema>;
 export type LeaderConfig = z.infer<typeof leaderSchema>;
+export type RedisSectionConfig = z.infer<typeof redisSchema>;

@@ -144,6 +144,42 @@ describe('controller section', () => {
   });
 });
 
+describe('redis section', () => {
+  it.each([
+    [
+      { url: 'redis://127.0.0.1:6379' },
+      { url: 'redis://127.0.0.1:6379', command_timeout_ms: 250, on_outage: 'reject' },
+    ],
+    [
+      {
+        sentinels: ['10.0.0.1:26379', 's2.local:26380'],
+        sentinel_name: 'fg',
+        on_outage: 'local_share',
+      },
+      {
+        sentinels: [
+          { host: '10.0.0.1', port: 26379 },
+          { host: 's2.local', port: 26380 },
+        ],
+        sentinel_name: 'fg',
+        command_timeout_ms: 250,
+        on_outage: 'local_share',
+      },
+    ],
+    [
+      { cluster_nodes: ['127.0.0.1:7000'], password: 'pw', command_timeout_ms: 500 },
+      {
+        cluster_nodes: [{ host: '127.0.0.1', port: 7000 }],
+        password: 'pw',
+        command_timeout_ms: 500,
+        on_outage: 'reject',
+      },
+    ],
+  ])('%j parses with its defaults', (redis, expected) => {
+    expect(parseConfig({ ...minimal(), redis }).redis).toEqual(expected);
+  });
+});
+
 describe('bad configs name the key', () => {
   const cases: Array<[string, (c: Record<string, any>) => void, string]> = [
     ['no tenants', (c) => delete c.tenants, 'tenants'],
@@ -159,6 +195,33 @@ describe('bad configs name the key', () => {
     ['unknown top-level key', (c) => (c.tenantz = []), ''],
     ['bad pod url', (c) => (c.pods[0].url = 'ftp://x'), 'pods[0].url'],
     ['bad redis url', (c) => (c.redis = { url: 'http://x' }), 'redis.url'],
+    ['redis without a server', (c) => (c.redis = { on_outage: 'reject' }), 'redis.url'],
+    [
+      'redis url and cluster',
+      (c) => (c.redis = { url: 'redis://x:1', cluster_nodes: ['a:1'] }),
+      'redis.cluster_nodes',
+    ],
+    [
+      'sentinels without a name',
+      (c) => (c.redis = { sentinels: ['a:26379'] }),
+      'redis.sentinel_name',
+    ],
+    [
+      'sentinel name without sentinels',
+      (c) => (c.redis = { url: 'redis://x:1', sentinel_name: 'm' }),
+      'redis.sentinels',
+    ],
+    ['bad cluster node', (c) => (c.redis = { cluster_nodes: ['a'] }), 'redis.cluster_nodes[0]'],
+    [
+      'unknown outage mode',
+      (c) => (c.redis = { url: 'redis://x:1', on_outage: 'queue' }),
+      'redis.on_outage',
+    ],
+    [
+      'command timeout too small',
+      (c) => (c.redis = { url: 'redis://x:1', command_timeout_ms: 1 }),
+      'redis.command_timeout_ms',
+    ],
     [
       'duplicate tenant',
       (c) => c.tenants.push({ id: 'a', api_key_sha256: [apiKeyDigest('k2')] }),

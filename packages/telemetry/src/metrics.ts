@@ -114,6 +114,23 @@ export function createGatewayMetrics(labels: { replica: string }) {
       labelNames: ['operation'],
       registers: [registry],
     }),
+    redisOutage: new Gauge({
+      name: 'fairgate_redis_outage',
+      help: '1 while this replica cannot reach Redis and runs in its outage mode (redis.on_outage), else 0.',
+      labelNames: ['mode'],
+      registers: [registry],
+    }),
+    redisOutages: new Counter({
+      name: 'fairgate_redis_outages_total',
+      help: 'Times this replica entered its Redis outage mode.',
+      labelNames: ['mode'],
+      registers: [registry],
+    }),
+    schedulerReseeds: new Counter({
+      name: 'fairgate_scheduler_reseeds_total',
+      help: "Times this replica found the pool's shared state missing in Redis (settings, tenants) and wrote it again from its config.",
+      registers: [registry],
+    }),
     tunerAlpha: new Gauge({
       name: 'fairgate_tuner_alpha_ms',
       help: 'Capacity tuner: learned fixed cost of one engine iteration, ms (leader only).',
