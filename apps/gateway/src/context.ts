@@ -4,6 +4,7 @@ import type { GatewayMetrics } from '@fairgate/telemetry';
 import type { Tracer } from '@opentelemetry/api';
 import type { ControlPlane } from './control/control-plane.js';
 import type { GrantBroker } from './grants.js';
+import type { LocalShareInfo } from './local-share.js';
 import type { TenantDirectory } from './tenants.js';
 import type { PodPool } from './upstream/pods.js';
 
@@ -22,6 +23,25 @@ export interface GatewayDeps {
   mode: 'redis' | 'embedded';
   /** TTFT window recorder, leader election and the controller (leader duties). */
   control: ControlPlane;
+  /** Redis outage handling (absent on the embedded scheduler). */
+  outage?: OutageState;
+}
+
+/** Where a request is admitted and released: the shared scheduler, or the local share. */
+export interface Lane {
+  scheduler: Scheduler;
+  broker: GrantBroker;
+}
+
+/** What the request path and /readyz need to know of a Redis outage. */
+export interface OutageState {
+  /** True while this replica cannot reach Redis. */
+  readonly down: boolean;
+  readonly mode: 'reject' | 'local_share';
+  /** The local share's lane during an outage in local_share mode, else undefined. */
+  localShare(): Lane | undefined;
+  /** Its budget, the view it came from and what it holds (for /readyz). */
+  localShareInfo(): LocalShareInfo | undefined;
 }
 
 /** Per-request values set by middleware (Hono context variables). */

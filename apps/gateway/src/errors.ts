@@ -79,6 +79,20 @@ export function noHealthyPod(): OpenAIHttpError {
   });
 }
 
+/**
+ * Redis (the shared scheduler state) cannot be reached and this replica's outage mode is
+ * `reject`: answered at once, nothing sent upstream; Retry-After 1 s.
+ */
+export function schedulerUnavailable(): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 503,
+    type: 'service_unavailable_error',
+    message: 'The scheduler is unavailable (its Redis cannot be reached); retry shortly',
+    code: 'scheduler_unavailable',
+    headers: { 'retry-after': '1' },
+  });
+}
+
 export function upstreamFailure(message: string, code = 'upstream_error'): OpenAIHttpError {
   return new OpenAIHttpError({ status: 502, type: 'upstream_error', message, code });
 }

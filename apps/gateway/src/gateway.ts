@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { ConfigWatcher, type FairgateConfig } from '@fairgate/config';
+import type { Scheduler } from '@fairgate/scheduler';
 import { createGatewayMetrics, startTelemetry, type Telemetry } from '@fairgate/telemetry';
 import { type ServerType, serve } from '@hono/node-server';
 import type { Hono } from 'hono';
@@ -7,6 +8,9 @@ import { createGatewayApp } from './app.js';
 import type { GatewayDeps } from './context.js';
 import { ControlPlane } from './control/control-plane.js';
 import { GrantBroker } from './grants.js';
+import { LocalShare, outageState } from './local-share.js';
+import { OutageMonitor, SchedulerUnavailable } from './redis-outage.js';
+import { resilientScheduler } from './resilient-scheduler.js';
 import { applyConfig, createScheduler } from './scheduler-setup.js';
 import { installClientErrorHandler } from './server-errors.js';
 import { TenantDirectory } from './tenants.js';
@@ -66,29 +70,86 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   );
   const config = watcher.current;
   tenants = new TenantDirectory(config);
-  const created = createScheduler(config);
-  scheduler = created.scheduler;
-  const sharedScheduler = created.scheduler;
   const metrics = createGatewayMetrics({ replica });
+  const created = createScheduler(config, (error) => {
+    metrics.redisErrors.inc({ operation: 'connection' });
+    monitor?.unreachable(`connection: ${error.message}`);
+  });
+  const inner = created.scheduler;
+  let monitor: OutageMonitor | undefined;
+  let broker: GrantBroker | undefined;
+  let localShare: LocalShare | undefined;
+  /** The config could not be written at start (Redis away): written when Redis is back. */
+  let applyWhenBack = false;
+  const healthy = (name: string) => pods?.get(name)?.healthy ?? true;
+  let sharedScheduler: Scheduler = inner;
+  if (created.mode === 'redis' && config.redis) {
+    const mode = config.redis.on_outage;
+    const outageMonitor = new OutageMonitor({
+      mode,
+      probe: () => sharedScheduler.heartbeat(replica),
+      onEnter: (reason) => {
+        log(`fairgate: Redis unreachable (${reason}): outage mode '${mode}'`);
+        metrics.redisOutage.set({ mode }, 1);
+        metrics.redisOutages.inc({ mode });
+        broker?.failWaiters();
+        localShare?.open();
+      },
+      onLeave: (outageMs) => {
+        log(`fairgate: Redis reachable again after ${Math.round(outageMs)} ms: outage mode over`);
+        metrics.redisOutage.set({ mode }, 0);
+        void localShare?.close();
+        if (applyWhenBack) {
+          applyWhenBack = false;
+          void applyConfig(sharedScheduler, watcher.current, healthy).catch(() => {
+            applyWhenBack = true;
+          });
+        }
+      },
+    });
+    monitor = outageMonitor;
+    metrics.redisOutage.set({ mode }, 0);
+    sharedScheduler = resilientScheduler(inner, {
+      monitor: outageMonitor,
+      reseed: async () => {
+        await applyConfig(inner, watcher.current, healthy, 'seed');
+        await broker?.readopt(inner);
+      },
+      onReseeded: () => {
+        metrics.schedulerReseeds.inc();
+        log(
+          "fairgate: the pool's shared state was missing in Redis: restored from this replica's config",
+        );
+      },
+      onReseedFailed: (error) =>
+        log(`fairgate: restoring the pool's shared state failed: ${String(error)}`),
+    });
+  }
+  scheduler = sharedScheduler;
   pods = new PodPool(config.pods, config.upstream, {
-    onHealthChange: (pod, healthy) => {
-      metrics.podHealthy.set({ pod }, healthy ? 1 : 0);
-      log(`fairgate: pod ${pod} is ${healthy ? 'healthy again' : 'unhealthy: ejected'}`);
-      const pool = pods!;
-      void applyConfig(
-        sharedScheduler,
-        watcher.current,
-        (name) => pool.get(name)?.healthy ?? true,
-      ).catch(() => metrics.redisErrors.inc({ operation: 'upsertPods' }));
+    onHealthChange: (pod, isHealthy) => {
+      metrics.podHealthy.set({ pod }, isHealthy ? 1 : 0);
+      log(`fairgate: pod ${pod} is ${isHealthy ? 'healthy again' : 'unhealthy: ejected'}`);
+      void applyConfig(sharedScheduler, watcher.current, healthy).catch(() =>
+        metrics.redisErrors.inc({ operation: 'upsertPods' }),
+      );
     },
   });
   for (const pod of config.pods) metrics.podHealthy.set({ pod: pod.name }, 1);
   const podPool = pods;
-  await applyConfig(sharedScheduler, config, (name) => podPool.get(name)?.healthy ?? true);
+  try {
+    await applyConfig(sharedScheduler, config, healthy);
+  } catch (error) {
+    if (!(error instanceof SchedulerUnavailable)) throw error;
+    applyWhenBack = true;
+    log(
+      `fairgate: Redis unreachable at start (${String(error)}): the config is written when it is back`,
+    );
+  }
   const telemetry =
     options.telemetry ?? startTelemetry({ serviceName: config.telemetry.service_name, env });
   const ownsTelemetry = options.telemetry === undefined;
-  const broker = new GrantBroker({
+  broker = new GrantBroker({
     scheduler: sharedScheduler,
     replica,
     tickMs: config.scheduler.tick_ms,
@@ -102,6 +163,16 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     metrics,
     log,
   });
+  if (monitor?.mode === 'local_share') {
+    localShare = new LocalShare({
+      replica,
+      config: () => watcher.current,
+      shared: sharedScheduler,
+      sharedBroker: broker,
+      healthy,
+      log,
+    });
+  }
   const deps: GatewayDeps = {
     replica,
     config: () => watcher.current,
@@ -113,6 +184,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     metrics,
     mode: created.mode,
     control,
+    ...(monitor ? { outage: outageState(monitor, () => localShare) } : {}),
   };
   const app = createGatewayApp(deps);
   broker.start();
@@ -155,7 +227,9 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
           deadline.unref();
         });
         await control.stop();
-        broker.close();
+        monitor?.close();
+        await localShare?.stop();
+        broker?.close();
         await podPool.close();
         await created.close();
         if (ownsTelemetry) await telemetry.shutdown();

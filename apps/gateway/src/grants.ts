@@ -1,6 +1,8 @@
+import { rejectionResponse } from '@fairgate/core';
 import type { OpenAIHttpError } from '@fairgate/openai';
-import type { Notice, Scheduler } from '@fairgate/scheduler';
+import type { EnqueueRequest, Notice, Scheduler } from '@fairgate/scheduler';
 import { flowControlDrop } from './errors.js';
+import { SchedulerUnavailable } from './redis-outage.js';
 import { SlotAbort } from './upstream/slot-abort.js';
 
 /**
@@ -35,13 +37,23 @@ export class EvictedError extends Error {
 
 interface Waiter {
   resolve: (pod: string) => void;
-  reject: (error: OpenAIHttpError) => void;
+  reject: (error: OpenAIHttpError | SchedulerUnavailable) => void;
+  /** Set once the enqueue answered 'queued': what to enqueue again if Redis lost it. */
+  queued?: EnqueueRequest;
+}
+
+/** A granted request of this replica, until it is released. */
+export interface Held {
+  abort: SlotAbort;
+  /** How it was admitted, to register it again in a Redis that lost it (readopt). */
+  request: EnqueueRequest | undefined;
+  pod: string;
 }
 
 export class GrantBroker {
   readonly #waiters = new Map<string, Waiter>();
   /** Granted, not yet released requests of this replica -> abort on eviction. */
-  readonly #inflight = new Map<string, SlotAbort>();
+  readonly #inflight = new Map<string, Held>();
   #tickTimer: NodeJS.Timeout | undefined;
   #heartbeatTimer: NodeJS.Timeout | undefined;
   #blockingWait = false;
@@ -64,7 +76,7 @@ export class GrantBroker {
         const { lost } = await this.options.scheduler.heartbeat(this.options.replica, [
           ...this.#inflight.keys(),
         ]);
-        for (const id of lost) this.#inflight.get(id)?.abort(new EvictedError('lease lost'));
+        for (const id of lost) this.#inflight.get(id)?.abort.abort(new EvictedError('lease lost'));
       } catch (error) {
         this.options.onError?.('heartbeat', error);
       }
@@ -74,14 +86,27 @@ export class GrantBroker {
   }
 
   /** Registers a granted request so heartbeats extend its lease; returns its abort signal. */
-  track(id: string): SlotAbort {
+  track(id: string, pod: string, request?: EnqueueRequest): SlotAbort {
     const controller = new SlotAbort();
-    this.#inflight.set(id, controller);
+    this.#inflight.set(id, { abort: controller, request, pod });
     return controller;
   }
 
   untrack(id: string): void {
-    this.#inflight.delete(id);
+    if (this.#inflight.delete(id)) this.onUntrack?.(id);
+  }
+
+  /** Called when a tracked request is untracked (the local share mirrors releases with it). */
+  onUntrack: ((id: string) => void) | undefined;
+
+  /** Whether `id` is a granted request this broker tracks. */
+  holds(id: string): boolean {
+    return this.#inflight.has(id);
+  }
+
+  /** The granted requests this broker tracks (id, pod, how they were admitted). */
+  held(): IterableIterator<[string, Held]> {
+    return this.#inflight.entries();
   }
 
   /**
@@ -103,10 +128,75 @@ export class GrantBroker {
     return grant;
   }
 
-  /** Waits for the grant of a queued request registered with expect(). */
-  waitForGrant(id: string, grant: Promise<string>): Promise<string> {
-    if (this.#waiters.has(id)) this.#ensureLoops();
+  /** Waits for the grant of a queued request registered with expect() and enqueued as `request`. */
+  waitForGrant(id: string, grant: Promise<string>, request?: EnqueueRequest): Promise<string> {
+    const waiter = this.#waiters.get(id);
+    if (waiter) {
+      waiter.queued = request;
+      this.#ensureLoops();
+    }
     return grant;
+  }
+
+  /**
+   * Redis is unreachable: no grant will come for the queued requests (their queue is in the
+   * Redis this replica cannot reach), so each fails now with SchedulerUnavailable, which the
+   * request path turns into the outage mode's answer (503, or the local share), instead of
+   * waiting for its queue TTL. If Redis comes back with their entries, a grant nobody waits
+   * for is released at once and an expiry is ignored (#deliver), so nothing leaks.
+   */
+  failWaiters(): void {
+    for (const [id, waiter] of this.#waiters) {
+      if (!waiter.queued) continue;
+      this.#waiters.delete(id);
+      waiter.reject(new SchedulerUnavailable('waiting for a grant'));
+    }
+  }
+
+  /**
+   * Registers this replica's queued and granted requests again in a Redis that lost them
+   * (restarted empty, flushed, failed over), through `scheduler` (the inner one, not the
+   * self-healing wrapper that calls this). A granted request keeps running on its pod and
+   * takes its slot back (or waits for one: a grant that then comes is taken as its own); a
+   * queued one takes its place in the queue again. Without this the lost leases would be
+   * free budget while the pods still serve them, and the heartbeat would abort them all.
+   */
+  async readopt(scheduler: Scheduler): Promise<void> {
+    const again: Array<Promise<void>> = [];
+    for (const [id, held] of this.#inflight) {
+      if (!held.request) continue;
+      again.push(
+        scheduler.enqueue({ ...held.request, podHint: held.pod }).then(
+          (result) => {
+            // Refused (e.g. its quota shrank): it runs to its end unregistered.
+            if (result.status === 'rejected') this.#inflight.delete(id);
+          },
+          () => {},
+        ),
+      );
+    }
+    for (const [id, waiter] of this.#waiters) {
+      const request = waiter.queued;
+      if (!request) continue;
+      again.push(
+        scheduler.enqueue(request).then(
+          (result) => {
+            if (result.status === 'queued' || this.#waiters.get(id) !== waiter) return;
+            this.#waiters.delete(id);
+            if (result.status === 'granted') waiter.resolve(result.pod);
+            else
+              waiter.reject(
+                flowControlDrop(
+                  rejectionResponse(result.code).dropReason,
+                  'Dropped by flow control when the scheduler state was rebuilt',
+                ),
+              );
+          },
+          () => {},
+        ),
+      );
+    }
+    await Promise.all(again);
   }
 
   /** Stops waiting for `id` (the caller then cancels it in the scheduler). */
@@ -163,8 +253,9 @@ export class GrantBroker {
         if (waiter) {
           this.#waiters.delete(notice.id);
           waiter.resolve(notice.pod);
-        } else {
-          // Nobody waits any more (client left): give the slot back at once.
+        } else if (!this.#inflight.has(notice.id)) {
+          // Nobody waits any more (client left): give the slot back at once. (An in-flight
+          // request readopted into a queue gets its slot back this way: nothing to do.)
           void this.options.scheduler
             .release(notice.id, { outcome: 'cancelled' })
             .catch((error) => this.options.onError?.('release', error));
@@ -184,7 +275,7 @@ export class GrantBroker {
           );
         }
       } else {
-        this.#inflight.get(notice.id)?.abort(new EvictedError());
+        this.#inflight.get(notice.id)?.abort.abort(new EvictedError());
         if (waiter) {
           this.#waiters.delete(notice.id);
           waiter.reject(flowControlDrop('evicted', 'The request was evicted by flow control'));

@@ -1,5 +1,6 @@
 import { LocalScheduler, RedisScheduler, type Scheduler } from '@fairgate/scheduler';
 import { type RedisHandle, startRedis } from '@fairgate/testkit';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LeaderElection } from '../src/control/election.js';
 
@@ -135,4 +136,32 @@ describe.each(['local', 'redis'] as const)('LeaderElection on the %s scheduler',
     await leader.election.stop();
     expect((await store.snapshot()).leader).toBe('intruder');
   });
+
+  it.runIf(kind === 'redis')(
+    'after Redis lost its data, the next leadership is above every epoch seen before',
+    async () => {
+      const connect = freshPool();
+      const store = connect();
+      // Epochs 1..3 went to others before ra leads.
+      for (const r of ['x1', 'x2', 'x3']) {
+        const won = await store.acquireLeadership(r, 60_000);
+        if (won.leader) await store.releaseLeadership({ replica: r, epoch: won.epoch });
+      }
+      const leader = track(connect(), 'ra', 400, 100);
+      leader.election.start();
+      await until('ra leads', () => leader.election.fence !== null);
+      const before = leader.election.fence!;
+      expect(before.epoch).toBe(4);
+
+      const admin = new Redis(redis!.url);
+      await admin.flushall(); // the lease and the epoch counter are gone
+      admin.disconnect();
+      await until('ra leads again', () => leader.elected.length === 2, 5_000);
+      expect(leader.deposed[0]).toMatch(/renewal refused/);
+      expect(leader.elected[1]).toBeGreaterThan(before.epoch);
+      // A write fenced by the pre-loss leadership is refused.
+      expect(await store.setBudget(before, 7)).toBe(false);
+      await leader.election.stop();
+    },
+  );
 });

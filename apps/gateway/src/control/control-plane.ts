@@ -3,6 +3,7 @@ import type { Scheduler } from '@fairgate/scheduler';
 import type { GatewayMetrics } from '@fairgate/telemetry';
 import { ControllerLoop } from './controller-loop.js';
 import { LeaderElection } from './election.js';
+import { JanitorLoop } from './janitor-loop.js';
 import { LatencyRecorder } from './latency-recorder.js';
 import { type MetricsFetcher, PodScraper } from './pod-scraper.js';
 import { TunerLoop } from './tuner-loop.js';
@@ -30,6 +31,7 @@ export class ControlPlane {
   readonly scraper: PodScraper;
   readonly tuner: TunerLoop;
   readonly ledger: WriteLedger;
+  readonly janitor: JanitorLoop;
 
   constructor(options: ControlPlaneOptions) {
     const { scheduler, replica, metrics, log } = options;
@@ -51,10 +53,12 @@ export class ControlPlane {
         this.scraper.lead(fence);
         this.tuner.lead(fence);
         this.controller.lead(fence);
+        this.janitor.lead();
       },
       onDeposed: (fence, reason) => {
         metrics.isLeader.set(0);
         log(`fairgate: replica ${replica} no longer leads (epoch ${fence.epoch}): ${reason}`);
+        this.janitor.stepDown();
         this.controller.stepDown();
         this.tuner.stepDown();
         this.scraper.stepDown();
@@ -87,6 +91,11 @@ export class ControlPlane {
       log,
       capacity: () => this.tuner.controllerSuggestion(),
     });
+    this.janitor = new JanitorLoop({
+      scheduler,
+      everyMs: () => options.config().scheduler.heartbeat_ms,
+      onError: () => metrics.redisErrors.inc({ operation: 'reclaim' }),
+    });
     metrics.isLeader.set(0);
   }
 
@@ -105,6 +114,7 @@ export class ControlPlane {
       timer = setTimeout(resolve, boundMs);
     });
     // All of them stop their timers synchronously before their first await.
+    this.janitor.stepDown();
     const stopping = Promise.all([
       this.controller.stop(),
       this.tuner.stop(),

@@ -31,6 +31,12 @@ export interface ElectionOptions {
  */
 export class LeaderElection {
   #fence: Fence | null = null;
+  /**
+   * The highest epoch this replica has seen (its own or another leader's). Passed to every
+   * acquire, so a store that lost its data starts the next epoch above it: the replicas
+   * carry the epoch across the loss, and a write fenced before it is never accepted again.
+   */
+  #epochFloor = 0;
   #validUntil = 0;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
@@ -110,7 +116,8 @@ export class LeaderElection {
       }
     }
     try {
-      const result = await store.acquireLeadership(replica, leaseTtlMs);
+      const result = await store.acquireLeadership(replica, leaseTtlMs, this.#epochFloor);
+      this.#epochFloor = Math.max(this.#epochFloor, result.epoch);
       if (result.leader) {
         this.#fence = { replica, epoch: result.epoch };
         this.#validUntil = sentAt + leaseTtlMs;

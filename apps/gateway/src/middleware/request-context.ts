@@ -3,7 +3,8 @@ import { OpenAIHttpError } from '@fairgate/openai';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { MiddlewareHandler } from 'hono';
 import { nodeExchange, requestHeader } from '../body.js';
-import { internalError } from '../errors.js';
+import { internalError, schedulerUnavailable } from '../errors.js';
+import { SchedulerUnavailable } from '../redis-outage.js';
 
 export const REQUEST_ID_HEADER = 'x-request-id';
 export const QUEUE_MS_HEADER = 'x-fairgate-queue-ms';
@@ -38,6 +39,8 @@ export function requestIdFrom(header: string | undefined): string {
 /** Any thrown error as the gateway's answer: an OpenAIHttpError as is, anything else a 500. */
 export function httpErrorOf(error: unknown): OpenAIHttpError {
   if (error instanceof OpenAIHttpError) return error;
+  // Any route that needed Redis while it is away (/admin/state, a release path...).
+  if (error instanceof SchedulerUnavailable) return schedulerUnavailable();
   console.error('fairgate: unhandled error', error);
   return internalError();
 }

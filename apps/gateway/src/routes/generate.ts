@@ -10,7 +10,7 @@ import {
   parseJsonBody,
   type Usage,
 } from '@fairgate/openai';
-
+import type { EnqueueRequest, EnqueueResult } from '@fairgate/scheduler';
 import {
   Attr,
   addSpanEvent,
@@ -40,11 +40,12 @@ import {
   SLO_CLASS_HEADER,
   SLO_TTFT_HEADER,
 } from '../classify.js';
-import { DEFAULT_MAX_TOKENS, type GatewayDeps, type RequestState } from '../context.js';
+import { DEFAULT_MAX_TOKENS, type GatewayDeps, type Lane, type RequestState } from '../context.js';
 import { isSloProtected } from '../control/settings.js';
 import {
   flowControlDrop,
   noHealthyPod,
+  schedulerUnavailable,
   unauthorized,
   upstreamFailure,
   upstreamTimeout,
@@ -56,6 +57,7 @@ import {
   REQUEST_ID_HEADER,
   requestIdFrom,
 } from '../middleware/request-context.js';
+import { SchedulerUnavailable } from '../redis-outage.js';
 import { bearerToken } from '../tenants.js';
 import type { PodState } from '../upstream/pods.js';
 import { callUpstream, type UpstreamResponse, UpstreamUnavailable } from '../upstream/proxy.js';
@@ -238,9 +240,9 @@ async function serve(
     [Attr.tenant]: tenant.id,
     [Attr.sloClass]: cls.sloClass,
   });
-  let pod: string;
+  let admitted: Admitted;
   try {
-    pod = await acquire(deps, schedulerId, tenant, cls, nowMs, clientLink);
+    admitted = await acquire(deps, schedulerId, tenant, cls, nowMs, clientLink);
   } catch (error) {
     const reason =
       error instanceof OpenAIHttpError
@@ -253,6 +255,7 @@ async function serve(
     endSpan(queue.span);
     throw error;
   }
+  const { pod, lane } = admitted;
   const t2 = performance.now();
   const queueMs = t2 - state.t1;
   deps.metrics.queueWait.observe(labels, queueMs / 1_000);
@@ -262,7 +265,7 @@ async function serve(
   const queueHeader = queueMs.toFixed(1);
 
   // t3 .. t6: upstream, holding the slot.
-  const slot = deps.broker.track(schedulerId);
+  const slot = lane.broker.track(schedulerId, pod, admitted.request);
   clientLink.onLeave(() => slot.abort(new Error('client closed the connection')));
   deps.metrics.inflight.inc();
   let released = false;
@@ -275,11 +278,11 @@ async function serve(
     if (released) return;
     released = true;
     clientLink.onLeave(undefined);
-    deps.broker.untrack(schedulerId);
+    lane.broker.untrack(schedulerId);
     deps.metrics.inflight.dec();
     const evicted = outcome !== 'completed' && slot.reason instanceof EvictedError;
     const finalOutcome: ReleaseOutcome = evicted ? 'evicted' : outcome;
-    void deps.scheduler
+    void lane.scheduler
       .release(schedulerId, {
         outcome: finalOutcome,
         ...(usage
@@ -383,7 +386,17 @@ async function serve(
   });
 }
 
-/** Enqueue, then wait for the grant unless it came at once; cancels when the client leaves. */
+interface Admitted {
+  pod: string;
+  lane: Lane;
+  request: EnqueueRequest;
+}
+
+/**
+ * Enqueue, then wait for the grant unless it came at once; cancels when the client leaves.
+ * While Redis is unreachable the request goes to this replica's local share
+ * (redis.on_outage: local_share) or is answered 503 scheduler_unavailable at once.
+ */
 async function acquire(
   deps: GatewayDeps,
   id: string,
@@ -391,27 +404,59 @@ async function acquire(
   cls: Classification,
   nowMs: number,
   clientLink: ClientLink,
-): Promise<string> {
+): Promise<Admitted> {
   if (!deps.pods.hasHealthyPod()) throw noHealthyPod();
-  const grant = deps.broker.expect(id);
-  let result: Awaited<ReturnType<typeof deps.scheduler.enqueue>>;
+  const request: EnqueueRequest = {
+    id,
+    tenant: tenant.id,
+    band: cls.priority,
+    replica: deps.replica,
+    sloClass: cls.sloClass,
+    kvBlocks: cls.kvBlocks,
+    ...(cls.bucketTokens > 0 ? { tokens: cls.bucketTokens } : {}),
+    ...(cls.deadlineMs !== undefined ? { deadlineMs: Math.max(0, cls.deadlineMs - nowMs) } : {}),
+  };
+  const shared: Lane = { scheduler: deps.scheduler, broker: deps.broker };
+  const lane = deps.outage?.down ? outageLane(deps) : shared;
   try {
-    result = await deps.scheduler.enqueue({
-      id,
-      tenant: tenant.id,
-      band: cls.priority,
-      replica: deps.replica,
-      sloClass: cls.sloClass,
-      kvBlocks: cls.kvBlocks,
-      ...(cls.bucketTokens > 0 ? { tokens: cls.bucketTokens } : {}),
-      ...(cls.deadlineMs !== undefined ? { deadlineMs: Math.max(0, cls.deadlineMs - nowMs) } : {}),
-    });
+    return await admit(deps, lane, request, tenant, cls, clientLink);
   } catch (error) {
-    deps.broker.forget(id);
+    if (lane !== shared || !(error instanceof SchedulerUnavailable)) throw error;
+    // Redis went away during this enqueue: the outage mode decides, as for the next request.
+    return admit(deps, outageLane(deps), request, tenant, cls, clientLink);
+  }
+}
+
+/** The lane of a request that arrives during an outage: the local share, or 503 at once. */
+function outageLane(deps: GatewayDeps): Lane {
+  const local = deps.outage?.localShare();
+  if (!local) throw schedulerUnavailable();
+  return local;
+}
+
+async function admit(
+  deps: GatewayDeps,
+  lane: Lane,
+  request: EnqueueRequest,
+  tenant: TenantConfig,
+  cls: Classification,
+  clientLink: ClientLink,
+): Promise<Admitted> {
+  const { id } = request;
+  const grant = lane.broker.expect(id);
+  let result: EnqueueResult;
+  try {
+    result = await lane.scheduler.enqueue(request);
+  } catch (error) {
+    lane.broker.forget(id);
+    // A timed-out enqueue may still have run: cancel it (sent again once Redis is back).
+    if (error instanceof SchedulerUnavailable && error.sent) {
+      void lane.scheduler.cancel(id).catch(() => {});
+    }
     throw error;
   }
-  if (result.status !== 'queued') deps.broker.forget(id);
-  if (result.status === 'granted') return result.pod;
+  if (result.status !== 'queued') lane.broker.forget(id);
+  if (result.status === 'granted') return { pod: result.pod, lane, request };
   if (result.status === 'rejected') {
     const drop = rejectionResponse(result.code);
     if (drop.status === 503) throw noHealthyPod();
@@ -422,14 +467,14 @@ async function acquire(
     );
   }
   clientLink.onLeave(() => {
-    deps.broker.forget(id);
-    void deps.scheduler
+    lane.broker.forget(id);
+    void lane.scheduler
       .cancel(id)
       .catch(() => deps.metrics.redisErrors.inc({ operation: 'cancel' }));
   });
   try {
     deps.metrics.waiting.inc();
-    return await deps.broker.waitForGrant(id, grant);
+    return { pod: await lane.broker.waitForGrant(id, grant, request), lane, request };
   } finally {
     deps.metrics.waiting.dec();
     clientLink.onLeave(undefined);

@@ -10,19 +10,39 @@ export function healthz(c: Context): Response {
   return c.json({ status: 'ok' });
 }
 
-/** GET /readyz: the scheduler answers and at least one pod is healthy. */
+/**
+ * GET /readyz: the scheduler answers and at least one pod is healthy. During a Redis outage
+ * the replica is ready only in local_share mode with a share to admit into (`scheduler:
+ * 'local_share'`); in reject mode it is not ready, so a load balancer can prefer replicas
+ * that still reach Redis.
+ */
 export function readyz(deps: GatewayDeps) {
   return async function ready(c: Context): Promise<Response> {
     const healthyPods = deps.pods.healthyPods().length;
-    let scheduler = true;
-    try {
-      await deps.scheduler.heartbeat(deps.replica);
-    } catch {
-      scheduler = false;
+    let scheduler: boolean | 'local_share' = true;
+    if (deps.outage?.down) {
+      scheduler = deps.outage.localShare() ? 'local_share' : false;
+    } else {
+      try {
+        await deps.scheduler.heartbeat(deps.replica);
+      } catch {
+        scheduler = false;
+      }
     }
-    const ok = scheduler && healthyPods > 0;
+    const ok = scheduler !== false && healthyPods > 0;
     return c.json(
-      { status: ok ? 'ready' : 'not_ready', scheduler, healthy_pods: healthyPods },
+      {
+        status: ok ? 'ready' : 'not_ready',
+        scheduler,
+        ...(deps.outage
+          ? {
+              redis: deps.outage.down ? 'unreachable' : 'ok',
+              on_outage: deps.outage.mode,
+              local_share: deps.outage.localShareInfo() ?? null,
+            }
+          : {}),
+        healthy_pods: healthyPods,
+      },
       ok ? 200 : 503,
     );
   };
@@ -103,6 +123,7 @@ export function adminState(deps: GatewayDeps) {
     const snapshot = await deps.scheduler.snapshot();
     return c.json({
       replica: deps.replica,
+      pool: deps.config().pool,
       mode: deps.mode,
       budget: snapshot.budget,
       inflight: snapshot.inflight,
@@ -121,6 +142,9 @@ export function adminState(deps: GatewayDeps) {
       saturation: snapshot.saturation,
       counters: snapshot.counters,
       drops: dropsByReason(snapshot.counters),
+      ...(deps.outage
+        ? { redis: { reachable: !deps.outage.down, on_outage: deps.outage.mode } }
+        : {}),
       local: {
         waiting: deps.broker.waiting,
         inflight: deps.broker.inflight,
