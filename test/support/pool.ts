@@ -27,6 +27,13 @@ export interface PoolOptions {
   scheduler?: Record<string, unknown>;
   /** Further top-level config sections (admission, saturation, controller, leader...). */
   sections?: Record<string, unknown>;
+  /** Further keys of the `redis:` section (on_outage, command_timeout_ms...). */
+  redis?: Record<string, unknown>;
+  /**
+   * The gateways' Redis instead of a private redis-server (Sentinel, Cluster): the section
+   * is then `redis` alone, and the pool's redis handle is a private server nobody uses.
+   */
+  redisSection?: Record<string, unknown>;
 }
 
 export interface Pool {
@@ -39,7 +46,9 @@ export interface Pool {
 }
 
 export interface AdminState {
+  pool: string;
   budget: number;
+  epoch: number;
   inflight: number;
   waiting: number;
   saturation: number;
@@ -67,7 +76,9 @@ export async function startPool(options: PoolOptions): Promise<Pool> {
     ),
   );
   const config = writeGatewayConfig({
-    redisUrl: redis.url,
+    ...(options.redisSection
+      ? { redis: { ...options.redisSection, ...options.redis } }
+      : { redisUrl: redis.url, ...(options.redis ? { redis: options.redis } : {}) }),
     budget: options.budget ?? 16,
     pods: sims.map((sim, i) => ({ name: `pod-${i}`, url: sim.url, cap: options.podCap ?? 64 })),
     tenants: options.tenants,
@@ -204,6 +215,34 @@ export async function openLoop(
     pending.push(send(i));
   }
   return Promise.all(pending);
+}
+
+/**
+ * Most generation requests open at once across all sims, from the intervals each sim
+ * recorded on the machine-wide monotonic clock (exact, not sampled); with a window
+ * [fromNs, toNs] of process.hrtime.bigint() times, only the moments inside it count.
+ */
+export async function poolPeakConcurrency(
+  sims: readonly AppHandle[],
+  window?: { fromNs: bigint; toNs: bigint },
+): Promise<number> {
+  const events: Array<[bigint, number]> = [];
+  for (const sim of sims) {
+    const { intervals } = (await (await fetch(`${sim.url}/debug/requests`)).json()) as {
+      intervals: Array<[string, string]>;
+    };
+    for (const [start, end] of intervals) events.push([BigInt(start), 1], [BigInt(end), -1]);
+  }
+  // At equal times an end sorts before a start: touching intervals do not overlap.
+  events.sort((a, b) => (a[0] === b[0] ? a[1] - b[1] : a[0] < b[0] ? -1 : 1));
+  let open = 0;
+  let peak = 0;
+  for (const [at, delta] of events) {
+    open += delta;
+    const inside = !window || (at >= window.fromNs && at <= window.toNs);
+    if (inside) peak = Math.max(peak, open);
+  }
+  return peak;
 }
 
 export function sleep(ms: number): Promise<void> {
