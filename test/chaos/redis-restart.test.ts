@@ -112,6 +112,13 @@ describe.each(['reject', 'local_share'] as const)(
         } finally {
           await probe.close();
         }
+        // One log line each way per outage, and no ioredis "Unhandled error event".
+        for (const gateway of pool.gateways) {
+          const logs = gateway.logs();
+          expect(logs).toMatch(/Redis unreachable \(.*\): outage mode/);
+          expect(logs).toMatch(/Redis reachable again after \d+ ms: outage mode over/);
+          expect(logs).not.toContain('Unhandled error event');
+        }
         await expectConserved(pool);
       } finally {
         load.stop();
