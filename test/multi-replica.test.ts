@@ -18,10 +18,9 @@ import { generate, poolPeakConcurrency } from './support/pool.js';
 
 /**
  * Three gateway processes share one Redis (a redis-server, then a 3-master Redis Cluster)
- * and two sims. Tenant paying
- * (weight 2) sends only through replica 1, tenant free (weight 1) only through
- * replica 2; replica 3 serves nobody but takes part in the shared state. Both
- * tenants offer more than the budget, so grants follow the weights across
+ * and two sims. Tenant paying (weight 2) sends only through replica 1, tenant free
+ * (weight 1) only through replica 2; replica 3 serves nobody but takes part in the shared
+ * state. Both tenants offer more than the budget, so grants follow the weights across
  * replicas.
  */
 const BUDGET = 8;

@@ -69,28 +69,31 @@ export function badRequest(
   return new OpenAIHttpError({ status: 400, type: 'invalid_request_error', message, param, code });
 }
 
-export function noHealthyPod(): OpenAIHttpError {
+/** 503 with Retry-After 1 s: the gateway cannot serve now, and will again soon. */
+function unavailable(message: string, code: string): OpenAIHttpError {
   return new OpenAIHttpError({
     status: 503,
     type: 'service_unavailable_error',
-    message: 'No healthy inference pod is available',
-    code: 'no_healthy_pod',
+    message,
+    code,
     headers: { 'retry-after': '1' },
   });
 }
 
+export function noHealthyPod(): OpenAIHttpError {
+  return unavailable('No healthy inference pod is available', 'no_healthy_pod');
+}
+
 /**
  * Redis (the shared scheduler state) cannot be reached and this replica's outage mode is
- * `reject`: answered at once, nothing sent upstream; Retry-After 1 s.
+ * `reject` (or its local share has no view of the pool yet): answered at once, nothing
+ * sent upstream.
  */
 export function schedulerUnavailable(): OpenAIHttpError {
-  return new OpenAIHttpError({
-    status: 503,
-    type: 'service_unavailable_error',
-    message: 'The scheduler is unavailable (its Redis cannot be reached); retry shortly',
-    code: 'scheduler_unavailable',
-    headers: { 'retry-after': '1' },
-  });
+  return unavailable(
+    'The scheduler is unavailable (its Redis cannot be reached); retry shortly',
+    'scheduler_unavailable',
+  );
 }
 
 export function upstreamFailure(message: string, code = 'upstream_error'): OpenAIHttpError {

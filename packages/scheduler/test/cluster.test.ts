@@ -6,7 +6,7 @@ import { library } from '../src/generated/scripts.js';
 import { createRedisConnection, poolKeys, RedisScheduler } from '../src/index.js';
 import { describeSchedulerConformance } from './conformance/index.js';
 import { redisBackend, scanAll } from './support/backends.js';
-import { sleep } from './support/pool.js';
+import { requestCycles, sleep } from './support/pool.js';
 
 /**
  * RedisScheduler on a real 3-master Redis Cluster through an ioredis Cluster connection:
@@ -121,18 +121,8 @@ describe('RedisScheduler on a Redis Cluster', () => {
     const errors: unknown[] = [];
     let flushes = 0;
     let lastFlush = -Infinity;
-    const worker = async (scheduler: RedisScheduler, index: number) => {
-      const replica = `r${index}`;
-      for (let i = 0; i < 300; i += 1) {
-        const id = `w${index}-${i}`;
-        try {
-          await scheduler.enqueue({ id, tenant: i % 3 ? 'a' : 'b', band: 0, replica });
-          await scheduler.poll(replica);
-          await scheduler.heartbeat(replica, [id]);
-          await scheduler.release(id, { outcome: 'completed' });
-        } catch (error) {
-          errors.push(error);
-        }
+    const worker = (scheduler: RedisScheduler, index: number) =>
+      requestCycles(scheduler, index, 300, errors, async (i) => {
         if (index === 0 && i % 100 === 50) {
           // Flushes at least 500 ms apart: a reload waits for every master, and a load of the
           // 64 KB library was seen taking ~200 ms here under parallel test files, so a faster
@@ -143,8 +133,7 @@ describe('RedisScheduler on a Redis Cluster', () => {
           lastFlush = performance.now();
           flushes += 1;
         }
-      }
-    };
+      });
     await Promise.all(schedulers.map(worker));
     expect(flushes).toBe(3);
     expect(errors).toEqual([]);

@@ -6,7 +6,7 @@ import { describeSchedulerConformance } from './conformance/index.js';
 import { redisBackend, scanAll } from './support/backends.js';
 import { startClusterCheckedRedis, type TestRedis } from './support/cluster-redis.js';
 import { keySlot } from './support/keyslot.js';
-import { sleep } from './support/pool.js';
+import { requestCycles, sleep } from './support/pool.js';
 
 let redis: TestRedis | undefined;
 const getRedis = (): TestRedis => {
@@ -52,24 +52,13 @@ describe('RedisScheduler on Redis', () => {
     const schedulers = await openPool('flush', 2);
     const errors: unknown[] = [];
     let flushes = 0;
-    const worker = async (scheduler: RedisScheduler, index: number) => {
-      const replica = `r${index}`;
-      for (let i = 0; i < 400; i += 1) {
-        const id = `w${index}-${i}`;
-        try {
-          await scheduler.enqueue({ id, tenant: i % 3 ? 'a' : 'b', band: 0, replica });
-          await scheduler.poll(replica);
-          await scheduler.heartbeat(replica, [id]);
-          await scheduler.release(id, { outcome: 'completed' });
-        } catch (error) {
-          errors.push(error);
-        }
+    const worker = (scheduler: RedisScheduler, index: number) =>
+      requestCycles(scheduler, index, 400, errors, async (i) => {
         if (index === 0 && i % 100 === 50) {
           await admin.call('FUNCTION', 'FLUSH');
           flushes += 1;
         }
-      }
-    };
+      });
     await Promise.all(schedulers.map(worker));
     expect(flushes).toBe(4);
     expect(errors).toEqual([]);

@@ -14,6 +14,33 @@ import type { PoolBackend } from './backends.js';
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * `count` whole request cycles (enqueue, poll, heartbeat, release) of replica `r<index>`
+ * through `scheduler`, tenants a and b 2:1, with `afterEach(i)` after each one (where a
+ * test injects its fault). A failed call is collected in `errors`, and the run goes on.
+ */
+export async function requestCycles(
+  scheduler: Scheduler,
+  index: number,
+  count: number,
+  errors: unknown[],
+  afterEach: (i: number) => Promise<void> = async () => {},
+): Promise<void> {
+  const replica = `r${index}`;
+  for (let i = 0; i < count; i += 1) {
+    const id = `w${index}-${i}`;
+    try {
+      await scheduler.enqueue({ id, tenant: i % 3 ? 'a' : 'b', band: 0, replica });
+      await scheduler.poll(replica);
+      await scheduler.heartbeat(replica, [id]);
+      await scheduler.release(id, { outcome: 'completed' });
+    } catch (error) {
+      errors.push(error);
+    }
+    await afterEach(i);
+  }
+}
+
 export interface PoolSetup {
   settings?: SchedulerSettingsInput;
   tenants?: TenantConfig[];
