@@ -12,9 +12,10 @@ import {
 
 /**
  * The three dispatch orders, through two replicas: the budget is 1, a long request holds
- * it, labelled requests queue behind it in a known arrival order (alternating replicas),
- * and since only one runs at a time the order they finish in is the order they were
- * dispatched in.
+ * it, labelled requests queue behind it in a known arrival order (alternating replicas; each
+ * is sent once the previous one is seen waiting in the pool, so a slow hop under a loaded
+ * CPU cannot swap two arrivals), and since only one runs at a time the order they finish in
+ * is the order they were dispatched in.
  */
 interface Labelled extends GenerateOptions {
   label: string;
@@ -33,13 +34,22 @@ async function dispatchOrder(pool: Pool, requests: Labelled[]): Promise<string[]
         finished.push({ label, result });
       }),
     );
-    await sleep(25); // a clear arrival order
+    await waitUntilWaiting(pool, i + 1);
   }
   await Promise.all([blocker, ...pending]);
   for (const { label, result } of finished) {
     if (result.status !== 200) throw new Error(`${label} answered ${result.status}`);
   }
   return finished.map((f) => f.label);
+}
+
+/** Waits (bounded) until `count` requests wait in the pool's queues. */
+async function waitUntilWaiting(pool: Pool, count: number): Promise<void> {
+  const deadline = performance.now() + 5_000;
+  while ((await pool.state()).waiting < count) {
+    if (performance.now() > deadline) throw new Error(`${count} requests never waited`);
+    await sleep(5);
+  }
 }
 
 function tenants() {
