@@ -40,6 +40,8 @@ export interface Pool {
   redis: RedisHandle;
   sims: AppHandle[];
   gateways: AppHandle[];
+  /** The gateways' config file (its watcher hot-reloads edits). */
+  configPath: string;
   /** GET /admin/state of replica `index` (default 0). */
   state(index?: number): Promise<AdminState>;
   stop(): Promise<void>;
@@ -103,6 +105,7 @@ export async function startPool(options: PoolOptions): Promise<Pool> {
     redis,
     sims,
     gateways,
+    configPath: config,
     state,
     async stop() {
       await stopAll();
@@ -258,14 +261,19 @@ export function percentile(values: readonly number[], p: number): number {
 /**
  * The end of every end-to-end test: waits until nothing waits or runs pool-wide, then checks
  * offered = admitted + rejected and admitted = completed + expired + cancelled + evicted +
- * upstream_error, exactly. Returns the final state for further checks.
+ * upstream_error, exactly. Returns the final state for further checks. The state is read
+ * from replica `replica` (default 0; another one when replica 0 was stopped).
  */
-export async function expectConserved(pool: Pool, timeoutMs = 10_000): Promise<AdminState> {
+export async function expectConserved(
+  pool: Pool,
+  timeoutMs = 10_000,
+  replica = 0,
+): Promise<AdminState> {
   const deadline = Date.now() + timeoutMs;
-  let state = await pool.state();
+  let state = await pool.state(replica);
   while (state.inflight + state.waiting > 0 && Date.now() < deadline) {
     await sleep(50);
-    state = await pool.state();
+    state = await pool.state(replica);
   }
   const live = state.inflight + state.waiting;
   const violations = conservationViolations(state.counters, live);

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Context } from 'hono';
-import { payloadTooLarge } from './errors.js';
+import { badRequest, payloadTooLarge } from './errors.js';
 
 /**
  * The Node request and response under @hono/node-server (undefined under
@@ -88,7 +88,11 @@ export function readBodyText(incoming: IncomingMessage, limit: number): Promise<
     const onEnd = () => resolve(Buffer.concat(chunks, size).toString('utf8'));
     incoming.on('data', onData);
     incoming.once('end', onEnd);
-    incoming.once('error', reject);
+    // The connection closed mid-body (the client left, or server.request_timeout_ms ended
+    // it): nobody reads the answer; a 400, not an unhandled error logged with its stack.
+    incoming.once('error', () =>
+      reject(badRequest('The request body was not received completely', null, 'request_aborted')),
+    );
   });
 }
 

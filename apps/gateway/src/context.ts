@@ -3,6 +3,7 @@ import type { Scheduler } from '@fairgate/scheduler';
 import type { GatewayMetrics } from '@fairgate/telemetry';
 import type { Tracer } from '@opentelemetry/api';
 import type { ControlPlane } from './control/control-plane.js';
+import type { Drain } from './drain.js';
 import type { GrantBroker } from './grants.js';
 import type { LocalShareInfo } from './local-share.js';
 import type { TenantDirectory } from './tenants.js';
@@ -25,6 +26,8 @@ export interface GatewayDeps {
   control: ControlPlane;
   /** Redis outage handling (absent on the embedded scheduler). */
   outage?: OutageState;
+  /** Graceful shutdown: whether the replica drains, and its requests in progress. */
+  drain: Drain;
 }
 
 /** Where a request is admitted and released: the shared scheduler, or the local share. */

@@ -70,13 +70,17 @@ export function badRequest(
 }
 
 /** 503 with Retry-After 1 s: the gateway cannot serve now, and will again soon. */
-function unavailable(message: string, code: string): OpenAIHttpError {
+function unavailable(
+  message: string,
+  code: string,
+  headers: Record<string, string> = {},
+): OpenAIHttpError {
   return new OpenAIHttpError({
     status: 503,
     type: 'service_unavailable_error',
     message,
     code,
-    headers: { 'retry-after': '1' },
+    headers: { 'retry-after': '1', ...headers },
   });
 }
 
@@ -94,6 +98,17 @@ export function schedulerUnavailable(): OpenAIHttpError {
     'The scheduler is unavailable (its Redis cannot be reached); retry shortly',
     'scheduler_unavailable',
   );
+}
+
+/**
+ * This replica is shutting down (SIGTERM): a new request, or a queued one handed back, is
+ * refused so that the client retries on another replica (nothing was sent upstream).
+ * `connection: close` makes a keep-alive client reconnect, through its balancer, elsewhere.
+ */
+export function draining(
+  message = 'This gateway replica is shutting down; retry on another replica',
+): OpenAIHttpError {
+  return unavailable(message, 'draining', { connection: 'close' });
 }
 
 export function upstreamFailure(message: string, code = 'upstream_error'): OpenAIHttpError {

@@ -1,3 +1,4 @@
+import type { Server } from 'node:http';
 import { hostname } from 'node:os';
 import { ConfigWatcher, type FairgateConfig } from '@fairgate/config';
 import type { Scheduler } from '@fairgate/scheduler';
@@ -7,7 +8,10 @@ import type { Hono } from 'hono';
 import { createGatewayApp } from './app.js';
 import type { GatewayDeps } from './context.js';
 import { ControlPlane } from './control/control-plane.js';
+import { Drain } from './drain.js';
+import { draining } from './errors.js';
 import { GrantBroker } from './grants.js';
+import { guardHttpEdge, httpServerOptions } from './http-edge.js';
 import { LocalShare, outageState } from './local-share.js';
 import { OutageMonitor, SchedulerUnavailable } from './redis-outage.js';
 import { resilientScheduler } from './resilient-scheduler.js';
@@ -35,6 +39,28 @@ export interface RunningGateway {
   readonly deps: GatewayDeps;
   /** Stops accepting, waits for in-flight requests (up to graceMs), then closes everything. */
   close(graceMs?: number): Promise<void>;
+  /**
+   * Graceful shutdown (SIGTERM; docs/gateway.md, *Drain*): /readyz and new requests answer
+   * 503 `draining` at once, a leader gives the lease up at once, queued requests are handed
+   * back (cancelled, 503 `draining`), in-flight ones get shutdown.drain_timeout_s to finish
+   * and are then aborted (leases released); then close(). Idempotent. `cause` (e.g.
+   * 'SIGTERM') starts its first log line.
+   */
+  drain(cause?: string): Promise<DrainReport>;
+  /** Ends a drain now (a second SIGTERM): in-flight requests are aborted, then close(). */
+  cutDrain(): void;
+}
+
+/** What a drain did (also its last log line). */
+export interface DrainReport {
+  /** Generation requests in progress when it began (queued ones included). */
+  inProgress: number;
+  /** Queued requests handed back (cancelled in the scheduler, answered 503 draining). */
+  handedBack: number;
+  /** In-flight requests aborted at the drain timeout (or by cutDrain). */
+  aborted: number;
+  /** From the start of the drain to the replica closed. */
+  ms: number;
 }
 
 export function defaultReplicaId(): string {
@@ -123,6 +149,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       },
       onReseedFailed: (error) =>
         log(`fairgate: restoring the pool's shared state failed: ${String(error)}`),
+      callTimer: (operation) => metrics.redisCall.labels({ operation }),
     });
   }
   scheduler = sharedScheduler;
@@ -149,13 +176,14 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const telemetry =
     options.telemetry ?? startTelemetry({ serviceName: config.telemetry.service_name, env });
   const ownsTelemetry = options.telemetry === undefined;
-  broker = new GrantBroker({
+  const sharedBroker = new GrantBroker({
     scheduler: sharedScheduler,
     replica,
     tickMs: config.scheduler.tick_ms,
     heartbeatMs: config.scheduler.heartbeat_ms,
     onError: (operation) => metrics.redisErrors.inc({ operation }),
   });
+  broker = sharedBroker;
   const control = new ControlPlane({
     scheduler: sharedScheduler,
     replica,
@@ -185,6 +213,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     mode: created.mode,
     control,
     ...(monitor ? { outage: outageState(monitor, () => localShare) } : {}),
+    drain: new Drain(),
   };
   const app = createGatewayApp(deps);
   broker.start();
@@ -196,13 +225,21 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const requestedPort = options.port ?? config.listen.port;
   const { server, port } = await new Promise<{ server: ServerType; port: number }>(
     (resolve, reject) => {
-      const started = serve({ fetch: app.fetch, hostname: host, port: requestedPort }, (info) =>
-        resolve({ server: started, port: info.port }),
+      const started = serve(
+        {
+          fetch: app.fetch,
+          hostname: host,
+          port: requestedPort,
+          serverOptions: httpServerOptions(config.server),
+        },
+        (info) => resolve({ server: started, port: info.port }),
       );
       started.once('error', reject);
     },
   );
-  installClientErrorHandler(server);
+  const refused = (reason: string) => metrics.connectionsRefused.inc({ reason });
+  guardHttpEdge(server as Server, config.server, { onRefused: refused, log });
+  installClientErrorHandler(server, (phase) => refused(`${phase}_timeout`));
   const shownHost = host === '0.0.0.0' ? '127.0.0.1' : host;
   const url = `http://${shownHost}:${port}`;
   log(
@@ -210,12 +247,62 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   );
 
   let closing: Promise<void> | undefined;
-  return {
+  let drained: Promise<DrainReport> | undefined;
+  let cut: () => void = () => {};
+  const cutRequested = new Promise<'second signal'>((resolve) => {
+    cut = () => resolve('second signal');
+  });
+  const gateway: RunningGateway = {
     url,
     port,
     replica,
     app,
     deps,
+    drain(cause) {
+      drained ??= (async () => {
+        const startedAt = performance.now();
+        const timeoutMs = watcher.current.shutdown.drain_timeout_s * 1_000;
+        const { drain } = deps;
+        drain.begin();
+        // First, so a follower leads within leader.renew_ms rather than the lease TTL.
+        const leads = control.election.fence !== null;
+        const steppingDown = control.stepDown();
+        const inProgress = drain.active;
+        const localLane = localShare?.lane(); // during a Redis outage in local_share mode
+        const handedBackNow =
+          sharedBroker.handBack(() => draining(HANDED_BACK)) +
+          (localLane?.broker.handBack(() => draining(HANDED_BACK)) ?? 0);
+        log(
+          `fairgate: ${cause ? `${cause}: ` : ''}draining replica ${replica}: /readyz and new requests answer 503 draining; ${leads ? 'gives the leader lease up; ' : ''}${handedBackNow} queued requests handed back; ${inProgress - handedBackNow} in progress get ${timeoutMs / 1_000} s`,
+        );
+        const ended = await Promise.race([
+          drain.idle(timeoutMs).then((idle) => (idle ? 'idle' : 'drain timeout')),
+          cutRequested,
+        ]);
+        let aborted = 0;
+        if (ended !== 'idle') {
+          aborted = drain.cut();
+          // Each aborted request unwinds and sends its release (cancelled) before we close.
+          await drain.idle(500);
+        }
+        await steppingDown;
+        await gateway.close(500);
+        const report: DrainReport = {
+          inProgress,
+          handedBack: sharedBroker.handedBack + (localLane?.broker.handedBack ?? 0),
+          aborted,
+          ms: Math.round(performance.now() - startedAt),
+        };
+        log(
+          `fairgate: drained replica ${replica} in ${report.ms} ms: ${report.inProgress} requests in progress at the start, ${report.handedBack} handed back, ${report.aborted} aborted${ended === 'idle' ? '' : ` (${ended})`}`,
+        );
+        return report;
+      })();
+      return drained;
+    },
+    cutDrain() {
+      cut();
+    },
     close(graceMs = 10_000) {
       closing ??= (async () => {
         watcher.stop();
@@ -232,9 +319,20 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
         broker?.close();
         await podPool.close();
         await created.close();
-        if (ownsTelemetry) await telemetry.shutdown();
+        // Spans that cannot be flushed (collector away) are lost, not a failed shutdown.
+        if (ownsTelemetry) {
+          await telemetry
+            .shutdown()
+            .catch((error: unknown) =>
+              log(`fairgate: telemetry flush at shutdown failed: ${String(error)}`),
+            );
+        }
       })();
       return closing;
     },
   };
+  return gateway;
 }
+
+const HANDED_BACK =
+  'This gateway replica is shutting down and handed the queued request back; retry on another replica';

@@ -40,6 +40,8 @@ interface Waiter {
   reject: (error: OpenAIHttpError | SchedulerUnavailable) => void;
   /** Set once the enqueue answered 'queued': what to enqueue again if Redis lost it. */
   queued?: EnqueueRequest;
+  /** True once the enqueue answered 'queued' (waitForGrant was called). */
+  enqueued?: boolean;
 }
 
 /** A granted request of this replica, until it is released. */
@@ -59,6 +61,9 @@ export class GrantBroker {
   #blockingWait = false;
   #polling = false;
   #closed = false;
+  /** Set by handBack (the replica drains): the answer of every queued request from then on. */
+  #handBack: (() => OpenAIHttpError) | undefined;
+  #handedBack = 0;
 
   constructor(private readonly options: GrantBrokerOptions) {}
 
@@ -68,6 +73,11 @@ export class GrantBroker {
 
   get inflight(): number {
     return this.#inflight.size;
+  }
+
+  /** Queued requests handed back since handBack() (the replica drains). */
+  get handedBack(): number {
+    return this.#handedBack;
   }
 
   start(): void {
@@ -133,9 +143,38 @@ export class GrantBroker {
     const waiter = this.#waiters.get(id);
     if (waiter) {
       waiter.queued = request;
-      this.#ensureLoops();
+      waiter.enqueued = true;
+      if (this.#handBack) this.#handBackOne(id, waiter, this.#handBack);
+      else this.#ensureLoops();
     }
     return grant;
+  }
+
+  /**
+   * The replica drains: every request waiting for a grant is cancelled in the scheduler and
+   * fails with `answer()` (503 `draining`, so its client retries on another replica), and
+   * so does every request queued from now on. A grant that comes meanwhile is released by
+   * the cancel, or as orphaned when its notice arrives after it. Returns how many it handed
+   * back now.
+   */
+  handBack(answer: () => OpenAIHttpError): number {
+    this.#handBack = answer;
+    let handed = 0;
+    for (const [id, waiter] of this.#waiters) {
+      if (!waiter.enqueued) continue; // its enqueue has not answered: waitForGrant hands it back
+      this.#handBackOne(id, waiter, answer);
+      handed += 1;
+    }
+    return handed;
+  }
+
+  #handBackOne(id: string, waiter: Waiter, answer: () => OpenAIHttpError): void {
+    this.#waiters.delete(id);
+    this.#handedBack += 1;
+    void this.options.scheduler
+      .cancel(id)
+      .catch((error) => this.options.onError?.('cancel', error));
+    waiter.reject(answer());
   }
 
   /**

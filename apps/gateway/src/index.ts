@@ -1,6 +1,7 @@
 export { createGatewayApp } from './app.js';
 export type { GatewayDeps } from './context.js';
 export {
+  type DrainReport,
   defaultReplicaId,
   type GatewayOptions,
   type RunningGateway,

@@ -67,17 +67,42 @@ async function main(): Promise<void> {
     }
     throw error;
   }
+  // The first SIGTERM / SIGINT (or stdin closing) drains (docs/gateway.md, *Drain*): the
+  // process exits when the drain ends, at the latest shutdown.drain_timeout_s later. A second
+  // signal ends the drain at once: in-flight requests are aborted, their leases released.
+  let draining = false;
   const shutdown = (signal: string) => {
-    console.log(`fairgate: ${signal}: draining and shutting down`);
-    void gateway.close().then(() => process.exit(0));
+    if (draining) {
+      console.log(`fairgate: ${signal} during the drain: ending it now`);
+      gateway.cutDrain();
+      // Whatever still hangs (an unreachable Redis on close) does not keep the process.
+      setTimeout(() => process.exit(1), FORCED_EXIT_MS).unref();
+      return;
+    }
+    draining = true;
+    const drainMs = gateway.deps.config().shutdown.drain_timeout_s * 1_000;
+    setTimeout(() => {
+      console.error('fairgate: the drain did not end in time: exiting');
+      process.exit(1);
+    }, drainMs + FORCED_EXIT_MS).unref();
+    void gateway.drain(signal).then(
+      () => process.exit(0),
+      (error: unknown) => {
+        console.error('fairgate: drain failed:', error);
+        process.exit(1);
+      },
+    );
   };
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
-  process.once('SIGINT', () => shutdown('SIGINT'));
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
   if (process.env.FAIRGATE_EXIT_WITH_STDIN === '1') {
     // The harness that started us holds our stdin: when it dies, we go too.
     process.stdin.on('end', () => shutdown('stdin closed')).resume();
   }
 }
+
+/** How long closing may take after the drain timeout (or a second signal) before exit anyway. */
+const FORCED_EXIT_MS = 1_800;
 
 main().catch((error: unknown) => {
   console.error('fairgate: fatal:', error);

@@ -11,6 +11,12 @@ export interface ResilientSchedulerOptions {
   reseed: () => Promise<void>;
   onReseeded?: () => void;
   onReseedFailed?: (error: unknown) => void;
+  /**
+   * The timer of one operation's calls (fairgate_redis_call_seconds), asked once per
+   * operation: every call that reaches Redis is observed, failed ones included, retry after
+   * a reseed included. The blocking waitForNotices is not timed (it waits on purpose).
+   */
+  callTimer?: (operation: string) => { observe(seconds: number): void };
 }
 
 /**
@@ -21,6 +27,9 @@ const STATE_MISSING = new Set<number>([ScriptCode.NotConfigured, ScriptCode.Unkn
 
 /** Calls that end a request: kept and sent again when Redis is back, so no lease leaks. */
 const ENDING = new Set<keyof Scheduler>(['release', 'cancel']);
+
+/** Calls that block until something happens: their time is not a Redis latency. */
+const UNTIMED = new Set<keyof Scheduler>(['waitForNotices']);
 
 /** Most ending calls kept during one outage (older ones are dropped; leases then expire). */
 const MAX_DEFERRED = 100_000;
@@ -91,7 +100,8 @@ export function resilientScheduler(
     for (const call of deferred.splice(0)) void call().catch(() => {});
   };
 
-  const wrap = (name: Method) => {
+  /** One operation with the reseed, outage and deferral handling above. */
+  const resilient = (name: Method) => {
     const method = inner[name] as (...args: unknown[]) => Promise<unknown>;
     const call = (args: unknown[]) => method.apply(inner, args);
     const ending = ENDING.has(name);
@@ -120,6 +130,23 @@ export function resilientScheduler(
         if (!isUnavailable(error)) throw error;
         if (ending && deferred.length < MAX_DEFERRED) deferred.push(() => call(args));
         throw unavailable(name, error);
+      }
+    };
+  };
+
+  /** The resilient operation, timed when a call timer is given. */
+  const wrap = (name: Method) => {
+    const guarded = resilient(name);
+    const timer = UNTIMED.has(name) ? undefined : options.callTimer?.(name);
+    if (!timer) return guarded;
+    return async (...args: unknown[]): Promise<unknown> => {
+      // During an outage enqueue fails without a Redis call: nothing to time.
+      if (name === 'enqueue' && monitor.down) return guarded(...args);
+      const started = performance.now();
+      try {
+        return await guarded(...args);
+      } finally {
+        timer.observe((performance.now() - started) / 1_000);
       }
     };
   };

@@ -5,16 +5,32 @@ import type { ServerType } from '@hono/node-server';
 /**
  * Requests Node's HTTP parser refuses before any handler runs (a header value
  * with CR/LF, a malformed request line, oversized headers) still get the
- * OpenAI error shape instead of Node's bare `400 Bad Request`.
+ * OpenAI error shape instead of Node's bare `400 Bad Request`; so do clients too
+ * slow to send their request (server.headers_timeout_ms / request_timeout_ms:
+ * 408, then the connection is closed), which `onTimeout` counts.
  */
-export function installClientErrorHandler(server: ServerType): void {
+export function installClientErrorHandler(
+  server: ServerType,
+  onTimeout?: (phase: 'headers' | 'request') => void,
+): void {
+  const closeTimedOut = slicedCloser();
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => {
-    if (!socket.writable || (socket as { _httpMessage?: unknown })._httpMessage) {
+    // A handler's response on the socket means the headers had arrived: the body was slow.
+    const responding = Boolean((socket as { _httpMessage?: unknown })._httpMessage);
+    if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+      // Node reports a connection again at each timeout check until it is gone.
+      if (timedOut.has(socket)) return;
+      timedOut.add(socket);
+      onTimeout?.(responding ? 'request' : 'headers');
+      if (!socket.writable || responding) socket.destroy();
+      else closeTimedOut(socket);
+      return;
+    }
+    if (!socket.writable || responding) {
       socket.destroy();
       return;
     }
     const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
-    const status = tooLarge ? 431 : 400;
     const body = JSON.stringify(
       errorBody(
         tooLarge
@@ -25,12 +41,84 @@ export function installClientErrorHandler(server: ServerType): void {
         tooLarge ? 'headers_too_large' : 'malformed_request',
       ),
     );
-    socket.end(
-      `HTTP/1.1 ${status} ${tooLarge ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n` +
-        'content-type: application/json\r\n' +
-        `content-length: ${Buffer.byteLength(body)}\r\n` +
-        'connection: close\r\n\r\n' +
+    answerAndClose(
+      socket,
+      rawResponse(
+        tooLarge ? 431 : 400,
+        tooLarge ? 'Request Header Fields Too Large' : 'Bad Request',
         body,
+      ),
     );
   });
+}
+
+const timedOut = new WeakSet<Socket>();
+
+function rawResponse(status: number, reason: string, body: string): string {
+  return (
+    `HTTP/1.1 ${status} ${reason}\r\n` +
+    'content-type: application/json\r\n' +
+    `content-length: ${Buffer.byteLength(body)}\r\n` +
+    'connection: close\r\n\r\n' +
+    body
+  );
+}
+
+const REQUEST_TIMEOUT_RESPONSE = rawResponse(
+  408,
+  'Request Timeout',
+  JSON.stringify(
+    errorBody(
+      'The request was not received in time',
+      'invalid_request_error',
+      null,
+      'request_timeout',
+    ),
+  ),
+);
+
+/**
+ * Writes the answer and closes the socket once it is written, not just ends it: the
+ * server's sockets are half-open, and a client that never closes its side would otherwise
+ * keep the descriptor.
+ */
+function answerAndClose(socket: Socket, response: string): void {
+  if (socket.destroyed) return;
+  socket.write(response);
+  socket.destroySoon();
+}
+
+/** Timed-out connections closed per event-loop turn. */
+const CLOSE_SLICE = 64;
+
+/**
+ * Answers 408 and closes timed-out connections a slice per event-loop turn. Node expires
+ * them in one loop at each timeout check, so clients that opened together (a slowloris
+ * burst) time out together: closing 2,000 at once costs ~150 ms of this thread (a write
+ * and a close each), which every other request would wait through. Between slices the
+ * loop serves I/O. A queued socket is paused so it parses nothing more.
+ */
+function slicedCloser(): (socket: Socket) => void {
+  let queue: Socket[] = [];
+  let next = 0;
+  let scheduled = false;
+  const run = () => {
+    const end = Math.min(queue.length, next + CLOSE_SLICE);
+    for (; next < end; next++) answerAndClose(queue[next] as Socket, REQUEST_TIMEOUT_RESPONSE);
+    if (next < queue.length) {
+      setImmediate(run);
+      return;
+    }
+    queue = [];
+    next = 0;
+    scheduled = false;
+  };
+  return (socket) => {
+    socket.pause();
+    queue.push(socket);
+    if (!scheduled) {
+      scheduled = true;
+      setImmediate(run);
+    }
+  };
 }

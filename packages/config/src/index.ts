@@ -19,6 +19,8 @@ export {
   type RedisSectionConfig,
   type SaturationSectionConfig,
   type SchedulerConfig,
+  type ServerSectionConfig,
+  type ShutdownSectionConfig,
   type TenantConfig,
   type TokenBucketConfig,
   type UpstreamConfig,

@@ -286,6 +286,46 @@ export const redisSchema = z
     }
   });
 
+/**
+ * The HTTP edge: Node's server timeouts and connection limit, against slow and idle clients
+ * (docs/gateway.md, *The HTTP edge*). Read at start.
+ */
+export const serverSchema = z
+  .strictObject({
+    /**
+     * Most ms from the first byte of a request (or the accept, for a connection that sends
+     * nothing) to the end of its headers; then 408 and the connection is closed.
+     */
+    headers_timeout_ms: z.number().int().min(100).max(600_000).default(10_000),
+    /**
+     * Most ms to receive a whole request, headers and body (0 = no limit). It never bounds
+     * the response: a stream may run longer. At least headers_timeout_ms.
+     */
+    request_timeout_ms: z.number().int().min(0).max(3_600_000).default(60_000),
+    /** An idle keep-alive connection is closed after this (Node adds 1 s of slack). */
+    keep_alive_timeout_ms: z.number().int().min(1).max(600_000).default(5_000),
+    /** Most client connections open at once; further ones are closed at accept. */
+    max_connections: z.number().int().min(1).max(1_000_000).default(10_000),
+  })
+  .superRefine((server, ctx) => {
+    if (server.request_timeout_ms > 0 && server.request_timeout_ms < server.headers_timeout_ms) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['request_timeout_ms'],
+        message: `must be 0 (no limit) or >= headers_timeout_ms (${server.headers_timeout_ms}): the whole request includes its headers`,
+      });
+    }
+  });
+
+/** Graceful shutdown on SIGTERM (docs/gateway.md, *Drain*). */
+export const shutdownSchema = z.strictObject({
+  /**
+   * Seconds in-flight requests get to finish after SIGTERM; then they are aborted, their
+   * leases released, and the process exits.
+   */
+  drain_timeout_s: z.number().min(0).max(3_600).default(30),
+});
+
 export const telemetrySchema = z.strictObject({
   service_name: z.string().min(1).default('fairgate'),
   /** Traces go to OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (standard OTEL_* env) is set. */
@@ -328,6 +368,8 @@ export const configSchema = z
     leader: leaderSchema.default(leaderSchema.parse({})),
     scrape: scrapeSchema.default(scrapeSchema.parse({})),
     tuner: tunerSchema.default(tunerSchema.parse({})),
+    server: serverSchema.default(serverSchema.parse({})),
+    shutdown: shutdownSchema.default(shutdownSchema.parse({})),
   })
   .superRefine((config, ctx) => {
     const unique = (
@@ -432,3 +474,5 @@ export type UpstreamConfig = z.infer<typeof upstreamSchema>;
 export type ControllerSectionConfig = z.infer<typeof controllerSchema>;
 export type LeaderConfig = z.infer<typeof leaderSchema>;
 export type RedisSectionConfig = z.infer<typeof redisSchema>;
+export type ServerSectionConfig = z.infer<typeof serverSchema>;
+export type ShutdownSectionConfig = z.infer<typeof shutdownSchema>;

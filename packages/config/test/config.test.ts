@@ -78,6 +78,42 @@ describe('defaults', () => {
   });
 });
 
+describe('server and shutdown sections', () => {
+  it('default to the documented values', () => {
+    const config = parseConfig(minimal());
+    expect(config.server).toEqual({
+      headers_timeout_ms: 10_000,
+      request_timeout_ms: 60_000,
+      keep_alive_timeout_ms: 5_000,
+      max_connections: 10_000,
+    });
+    expect(config.shutdown).toEqual({ drain_timeout_s: 30 });
+  });
+
+  it('take set values; request_timeout_ms 0 is no limit; a fractional drain timeout is fine', () => {
+    const config = parseConfig({
+      ...minimal(),
+      server: { headers_timeout_ms: 2_000, request_timeout_ms: 0, max_connections: 50 },
+      shutdown: { drain_timeout_s: 0.5 },
+    });
+    expect(config.server).toEqual({
+      headers_timeout_ms: 2_000,
+      request_timeout_ms: 0,
+      keep_alive_timeout_ms: 5_000,
+      max_connections: 50,
+    });
+    expect(config.shutdown.drain_timeout_s).toBe(0.5);
+  });
+
+  it('environment overrides reach them', () => {
+    const config = parseConfigText(stringify(minimal()), {
+      env: { FAIRGATE__SERVER__MAX_CONNECTIONS: '20000', FAIRGATE__SHUTDOWN__DRAIN_TIMEOUT_S: '3' },
+    });
+    expect(config.server.max_connections).toBe(20_000);
+    expect(config.shutdown.drain_timeout_s).toBe(3);
+  });
+});
+
 describe('controller section', () => {
   it('queue_aware lifts the queue-TTL-below-target rule (it never decreases on queue wait)', () => {
     const config = parseConfig({
@@ -376,6 +412,49 @@ describe('bad configs name the key', () => {
       (c) => (c.leader = { lease_ttl_ms: 3000, renew_ms: 2000 }),
       'leader.renew_ms',
     ],
+    [
+      'headers timeout too small',
+      (c) => (c.server = { headers_timeout_ms: 10 }),
+      'server.headers_timeout_ms',
+    ],
+    [
+      'headers timeout fractional',
+      (c) => (c.server = { headers_timeout_ms: 1500.5 }),
+      'server.headers_timeout_ms',
+    ],
+    [
+      'request timeout below the headers timeout',
+      (c) => (c.server = { headers_timeout_ms: 10_000, request_timeout_ms: 5_000 }),
+      'server.request_timeout_ms',
+    ],
+    [
+      'request timeout negative',
+      (c) => (c.server = { request_timeout_ms: -1 }),
+      'server.request_timeout_ms',
+    ],
+    [
+      'keep-alive timeout zero',
+      (c) => (c.server = { keep_alive_timeout_ms: 0 }),
+      'server.keep_alive_timeout_ms',
+    ],
+    ['max connections zero', (c) => (c.server = { max_connections: 0 }), 'server.max_connections'],
+    [
+      'max connections not a number',
+      (c) => (c.server = { max_connections: 'many' }),
+      'server.max_connections',
+    ],
+    ['unknown server key', (c) => (c.server = { idle_timeout_ms: 5 }), 'server'],
+    [
+      'drain timeout negative',
+      (c) => (c.shutdown = { drain_timeout_s: -1 }),
+      'shutdown.drain_timeout_s',
+    ],
+    [
+      'drain timeout above an hour',
+      (c) => (c.shutdown = { drain_timeout_s: 4_000 }),
+      'shutdown.drain_timeout_s',
+    ],
+    ['unknown shutdown key', (c) => (c.shutdown = { grace_s: 5 }), 'shutdown'],
   ];
   it.each(cases)('%s -> %s', (_name, mutate, key) => {
     const raw = minimal();

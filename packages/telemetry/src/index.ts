@@ -1,4 +1,10 @@
-export { createGatewayMetrics, type GatewayMetrics, LATENCY_BUCKETS } from './metrics.js';
+export {
+  type ConfigGaugeValues,
+  createGatewayMetrics,
+  type GatewayMetrics,
+  LATENCY_BUCKETS,
+  REDIS_CALL_BUCKETS,
+} from './metrics.js';
 export { exportRequested, startTelemetry, type Telemetry, type TelemetryOptions } from './sdk.js';
 export {
   Attr,

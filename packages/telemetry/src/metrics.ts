@@ -6,6 +6,19 @@ export const LATENCY_BUCKETS = [
   10, 20, 60,
 ];
 
+/** Redis call buckets in seconds: 100 µs .. 1 s (the command timeout is 250 ms by default). */
+export const REDIS_CALL_BUCKETS = [
+  0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+];
+
+/** What the config-derived gauges show, read from the replica's current config at each scrape. */
+export interface ConfigGaugeValues {
+  classes: Array<{ name: string; priority: number; ttftTargetS?: number }>;
+  /** Set only while the controller is enabled. */
+  capPerWorkerMin?: number;
+  capPerWorkerMax?: number;
+}
+
 /**
  * The gateway's Prometheus metrics (prefix fairgate_), one registry per
  * gateway instance so tests can run several in one process.
@@ -13,6 +26,7 @@ export const LATENCY_BUCKETS = [
 export function createGatewayMetrics(labels: { replica: string }) {
   const registry = new Registry();
   registry.setDefaultLabels(labels);
+  const configView: { read?: () => ConfigGaugeValues } = {};
   const latency = (name: string, help: string) =>
     new Histogram({
       name,
@@ -170,6 +184,134 @@ export function createGatewayMetrics(labels: { replica: string }) {
       name: 'fairgate_pod_scrapes_total',
       help: "The leader's scrapes of the pods' /metrics, by pod and result (ok, error).",
       labelNames: ['pod', 'result'],
+      registers: [registry],
+    }),
+    // Operations (issue 15): what the dashboard and the alert rules in infra/ read.
+    redisCall: new Histogram({
+      name: 'fairgate_redis_call_seconds',
+      help: 'Time of one scheduler call to Redis, by operation (the blocking wait for grant notices excluded).',
+      labelNames: ['operation'],
+      buckets: REDIS_CALL_BUCKETS,
+      registers: [registry],
+    }),
+    ttftTarget: new Gauge({
+      name: 'fairgate_ttft_target_seconds',
+      help: "p99 TTFT target per SLO class: the class's scheduler.slo_targets_ms, else controller.target_p99_ttft_s for protected classes (from this replica's config).",
+      labelNames: ['class'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const c of configView.read?.().classes ?? []) {
+          if (c.ttftTargetS !== undefined) this.set({ class: c.name }, c.ttftTargetS);
+        }
+      },
+    }),
+    sloClassPriority: new Gauge({
+      name: 'fairgate_slo_class_priority',
+      help: 'Priority (band) of each SLO class; >= 0 is SLO-protected, < 0 sheddable (from this replica config).',
+      labelNames: ['class'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const c of configView.read?.().classes ?? []) {
+          this.set({ class: c.name }, c.priority);
+        }
+      },
+    }),
+    capPerWorkerMin: new Gauge({
+      name: 'fairgate_cap_per_worker_min',
+      help: "The controller's floor per worker, controller.cap_per_worker_min (0 while the controller is disabled).",
+      registers: [registry],
+      collect() {
+        this.reset();
+        const min = configView.read?.().capPerWorkerMin;
+        if (min !== undefined) this.set(min);
+      },
+    }),
+    capPerWorkerMax: new Gauge({
+      name: 'fairgate_cap_per_worker_max',
+      help: "The controller's ceiling per worker, controller.cap_per_worker_max (0 while the controller is disabled).",
+      registers: [registry],
+      collect() {
+        this.reset();
+        const max = configView.read?.().capPerWorkerMax;
+        if (max !== undefined) this.set(max);
+      },
+    }),
+    poolWaiting: new Gauge({
+      name: 'fairgate_pool_waiting',
+      help: 'Requests waiting pool-wide per priority band, from the scheduler snapshot (leader only).',
+      labelNames: ['band'],
+      registers: [registry],
+    }),
+    poolInflight: new Gauge({
+      name: 'fairgate_pool_inflight',
+      help: 'Requests in flight pool-wide, from the scheduler snapshot (leader only).',
+      registers: [registry],
+    }),
+    poolSaturation: new Gauge({
+      name: 'fairgate_pool_saturation',
+      help: 'Pool saturation (mean over healthy pods; 1 = at the thresholds) from the scheduler snapshot (leader only).',
+      registers: [registry],
+    }),
+    poolReplicas: new Gauge({
+      name: 'fairgate_pool_replicas',
+      help: 'Gateway replicas registered in the pool whose liveness (scheduler.lease_ttl_ms after their last heartbeat) has not lapsed (leader only).',
+      registers: [registry],
+    }),
+    poolOffered: new Counter({
+      name: 'fairgate_pool_offered_total',
+      help: 'Requests offered pool-wide (all replicas), by tenant and class, from the scheduler counters (leader only).',
+      labelNames: ['tenant', 'class'],
+      registers: [registry],
+    }),
+    poolAdmitted: new Counter({
+      name: 'fairgate_pool_admitted_total',
+      help: 'Requests admitted (queued or granted) pool-wide, by tenant and class, from the scheduler counters (leader only).',
+      labelNames: ['tenant', 'class'],
+      registers: [registry],
+    }),
+    podSaturation: new Gauge({
+      name: 'fairgate_pod_saturation',
+      help: "A pod's saturation, max(queued / queue_depth_threshold, kv / kv_cache_util_threshold); 1 when stale or unhealthy (leader only).",
+      labelNames: ['pod'],
+      registers: [registry],
+    }),
+    podWaiting: new Gauge({
+      name: 'fairgate_pod_requests_waiting',
+      help: "vllm:num_requests_waiting of the leader's last scrape of the pod (leader only).",
+      labelNames: ['pod'],
+      registers: [registry],
+    }),
+    podRunning: new Gauge({
+      name: 'fairgate_pod_requests_running',
+      help: "vllm:num_requests_running of the leader's last scrape of the pod (leader only).",
+      labelNames: ['pod'],
+      registers: [registry],
+    }),
+    podKvCacheUsage: new Gauge({
+      name: 'fairgate_pod_kv_cache_usage_ratio',
+      help: "vllm:kv_cache_usage_perc (1 = full) of the leader's last scrape of the pod (leader only).",
+      labelNames: ['pod'],
+      registers: [registry],
+    }),
+    tunerUpdates: new Counter({
+      name: 'fairgate_tuner_updates_total',
+      help: "Capacity tuner periods per pod by result: accepted, rejected (NIS), reset, bootstrapped, waiting (for a light period), no_observation (leader's periods).",
+      labelNames: ['pod', 'result'],
+      registers: [registry],
+    }),
+    /**
+     * Where the config gauges (TTFT targets, class priorities, the controller's cap range)
+     * read the current config from at each scrape; the gateway's control plane sets it.
+     */
+    readConfigFrom(read: () => ConfigGaugeValues): void {
+      configView.read = read;
+    },
+    connectionsRefused: new Counter({
+      name: 'fairgate_connections_refused_total',
+      help: 'Client connections the HTTP edge refused or closed, by reason: max_connections (over server.max_connections), headers_timeout / request_timeout (408: headers or whole request not received in time), accept_error (e.g. out of file descriptors).',
+      labelNames: ['reason'],
       registers: [registry],
     }),
   };

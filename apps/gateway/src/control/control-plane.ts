@@ -1,11 +1,13 @@
 import type { FairgateConfig } from '@fairgate/config';
 import type { Scheduler } from '@fairgate/scheduler';
-import type { GatewayMetrics } from '@fairgate/telemetry';
+import type { ConfigGaugeValues, GatewayMetrics } from '@fairgate/telemetry';
 import { ControllerLoop } from './controller-loop.js';
 import { LeaderElection } from './election.js';
 import { JanitorLoop } from './janitor-loop.js';
 import { LatencyRecorder } from './latency-recorder.js';
 import { type MetricsFetcher, PodScraper } from './pod-scraper.js';
+import { PoolGauges } from './pool-gauges.js';
+import { isSloProtected } from './settings.js';
 import { TunerLoop } from './tuner-loop.js';
 import { WriteLedger } from './write-ledger.js';
 
@@ -32,6 +34,7 @@ export class ControlPlane {
   readonly tuner: TunerLoop;
   readonly ledger: WriteLedger;
   readonly janitor: JanitorLoop;
+  readonly poolGauges: PoolGauges;
 
   constructor(options: ControlPlaneOptions) {
     const { scheduler, replica, metrics, log } = options;
@@ -54,11 +57,13 @@ export class ControlPlane {
         this.tuner.lead(fence);
         this.controller.lead(fence);
         this.janitor.lead();
+        this.poolGauges.lead(fence);
       },
       onDeposed: (fence, reason) => {
         metrics.isLeader.set(0);
         log(`fairgate: replica ${replica} no longer leads (epoch ${fence.epoch}): ${reason}`);
         this.janitor.stepDown();
+        this.poolGauges.stepDown();
         this.controller.stepDown();
         this.tuner.stepDown();
         this.scraper.stepDown();
@@ -96,12 +101,35 @@ export class ControlPlane {
       everyMs: () => options.config().scheduler.heartbeat_ms,
       onError: () => metrics.redisErrors.inc({ operation: 'reclaim' }),
     });
+    this.poolGauges = new PoolGauges({
+      scheduler,
+      election: this.election,
+      config: options.config,
+      metrics,
+      onError: () => metrics.redisErrors.inc({ operation: 'poolGauges' }),
+    });
+    metrics.readConfigFrom(() => configGaugeValues(options.config()));
     metrics.isLeader.set(0);
   }
 
   start(): void {
     this.recorder.start();
     this.election.start();
+  }
+
+  /**
+   * Gives leadership up now, at the start of a drain: the election stops and releases the
+   * lease (after deposing, which ends the leader duties), so a follower takes over on its
+   * next try, within leader.renew_ms, instead of after the lease TTL. The recorder keeps flushing the TTFTs of the requests still finishing; stop() ends
+   * the rest. Bounded like stop(): with the store unreachable the lease simply lapses.
+   */
+  async stepDown(boundMs = 2_000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, boundMs);
+    });
+    await Promise.race([this.election.stop().catch(() => {}), bound]);
+    clearTimeout(timer);
   }
 
   /**
@@ -116,6 +144,7 @@ export class ControlPlane {
     // All of them stop their timers synchronously before their first await.
     this.janitor.stepDown();
     const stopping = Promise.all([
+      this.poolGauges.stop(),
       this.controller.stop(),
       this.tuner.stop(),
       this.scraper.stop(),
@@ -125,4 +154,30 @@ export class ControlPlane {
     await Promise.race([stopping.catch(() => {}), bound]);
     clearTimeout(timer);
   }
+}
+
+/**
+ * The config gauges: each class's priority and p99 TTFT target (its
+ * scheduler.slo_targets_ms entry, else the controller's target for protected classes), and
+ * the controller's cap range while it is enabled. Read at every scrape, so a hot reload shows.
+ */
+export function configGaugeValues(config: FairgateConfig): ConfigGaugeValues {
+  const controller = config.controller;
+  const classes = Object.entries(config.slo_classes).map(([name, priority]) => {
+    const classTargetMs = config.scheduler.slo_targets_ms[name];
+    const ttftTargetS =
+      classTargetMs !== undefined
+        ? classTargetMs / 1_000
+        : isSloProtected(priority)
+          ? controller.target_p99_ttft_s
+          : undefined;
+    return { name, priority, ...(ttftTargetS !== undefined ? { ttftTargetS } : {}) };
+  });
+  return controller.enabled
+    ? {
+        classes,
+        capPerWorkerMin: controller.cap_per_worker_min,
+        capPerWorkerMax: controller.cap_per_worker_max,
+      }
+    : { classes };
 }

@@ -61,10 +61,13 @@ export class PodScraper {
     this.#schedule(0);
   }
 
+  /** Called when leadership ends: no further rounds; the per-pod gauges are cleared. */
   stepDown(): void {
     this.#fence = null;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
+    const m = this.options.metrics;
+    for (const gauge of [m.podWaiting, m.podRunning, m.podKvCacheUsage]) gauge.reset();
   }
 
   async stop(): Promise<void> {
@@ -106,6 +109,10 @@ export class PodScraper {
           return scrape;
         } catch (error) {
           metrics.podScrapes.inc({ pod: pod.name, result: 'error' });
+          // No value rather than the last one: the dashboard shows the gap.
+          for (const gauge of [metrics.podWaiting, metrics.podRunning, metrics.podKvCacheUsage]) {
+            gauge.remove({ pod: pod.name });
+          }
           if (!this.#failing.has(pod.name)) {
             this.#failing.add(pod.name);
             log(`fairgate: scrape of pod ${pod.name} failed: ${String(error)}`);
@@ -123,6 +130,11 @@ export class PodScraper {
       running: Math.max(0, Math.round(m.running ?? 0)),
       kvUtilization: Math.max(0, m.kvCacheUsage ?? 0),
     }));
+    for (const load of loads) {
+      metrics.podWaiting.set({ pod: load.pod }, load.waiting);
+      metrics.podRunning.set({ pod: load.pod }, load.running);
+      metrics.podKvCacheUsage.set({ pod: load.pod }, load.kvUtilization);
+    }
     if (loads.length === 0) return scrapes;
     try {
       const written = await store.reportPodLoad(fence, loads);

@@ -43,6 +43,20 @@ export interface TunerLoopOptions {
 
 class PeriodDropped extends Error {}
 
+/**
+ * fairgate_tuner_updates_total's results: a filter event (updated is `accepted`), or
+ * no_observation (too few requests, a counter reset, metrics missing, no fresh scrape).
+ */
+export const TUNER_RESULTS = [
+  'accepted',
+  'rejected',
+  'reset',
+  'bootstrapped',
+  'waiting',
+  'no_observation',
+] as const;
+export type TunerResult = (typeof TUNER_RESULTS)[number];
+
 function countersOf(scrape: PodScrape): PodCounters {
   const m = scrape.metrics;
   return {
@@ -100,6 +114,12 @@ export class TunerLoop {
     this.#states.clear();
     this.#baseline.clear();
     this.#period = 0;
+    // Every series from 0, so increase() sees a pod's first rejection.
+    for (const pod of this.options.config().pods) {
+      for (const result of TUNER_RESULTS) {
+        this.options.metrics.tunerUpdates.inc({ pod: pod.name, result }, 0);
+      }
+    }
     // The first tick takes the baselines: after the scraper's first round has answered.
     const scrape = this.options.config().scrape;
     this.#schedule(scrape.interval_ms + scrape.timeout_ms);
@@ -168,6 +188,7 @@ export class TunerLoop {
     const tuner = config.tuner;
     const periods: PodPeriod[] = [];
     const changed: string[] = [];
+    const outcomes: Array<[pod: string, result: TunerResult]> = [];
     for (const pod of config.pods) {
       const name = pod.name;
       let state = this.#states.get(name);
@@ -185,6 +206,8 @@ export class TunerLoop {
       const fresh = latest !== undefined && latest !== previous;
       if (latest) this.#baseline.set(name, latest);
       const period: PodPeriod = { pod: name, model, state, observation: null, rate: 0 };
+      // The first period after election only takes the baseline: no result.
+      let outcome: TunerResult | null = previous ? 'no_observation' : null;
       if (fresh && previous) {
         const prev = countersOf(previous);
         const next = countersOf(latest);
@@ -203,6 +226,7 @@ export class TunerLoop {
           period.observation = observation;
           period.event = result.event;
           if (result.update) period.nis = result.update.nis;
+          outcome = result.event === 'updated' ? 'accepted' : result.event;
           changed.push(name);
           if (result.event === 'bootstrapped' || result.event === 'reset') {
             this.options.log(`fairgate: tuner ${result.event} pod ${name}`);
@@ -211,6 +235,7 @@ export class TunerLoop {
       }
       this.#states.set(name, state);
       periods.push(period);
+      if (outcome) outcomes.push([name, outcome]);
     }
     this.#period++;
     for (const name of changed) {
@@ -248,6 +273,7 @@ export class TunerLoop {
         if (r.lambdaStar !== undefined) metrics.capacityRps.set({ pod }, r.lambdaStar);
       }
       if (report.desiredPods !== null) metrics.desiredPods.set(report.desiredPods);
+      for (const [pod, result] of outcomes) metrics.tunerUpdates.inc({ pod, result });
     }
     return view;
   }

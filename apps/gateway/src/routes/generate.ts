@@ -42,7 +42,9 @@ import {
 } from '../classify.js';
 import { DEFAULT_MAX_TOKENS, type GatewayDeps, type Lane, type RequestState } from '../context.js';
 import { isSloProtected } from '../control/settings.js';
+import { DrainAborted, type DrainTicket } from '../drain.js';
 import {
+  draining,
   flowControlDrop,
   noHealthyPod,
   schedulerUnavailable,
@@ -136,6 +138,9 @@ async function generate(
   route: string,
   io: RequestIo,
 ): Promise<Response> {
+  // A draining replica refuses here (503 draining, before auth: the client retries
+  // elsewhere); an admitted request leaves when it ends, in serve's finish or below.
+  const ticket = deps.drain.enter();
   const headers: Record<string, string | undefined> = {
     traceparent: io.header('traceparent'),
     tracestate: io.header('tracestate'),
@@ -144,8 +149,9 @@ async function generate(
   server.span.setAttribute(Attr.replica, deps.replica);
   server.span.setAttribute(Attr.requestId, io.state.requestId);
   try {
-    return await serve(deps, io, endpoint, route, server.span, server.ctx);
+    return await serve(deps, io, endpoint, route, server.span, server.ctx, ticket);
   } catch (error) {
+    ticket.leave();
     const status = error instanceof OpenAIHttpError ? error.status : 500;
     endSpan(server.span, { status, ...(status >= 500 ? { error } : {}) });
     throw error;
@@ -205,6 +211,7 @@ async function serve(
   route: string,
   serverSpan: Span,
   serverCtx: OtelContext,
+  ticket: DrainTicket,
 ): Promise<Response> {
   const { state, node } = io;
   const config = deps.config();
@@ -266,6 +273,7 @@ async function serve(
 
   // t3 .. t6: upstream, holding the slot.
   const slot = lane.broker.track(schedulerId, pod, admitted.request);
+  ticket.hold(slot);
   clientLink.onLeave(() => slot.abort(new Error('client closed the connection')));
   deps.metrics.inflight.inc();
   let released = false;
@@ -277,6 +285,7 @@ async function serve(
   ) => {
     if (released) return;
     released = true;
+    ticket.leave();
     clientLink.onLeave(undefined);
     lane.broker.untrack(schedulerId);
     deps.metrics.inflight.dec();
@@ -334,6 +343,10 @@ async function serve(
       finish('evicted', undefined, 429);
       throw flowControlDrop('evicted', 'The request was evicted by flow control');
     }
+    if (slot.reason instanceof DrainAborted) {
+      finish('cancelled', undefined, 503);
+      throw draining('This gateway replica shut down before the request finished; retry');
+    }
     if (clientLink.gone) {
       finish('cancelled', undefined, 499);
       // Nobody reads it: the client is gone.
@@ -347,6 +360,9 @@ async function serve(
     throw failure;
   }
 
+  // While the replica drains, every answer closes its connection: a keep-alive client
+  // then reconnects through its balancer to a replica that stays.
+  if (node && deps.drain.draining) node.outgoing.shouldKeepAlive = false;
   if (upstream.kind === 'json') {
     if (node) {
       // Written here, in one writev, instead of through a web Response (see body.ts);

@@ -14,10 +14,14 @@ export function healthz(c: Context): Response {
  * GET /readyz: the scheduler answers and at least one pod is healthy. During a Redis outage
  * the replica is ready only in local_share mode with a share to admit into (`scheduler:
  * 'local_share'`); in reject mode it is not ready, so a load balancer can prefer replicas
- * that still reach Redis.
+ * that still reach Redis. A draining replica (SIGTERM) answers 503 `draining` at once.
  */
 export function readyz(deps: GatewayDeps) {
   return async function ready(c: Context): Promise<Response> {
+    // Draining (SIGTERM): not ready at once, so the balancer stops sending here.
+    if (deps.drain.draining) {
+      return c.json({ status: 'draining', active_requests: deps.drain.active }, 503);
+    }
     const healthyPods = deps.pods.healthyPods().length;
     let scheduler: boolean | 'local_share' = true;
     if (deps.outage?.down) {

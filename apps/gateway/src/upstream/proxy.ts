@@ -7,6 +7,7 @@ import {
   type Usage,
 } from '@fairgate/openai';
 import { type Dispatcher, errors as undiciErrors } from 'undici';
+import { DrainAborted } from '../drain.js';
 import { EvictedError } from '../grants.js';
 import type { PodState } from './pods.js';
 import type { SlotAbort } from './slot-abort.js';
@@ -409,6 +410,14 @@ async function relayStream(
               controller.enqueue(
                 encoder.encode(
                   encodeSseError(errorBody(message, 'rate_limit_error', null, 'evicted')),
+                ),
+              );
+            } else if (signal.reason instanceof DrainAborted) {
+              // The replica's drain timeout ended before the stream did.
+              const message = 'This gateway replica shut down before the stream finished';
+              controller.enqueue(
+                encoder.encode(
+                  encodeSseError(errorBody(message, 'service_unavailable_error', null, 'draining')),
                 ),
               );
             }
