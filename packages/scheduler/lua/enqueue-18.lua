@@ -40,9 +40,9 @@ local rcall = redis.call
 --- @include "includes/admission"
 --- @include "includes/shedding"
 
-local now = serverNowMs()
 local cfg = loadConfig()
 if not cfg then return Code.NotConfigured end
+local now = serverNowMs()
 
 local req = {
   id = ARGV[1],

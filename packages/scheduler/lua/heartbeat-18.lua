@@ -20,9 +20,9 @@ local rcall = redis.call
 --- @include "includes/config"
 --- @include "includes/replicas"
 
-local now = serverNowMs()
 local cfg = loadConfig()
 if not cfg then return Code.NotConfigured end
+local now = serverNowMs()
 local replica = ARGV[1]
 touchReplica(replica, now, cfg)
 local lost = {}

@@ -21,9 +21,9 @@ local rcall = redis.call
 --- @include "includes/dispatch"
 --- @include "includes/janitor"
 
-local now = serverNowMs()
 local cfg = loadConfig()
 if not cfg then return Code.NotConfigured end
+local now = serverNowMs()
 local replica = ARGV[1]
 touchReplica(replica, now, cfg)
 runJanitor(now, cfg)

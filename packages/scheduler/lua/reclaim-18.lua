@@ -19,9 +19,9 @@ local rcall = redis.call
 --- @include "includes/dispatch"
 --- @include "includes/janitor"
 
-local now = serverNowMs()
 local cfg = loadConfig()
 if not cfg then return Code.NotConfigured end
+local now = serverNowMs()
 local report = runJanitor(now, cfg)
 dispatchPass(now, cfg, nil)
 return report

@@ -23,6 +23,9 @@ local rcall = redis.call
 
 local req = readRequest(ARGV[1])
 if not req then return 0 end
+-- A bucket credit reads the time: the config (and so the pool's test clock) comes first.
+local cfg = nil
+if req.tokens > 0 then cfg = loadConfig() end
 endRequest(req, ARGV[2])
 local actualTokens = tonumber(ARGV[5])
 if actualTokens and req.state == 'granted' and req.tokens > 0 then
@@ -31,6 +34,6 @@ end
 local inputTokens, outputTokens = tonumber(ARGV[3]), tonumber(ARGV[4])
 if inputTokens then countFlow('inputTokens', req.tenant, req.class, inputTokens) end
 if outputTokens then countFlow('outputTokens', req.tenant, req.class, outputTokens) end
-dispatchPass(nil, nil, nil)
+dispatchPass(nil, cfg, nil)
 if req.state == 'granted' then return 1 end
 return 2

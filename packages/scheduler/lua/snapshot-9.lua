@@ -29,6 +29,12 @@ local leaderKey = KEYS[8]
 local leaderEpochKey = KEYS[9]
 --- @include "includes/serverTime"
 
+-- The config first: it may carry the pool's test clock (includes/serverTime.lua).
+local config = rcall('HGETALL', configKey)
+for i = 1, #config, 2 do
+  if config[i] == 'testClockMs' then useTestClock(config[i + 1]) end
+end
+
 local tenants = {}
 for _, tenant in ipairs(rcall('SMEMBERS', tenantsKey)) do
   local tenantKey = tenantPrefix .. tenant
@@ -41,7 +47,7 @@ end
 
 return {
   serverNowMs(),
-  rcall('HGETALL', configKey),
+  config,
   rcall('HGETALL', ctlKey),
   rcall('HGETALL', podsKey),
   rcall('ZRANGE', replicasKey, 0, -1, 'WITHSCORES'),

@@ -1,10 +1,14 @@
+--- @include "includes/serverTime"
 -- Pool settings as written by configure-2.lua; nil until the pool has been configured.
+-- Also applies the pool's test clock (includes/serverTime.lua), so a script loads its
+-- config before it first asks for the time.
 local function loadConfig()
   local raw = rcall('HMGET', configKey, 'fairness', 'dispatchOrder', 'quantum', 'bandCapacity',
     'maxQueueDepth', 'queueTtlMs', 'leaseTtlMs', 'maxGrantsPerPass', 'janitorBatch',
     'admissionPolicy', 'tierShedThreshold', 'tierShedMinPriority', 'queueDepthThreshold',
     'kvCacheUtilThreshold', 'staleMs', 'gatingEnabled', 'gatingDefaultCeiling',
-    'gatingBandCeilings', 'queueShedding', 'inflightEviction')
+    'gatingBandCeilings', 'queueShedding', 'inflightEviction', 'testClockMs')
+  useTestClock(raw[21])
   if not raw[1] then return nil end
   return {
     fairness = raw[1],

@@ -161,9 +161,9 @@ local function dispatchPass(now, cfg, selfId)
     cfg = cfg or loadConfig()
     if not cfg or not cfg.inflightEviction then return nil end
   end
-  now = now or serverNowMs()
   cfg = cfg or loadConfig()
   if not cfg then return nil end
+  now = now or serverNowMs()
   local pods = loadPods()
   local pass = {
     now = now, cfg = cfg, pods = pods, gate = newGate(cfg, pods, now), selfId = selfId,

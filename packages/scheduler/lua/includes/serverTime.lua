@@ -2,6 +2,11 @@
 -- per call: a call is atomic, so every rule in it sees the same instant (as each
 -- LocalScheduler operation reads its clock once). The cache lives at the library's top
 -- level, so every call starts by forgetting the previous call's instant (`@percall`).
+--
+-- Test clock: a pool whose config hash has a `testClockMs` field runs on that frozen instant
+-- instead of TIME (test/differential.test.ts drives both engines on one clock with it).
+-- loadConfig and snapshot read the field with the config they already read, before any
+-- rule asks for the time, so production (field absent) pays no extra Redis command.
 local scriptNowMs = nil
 local function resetServerTime()
   scriptNowMs = nil
@@ -13,4 +18,9 @@ local function serverNowMs()
     scriptNowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   end
   return scriptNowMs
+end
+
+-- Pins this call's instant to the pool's test clock, when the config has one.
+local function useTestClock(testClockMs)
+  if testClockMs then scriptNowMs = tonumber(testClockMs) end
 end

@@ -1,0 +1,340 @@
+import type {
+  EnqueueRequest,
+  Fence,
+  Notice,
+  PodConfig,
+  ReleaseOptions,
+  Scheduler,
+  SchedulerSettingsInput,
+  TenantConfig,
+} from '../../src/index.js';
+import type { Prng } from './prng.js';
+
+/** One step of a differential run: plain data, so a failing run prints as a replayable log. */
+export type Operation =
+  | { op: 'enqueue'; request: EnqueueRequest }
+  | { op: 'poll'; replica: string }
+  | { op: 'release'; id: string; options: ReleaseOptions }
+  | { op: 'cancel'; id: string }
+  | { op: 'heartbeat'; replica: string; ids: string[] }
+  | { op: 'reclaim' }
+  | { op: 'advance'; ms: number }
+  | { op: 'kill'; replica: string }
+  | { op: 'revive'; replica: string }
+  | { op: 'configure'; settings: SchedulerSettingsInput }
+  | { op: 'upsertTenants'; tenants: TenantConfig[] }
+  | { op: 'upsertPods'; pods: PodConfig[] }
+  | { op: 'setBudget'; budget: number }
+  | { op: 'snapshot' };
+
+/** The leader used for fenced budget writes: a lease far longer than any run, on both clocks. */
+export const CONTROLLER = 'ctl';
+export const LEADER_TTL_MS = 86_400_000;
+
+const BANDS = [-2, -1, 0, 1, 2];
+const CLASSES = ['standard', 'batch'];
+const OUTCOMES = ['completed', 'cancelled', 'evicted', 'upstream_error'] as const;
+
+/** What the generator knows of a request, learned from the (agreeing) results. */
+interface Tracked {
+  request: EnqueueRequest;
+  state: 'granted' | 'queued' | 'ended';
+}
+
+/**
+ * Generates operations from what the engines have answered so far (both answered the same,
+ * or the run already stopped), so each operation is likely to hit live state.
+ */
+export class Generator {
+  readonly replicas: string[];
+  private readonly dead = new Set<string>();
+  private readonly requests = new Map<string, Tracked>();
+  private live: string[] = [];
+  private serial = 0;
+  readonly tenants: TenantConfig[];
+  pods: PodConfig[];
+
+  constructor(private readonly rng: Prng) {
+    this.replicas = Array.from({ length: rng.int(2, 4) }, (_, i) => `r${i}`);
+    this.tenants = Array.from({ length: rng.int(2, 5) }, (_, i) => randomTenant(rng, `t${i}`));
+    this.pods = Array.from({ length: rng.int(1, 3) }, (_, i) => randomPod(rng, `p${i}`));
+  }
+
+  /** The setup every run starts with (not part of the random sequence). */
+  setup(): Operation[] {
+    return [
+      { op: 'configure', settings: randomSettings(this.rng) },
+      { op: 'upsertTenants', tenants: this.tenants },
+      { op: 'upsertPods', pods: this.pods },
+    ];
+  }
+
+  next(): Operation {
+    const rng = this.rng;
+    const roll = rng.next();
+    const alive = this.replicas.filter((r) => !this.dead.has(r));
+    const replica = rng.pick(alive.length > 0 ? alive : this.replicas);
+    if (roll < 0.36) return { op: 'enqueue', request: this.enqueue(replica) };
+    if (roll < 0.56) return { op: 'poll', replica };
+    if (roll < 0.68) return { op: 'release', id: this.target('granted'), options: this.release() };
+    if (roll < 0.72) return { op: 'cancel', id: this.target(rng.chance(0.5) ? 'queued' : 'any') };
+    if (roll < 0.8) return { op: 'heartbeat', replica, ids: this.heldBy(replica) };
+    if (roll < 0.9)
+      return { op: 'advance', ms: rng.chance(0.8) ? rng.int(1, 120) : rng.int(200, 2_500) };
+    if (roll < 0.92) return { op: 'reclaim' };
+    if (roll < 0.94) {
+      const victim = rng.pick(this.replicas);
+      return this.dead.has(victim)
+        ? { op: 'revive', replica: victim }
+        : { op: 'kill', replica: victim };
+    }
+    if (roll < 0.95) return { op: 'configure', settings: randomSettings(rng) };
+    if (roll < 0.96) return { op: 'upsertTenants', tenants: this.tenantChange() };
+    if (roll < 0.97) return { op: 'upsertPods', pods: this.podChange() };
+    if (roll < 0.98) return { op: 'setBudget', budget: rng.int(0, 10) };
+    return { op: 'snapshot' };
+  }
+
+  /** Learns from an operation's (agreed) result. */
+  observe(operation: Operation, result: unknown): void {
+    switch (operation.op) {
+      case 'enqueue': {
+        const r = result as { status?: string };
+        const id = operation.request.id;
+        if (r.status === 'granted' || r.status === 'queued') {
+          if (!this.requests.has(id)) this.live.push(id);
+          this.requests.set(id, { request: operation.request, state: r.status });
+        }
+        break;
+      }
+      case 'poll':
+        for (const notice of result as Notice[] | { error: unknown } as Notice[]) {
+          const tracked = this.requests.get(notice.id);
+          if (tracked) tracked.state = notice.kind === 'grant' ? 'granted' : 'ended';
+        }
+        break;
+      case 'release':
+      case 'cancel':
+        this.end(operation.id);
+        break;
+      case 'heartbeat':
+        for (const id of (result as { lost: string[] }).lost ?? []) this.end(id);
+        break;
+      case 'kill':
+        this.dead.add(operation.replica);
+        break;
+      case 'revive':
+        this.dead.delete(operation.replica);
+        break;
+      case 'upsertPods':
+        for (const pod of operation.pods) {
+          const at = this.pods.findIndex((p) => p.name === pod.name);
+          if (at >= 0) this.pods[at] = pod;
+          else this.pods.push(pod);
+        }
+        break;
+      case 'upsertTenants':
+        for (const tenant of operation.tenants) {
+          const at = this.tenants.findIndex((t) => t.id === tenant.id);
+          if (at >= 0) this.tenants[at] = tenant;
+          else this.tenants.push(tenant);
+        }
+        break;
+      default:
+    }
+    if (this.live.length > 200) {
+      this.live = this.live.filter((id) => this.requests.get(id)?.state !== 'ended');
+    }
+  }
+
+  private end(id: string): void {
+    const tracked = this.requests.get(id);
+    if (tracked) tracked.state = 'ended';
+  }
+
+  private enqueue(replica: string): EnqueueRequest {
+    const rng = this.rng;
+    // A retry of a live id (a lost reply) must report its state and count nothing again.
+    if (this.live.length > 0 && rng.chance(0.04)) {
+      const tracked = this.requests.get(rng.pick(this.live));
+      if (tracked) return tracked.request;
+    }
+    this.serial += 1;
+    const request: EnqueueRequest = {
+      id: `q${this.serial}`,
+      tenant: rng.chance(0.01) ? 'nobody' : rng.pick(this.tenants).id,
+      band: rng.pick(BANDS),
+      replica,
+    };
+    if (rng.chance(0.5)) request.sloClass = rng.pick(CLASSES);
+    if (rng.chance(0.3)) request.cost = rng.int(1, 4);
+    if (rng.chance(0.4)) request.kvBlocks = rng.int(0, 6);
+    if (rng.chance(0.3)) request.deadlineMs = rng.int(0, 3_000);
+    if (rng.chance(0.3)) request.ttlMs = rng.int(1, 3_000);
+    if (rng.chance(0.3)) request.podHint = rng.chance(0.9) ? rng.pick(this.pods).name : 'gone';
+    if (rng.chance(0.4)) request.tokens = rng.int(0, 8);
+    return request;
+  }
+
+  private release(): ReleaseOptions {
+    const rng = this.rng;
+    const options: ReleaseOptions = { outcome: rng.pick(OUTCOMES) };
+    if (rng.chance(0.5))
+      options.usage = { inputTokens: rng.int(0, 50), outputTokens: rng.int(0, 50) };
+    if (rng.chance(0.4)) options.actualTokens = rng.int(0, 10);
+    return options;
+  }
+
+  /** A live id in the given state most of the time; sometimes any id (maybe ended). */
+  private target(state: 'granted' | 'queued' | 'any'): string {
+    const rng = this.rng;
+    if (this.live.length === 0) return 'q0';
+    for (let tries = 0; tries < 8; tries += 1) {
+      const id = rng.pick(this.live);
+      const tracked = this.requests.get(id);
+      if (state === 'any' || tracked?.state === state) return id;
+    }
+    return rng.pick(this.live);
+  }
+
+  /** The replica's live ids, some dropped, sometimes one it does not own. */
+  private heldBy(replica: string): string[] {
+    const rng = this.rng;
+    const ids = this.live.filter((id) => {
+      const tracked = this.requests.get(id);
+      return tracked?.request.replica === replica && tracked.state !== 'ended' && rng.chance(0.8);
+    });
+    if (this.live.length > 0 && rng.chance(0.2)) ids.push(rng.pick(this.live));
+    return ids.slice(0, 20);
+  }
+
+  /**
+   * A new or changed tenant. A tenant that keeps a bucket is never updated: upsertTenants-2.lua
+   * refills an existing bucket at Redis TIME (it has no config key, so no test clock).
+   */
+  private tenantChange(): TenantConfig[] {
+    const rng = this.rng;
+    if (this.tenants.length < 7 && rng.chance(0.15)) {
+      return [randomTenant(rng, `t${this.tenants.length}`)];
+    }
+    const candidates = this.tenants.filter((t) => !t.tokenBucket);
+    if (candidates.length === 0 || rng.chance(0.3)) {
+      const withBucket = this.tenants.filter((t) => t.tokenBucket);
+      const tenant = withBucket.length > 0 ? rng.pick(withBucket) : rng.pick(this.tenants);
+      return [{ ...tenant, tokenBucket: null }];
+    }
+    return [randomTenant(rng, rng.pick(candidates).id)];
+  }
+
+  private podChange(): PodConfig[] {
+    const rng = this.rng;
+    if (this.pods.length < 4 && rng.chance(0.2)) {
+      return [randomPod(rng, `p${this.pods.length}`)];
+    }
+    return [randomPod(rng, rng.pick(this.pods).name)];
+  }
+}
+
+function randomTenant(rng: Prng, id: string): TenantConfig {
+  const limit = (p: number, min: number, max: number) => (rng.chance(p) ? rng.int(min, max) : null);
+  return {
+    id,
+    weight: rng.int(1, 4),
+    queueMax: limit(0.4, 0, 8),
+    maxConcurrent: limit(0.4, 0, 5),
+    maxKvBlocks: limit(0.3, 0, 10),
+    tokenBucket: rng.chance(0.3)
+      ? { capacity: rng.int(1, 20), refillPerSecond: rng.int(0, 50) }
+      : null,
+  };
+}
+
+function randomPod(rng: Prng, name: string): PodConfig {
+  return { name, cap: rng.int(0, 6), healthy: rng.chance(0.9) };
+}
+
+function randomSettings(rng: Prng): SchedulerSettingsInput {
+  const ceiling = () => rng.pick([0, 0.5, 1, 1.5]);
+  return {
+    fairness: rng.pick(['drr', 'round-robin', 'global-strict'] as const),
+    dispatchOrder: rng.pick(['priority', 'priority', 'fifo', 'slo-deadline'] as const),
+    quantum: rng.int(1, 3),
+    bandCapacity: rng.int(1, 30),
+    maxQueueDepth: rng.int(2, 60),
+    queueTtlMs: rng.int(50, 2_000),
+    leaseTtlMs: rng.int(100, 3_000),
+    maxGrantsPerPass: rng.chance(0.5) ? rng.int(1, 4) : 64,
+    janitorBatch: rng.chance(0.5) ? rng.int(1, 5) : 100,
+    initialBudget: rng.int(0, 10),
+    admission: {
+      policy: rng.pick(['always-admit', 'always-admit', 'tier-shed', 'gaie-legacy'] as const),
+      tierShedThreshold: rng.int(0, 10),
+      tierShedMinPriority: rng.int(-1, 1),
+    },
+    gating: {
+      enabled: rng.chance(0.3),
+      defaultCeiling: ceiling(),
+      bandCeilings: rng.chance(0.5) ? { '-1': ceiling(), '1': ceiling() } : {},
+    },
+    queueShedding: rng.chance(0.5),
+    inflightEviction: rng.chance(0.5),
+  };
+}
+
+/**
+ * Runs one operation on one engine and returns its comparable result (errors as their code).
+ * `advance` and liveness changes have no engine call here: the runner moves the clocks.
+ */
+export async function apply(
+  scheduler: Scheduler,
+  operation: Operation,
+  fence: Fence,
+): Promise<unknown> {
+  try {
+    switch (operation.op) {
+      case 'enqueue':
+        return await scheduler.enqueue(operation.request);
+      case 'poll':
+        return await scheduler.poll(operation.replica);
+      case 'release':
+        return await scheduler.release(operation.id, operation.options);
+      case 'cancel':
+        return await scheduler.cancel(operation.id);
+      case 'heartbeat':
+        return await scheduler.heartbeat(operation.replica, operation.ids);
+      case 'reclaim':
+        return await scheduler.reclaim();
+      case 'configure':
+        return await scheduler.configure(operation.settings);
+      case 'upsertTenants':
+        return await scheduler.upsertTenants(operation.tenants);
+      case 'upsertPods':
+        return await scheduler.upsertPods(operation.pods);
+      case 'setBudget':
+        return await scheduler.setBudget(fence, operation.budget);
+      case 'snapshot':
+        return normalizeSnapshot(await scheduler.snapshot());
+      default:
+        return null;
+    }
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    return { error: code ?? String(error) };
+  }
+}
+
+/** A snapshot with its unordered lists sorted, so two engines' snapshots compare equal. */
+export function normalizeSnapshot(snapshot: Awaited<ReturnType<Scheduler['snapshot']>>): unknown {
+  const byKey =
+    <T>(key: (item: T) => string) =>
+    (a: T, b: T) =>
+      key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0;
+  return {
+    ...snapshot,
+    tenants: [...snapshot.tenants].sort(byKey((t) => t.tenant)),
+    pods: [...snapshot.pods].sort(byKey((p) => p.name)),
+    replicas: [...snapshot.replicas].sort(byKey((r) => r.replica)),
+    counters: [...snapshot.counters].sort(byKey((c) => `${c.tenant}\u0000${c.sloClass}`)),
+    saturation: Math.round(snapshot.saturation * 1e9) / 1e9,
+  };
+}
