@@ -107,7 +107,7 @@ describe.each(['reject', 'local_share'] as const)(
         expect(afterState.epoch).toBeGreaterThan(preLoss.epoch);
         const probe = new RedisScheduler({ pool: afterState.pool, connection: pool.redis.url });
         try {
-          expect(await probe.setBudget(preLoss, 1)).toBe(false);
+          expect(await probe.setControl(preLoss, { budget: 1 })).toBe(false);
           expect(await probe.setControl(preLoss, { budget: 1 })).toBe(false);
         } finally {
           await probe.close();

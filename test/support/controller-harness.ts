@@ -1,3 +1,4 @@
+import type { AdminState } from '@fairgate/gateway';
 import {
   type AppHandle,
   sha256Hex,
@@ -123,39 +124,8 @@ export function closedLoopLoad(
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-export interface AdminState {
-  leader: string | null;
-  epoch: number;
-  budget: number;
-  is_leader: boolean;
-  controller: {
-    cap_per_worker: number | null;
-    budget: number;
-    tick: number;
-    written_by: { replica: string; epoch: number } | null;
-    window: { samples: number; p99_ttft_s: number | null };
-    actions: Array<{
-      tick: number;
-      kind: string;
-      code: string;
-      reason: string;
-      capBefore: number;
-      capAfter: number;
-      budget: number;
-      p99S: number | null | 'errors';
-      samples: number;
-      windowPeak: number;
-    }>;
-  };
-  local: {
-    fenced_writes: {
-      led_epochs: number[];
-      accepted_writes_by_epoch: Record<string, number>;
-      stale_writes_rejected: Record<string, number>;
-      dropped_ticks: number;
-    };
-  };
-}
+/** The body of GET /admin/state (the gateway's own type). */
+export type { AdminState };
 
 export async function adminState(gateway: AppHandle): Promise<AdminState> {
   const response = await fetch(`${gateway.url}/admin/state`, {

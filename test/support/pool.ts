@@ -1,4 +1,5 @@
-import { conservationViolations, type FlowCounters } from '@fairgate/core';
+import { conservationViolations } from '@fairgate/core';
+import type { AdminState } from '@fairgate/gateway';
 import {
   type AppHandle,
   type FlagValues,
@@ -47,23 +48,8 @@ export interface Pool {
   stop(): Promise<void>;
 }
 
-export interface AdminState {
-  pool: string;
-  budget: number;
-  epoch: number;
-  inflight: number;
-  waiting: number;
-  saturation: number;
-  leader: string | null;
-  tenants: Array<{ tenant: string; inflight: number; waiting: number; tokens: number | null }>;
-  pods: Array<{
-    name: string;
-    inflight: number;
-    load: { waiting: number; running: number; kvUtilization: number; scrapedAtMs: number } | null;
-  }>;
-  counters: FlowCounters[];
-  drops: Array<{ tenant: string; class: string; reason: string; count: number }>;
-}
+/** The body of GET /admin/state (the gateway's own type). */
+export type { AdminState };
 
 export const SIM_MODEL = 'sim-model';
 

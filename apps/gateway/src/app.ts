@@ -3,6 +3,7 @@ import { Hono } from 'hono';
 import type { NodeExchange } from './body.js';
 import type { GatewayDeps } from './context.js';
 import { notFound } from './errors.js';
+import { adminAuth } from './middleware/admin-auth.js';
 import { httpErrorOf, requestContext } from './middleware/request-context.js';
 import { adminCapacity } from './routes/capacity.js';
 import { generationHandler, nodeGenerationHandler } from './routes/generate.js';
@@ -31,6 +32,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   app.get('/healthz', healthz);
   app.get('/readyz', readyz(deps));
   app.get('/metrics', metrics(deps));
+  app.use('/admin/*', adminAuth({ tokenSha256: () => deps.config().admin.token_sha256 }));
   app.get('/admin/state', adminState(deps));
   app.get('/admin/capacity', adminCapacity(deps));
 
@@ -39,7 +41,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     return c.json(error.toBody(), 404);
   });
   app.onError((error, c) => {
-    const failure = httpErrorOf(error);
+    const failure = httpErrorOf(error, deps.log);
     const response = c.json(failure.toBody(), failure.status as 400);
     for (const [name, value] of Object.entries(failure.headers)) response.headers.set(name, value);
     return response;

@@ -28,6 +28,8 @@ export interface GatewayDeps {
   outage?: OutageState;
   /** Graceful shutdown: whether the replica drains, and its requests in progress. */
   drain: Drain;
+  /** The replica's log (GatewayOptions.log): one line per call. */
+  log: (line: string) => void;
 }
 
 /** Where a request is admitted and released: the shared scheduler, or the local share. */

@@ -1,3 +1,4 @@
+import { type DropNotice, noticeDropResponse } from '@fairgate/core';
 import { OpenAIHttpError } from '@fairgate/openai';
 
 /**
@@ -32,6 +33,17 @@ export function flowControlDrop(
       [DROP_REASON_HEADER]: reason,
     },
   });
+}
+
+const NOTICE_MESSAGES: Readonly<Record<DropNotice, string>> = {
+  expired: 'The request waited longer than the queue TTL',
+  shed: 'A higher-priority request took this queue slot',
+  evict: 'The request was evicted by flow control',
+};
+
+/** The drop a scheduler notice ends a waiting or in-flight request with (reason from core). */
+export function noticeDrop(kind: DropNotice): OpenAIHttpError {
+  return flowControlDrop(noticeDropResponse(kind).dropReason, NOTICE_MESSAGES[kind]);
 }
 
 export function unauthorized(message: string): OpenAIHttpError {
@@ -130,6 +142,41 @@ export function internalError(message = 'Internal gateway error'): OpenAIHttpErr
     type: 'server_error',
     message,
     code: 'internal_error',
+  });
+}
+
+/**
+ * The status recorded (metrics, spans) for a request whose client left before the answer
+ * (nginx's 499): nothing is sent, nobody reads it.
+ */
+export const CLIENT_GONE_STATUS = 499;
+
+/** Requests Node's HTTP parser refuses before any handler runs (server-errors.ts). */
+export function headersTooLarge(): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 431,
+    type: 'invalid_request_error',
+    message: 'Request headers are too large',
+    code: 'headers_too_large',
+  });
+}
+
+export function malformedRequest(detail: string): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 400,
+    type: 'invalid_request_error',
+    message: `Malformed HTTP request: ${detail}`,
+    code: 'malformed_request',
+  });
+}
+
+/** A client too slow to send its request (server.headers_timeout_ms / request_timeout_ms). */
+export function requestTimeout(): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 408,
+    type: 'invalid_request_error',
+    message: 'The request was not received in time',
+    code: 'request_timeout',
   });
 }
 

@@ -214,6 +214,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     control,
     ...(monitor ? { outage: outageState(monitor, () => localShare) } : {}),
     drain: new Drain(),
+    log,
   };
   const app = createGatewayApp(deps);
   broker.start();

@@ -1,7 +1,7 @@
 import { rejectionResponse } from '@fairgate/core';
 import type { OpenAIHttpError } from '@fairgate/openai';
 import type { EnqueueRequest, Notice, Scheduler } from '@fairgate/scheduler';
-import { flowControlDrop } from './errors.js';
+import { flowControlDrop, noticeDrop } from './errors.js';
 import { SchedulerUnavailable } from './redis-outage.js';
 import { SlotAbort } from './upstream/slot-abort.js';
 
@@ -302,22 +302,18 @@ export class GrantBroker {
       } else if (notice.kind === 'expired') {
         if (waiter) {
           this.#waiters.delete(notice.id);
-          waiter.reject(
-            flowControlDrop('queue_ttl', 'The request waited longer than the queue TTL'),
-          );
+          waiter.reject(noticeDrop('expired'));
         }
       } else if (notice.kind === 'shed') {
         if (waiter) {
           this.#waiters.delete(notice.id);
-          waiter.reject(
-            flowControlDrop('queue_shed', 'A higher-priority request took this queue slot'),
-          );
+          waiter.reject(noticeDrop('shed'));
         }
       } else {
         this.#inflight.get(notice.id)?.abort.abort(new EvictedError());
         if (waiter) {
           this.#waiters.delete(notice.id);
-          waiter.reject(flowControlDrop('evicted', 'The request was evicted by flow control'));
+          waiter.reject(noticeDrop('evict'));
         }
       }
     }

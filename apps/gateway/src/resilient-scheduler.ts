@@ -50,7 +50,6 @@ const METHODS = [
   'renewLeadership',
   'releaseLeadership',
   'setBudget',
-  'setControllerState',
   'setControl',
   'takeInflightPeak',
   'reportPodLoad',

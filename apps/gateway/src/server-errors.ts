@@ -1,6 +1,8 @@
+import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
-import { errorBody } from '@fairgate/openai';
+import type { OpenAIHttpError } from '@fairgate/openai';
 import type { ServerType } from '@hono/node-server';
+import { headersTooLarge, malformedRequest, requestTimeout } from './errors.js';
 
 /**
  * Requests Node's HTTP parser refuses before any handler runs (a header value
@@ -30,33 +32,21 @@ export function installClientErrorHandler(
       socket.destroy();
       return;
     }
-    const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
-    const body = JSON.stringify(
-      errorBody(
-        tooLarge
-          ? 'Request headers are too large'
-          : `Malformed HTTP request: ${error.code ?? error.message}`,
-        'invalid_request_error',
-        null,
-        tooLarge ? 'headers_too_large' : 'malformed_request',
-      ),
-    );
-    answerAndClose(
-      socket,
-      rawResponse(
-        tooLarge ? 431 : 400,
-        tooLarge ? 'Request Header Fields Too Large' : 'Bad Request',
-        body,
-      ),
-    );
+    const failure =
+      error.code === 'HPE_HEADER_OVERFLOW'
+        ? headersTooLarge()
+        : malformedRequest(error.code ?? error.message);
+    answerAndClose(socket, rawResponse(failure));
   });
 }
 
 const timedOut = new WeakSet<Socket>();
 
-function rawResponse(status: number, reason: string, body: string): string {
+/** The error (chosen in errors.ts) as a whole HTTP/1.1 response that closes the connection. */
+function rawResponse(failure: OpenAIHttpError): string {
+  const body = JSON.stringify(failure.toBody());
   return (
-    `HTTP/1.1 ${status} ${reason}\r\n` +
+    `HTTP/1.1 ${failure.status} ${STATUS_CODES[failure.status]}\r\n` +
     'content-type: application/json\r\n' +
     `content-length: ${Buffer.byteLength(body)}\r\n` +
     'connection: close\r\n\r\n' +
@@ -64,18 +54,7 @@ function rawResponse(status: number, reason: string, body: string): string {
   );
 }
 
-const REQUEST_TIMEOUT_RESPONSE = rawResponse(
-  408,
-  'Request Timeout',
-  JSON.stringify(
-    errorBody(
-      'The request was not received in time',
-      'invalid_request_error',
-      null,
-      'request_timeout',
-    ),
-  ),
-);
+const REQUEST_TIMEOUT_RESPONSE = rawResponse(requestTimeout());
 
 /**
  * Writes the answer and closes the socket once it is written, not just ends it: the

@@ -160,7 +160,7 @@ describe.each(['local', 'redis'] as const)('LeaderElection on the %s scheduler',
       expect(leader.deposed[0]).toMatch(/renewal refused/);
       expect(leader.elected[1]).toBeGreaterThan(before.epoch);
       // A write fenced by the pre-loss leadership is refused.
-      expect(await store.setBudget(before, 7)).toBe(false);
+      expect(await store.setControl(before, { budget: 7 })).toBe(false);
       await leader.election.stop();
     },
   );

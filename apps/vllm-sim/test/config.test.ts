@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, DEFAULT_CONFIG, envName, helpText, parseCli } from '../src/index.js';
+import { ConfigError, DEFAULT_CONFIG, envName, helpText, parseCli } from '../src/config.js';
 
 function config(argv: string[], env: NodeJS.ProcessEnv = {}) {
   const parsed = parseCli(argv, env);

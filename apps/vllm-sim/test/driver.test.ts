@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { Engine, EngineDriver, type TimerHost } from '../src/index.js';
+import { EngineDriver, type TimerHost } from '../src/driver.js';
+import { Engine } from '../src/engine.js';
 import { BASE_CONFIG, Recorder, spec } from './helpers.js';
 
 /** A manual clock: timers fire only when the test says, as late as the test says. */

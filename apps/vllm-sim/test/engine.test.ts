@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Engine, type EngineObserver, QueueFullError, type SequenceView } from '../src/index.js';
+import { Engine, type EngineObserver, QueueFullError, type SequenceView } from '../src/engine.js';
 import { BASE_CONFIG, hashes, Recorder, runUntilIdle, spec, step } from './helpers.js';
 
 // Deterministic: time is passed in, so every duration below is exact model arithmetic.

@@ -1,6 +1,6 @@
 import { estimatePromptTokens, renderPrompt, tokenizePrompt } from '@fairgate/openai';
 import { describe, expect, it } from 'vitest';
-import { hashPromptBlocks, KvBlockPool } from '../src/index.js';
+import { hashPromptBlocks, KvBlockPool } from '../src/kv.js';
 
 describe('KvBlockPool', () => {
   it('counts blocks in use; freed blocks return to the pool', () => {

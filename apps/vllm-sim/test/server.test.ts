@@ -8,7 +8,8 @@ import {
   isUsageChunk,
 } from '@fairgate/openai';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createSimServer, type SimConfig, type SimServer } from '../src/index.js';
+import type { SimConfig } from '../src/config.js';
+import { createSimServer, type SimServer } from '../src/server.js';
 import { jsonPost, readSse } from './http.js';
 
 // In-process: Hono's app.request(), no network. Fast timing so each request takes ms.

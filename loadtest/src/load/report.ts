@@ -1,5 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { DEFAULT_SLO_CLASSES, isSheddablePriority } from '@fairgate/gateway';
 import { barChart, type LineSeries, lineChart, PALETTE } from './charts.js';
 import {
   analyzeSweep,
@@ -22,20 +23,12 @@ export interface Chart {
   svg: string;
 }
 
-const DEFAULT_PRIORITIES: Record<string, number> = {
-  critical: 4,
-  standard: 3,
-  batch: -1,
-  sheddable: -2,
-  background: -3,
-};
-
-/** SLO-protected (priority >= 0) by the default class table or the scenario's own. */
+/** SLO-protected (not sheddable) by the scenario's class table, else the gateway's default. */
 export function isProtected(
   sloClass: string,
-  classes: Record<string, number> = DEFAULT_PRIORITIES,
+  classes: Record<string, number> = DEFAULT_SLO_CLASSES,
 ): boolean {
-  return (classes[sloClass] ?? DEFAULT_PRIORITIES[sloClass] ?? 0) >= 0;
+  return !isSheddablePriority(classes[sloClass] ?? DEFAULT_SLO_CLASSES[sloClass] ?? 0);
 }
 
 /** The panels of one run: one per tenant, then pool, controller, TTFT, throughput. */

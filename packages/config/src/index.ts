@@ -1,10 +1,6 @@
 export { apiKeyDigest } from './keys.js';
 export {
-  applyEnvOverrides,
   ConfigError,
-  ENV_PREFIX,
-  formatKey,
-  loadConfigFile,
   parseConfig,
   parseConfigText,
 } from './load.js';
@@ -25,12 +21,9 @@ export {
   type TokenBucketConfig,
   type UpstreamConfig,
 } from './schema.js';
-export {
-  type ScrapeConfig,
-  scrapeSchema,
-  type TunerConfig,
-  type TunerModelConfig,
-  tunerModelSchema,
-  tunerSchema,
+export type {
+  ScrapeConfig,
+  TunerConfig,
+  TunerModelConfig,
 } from './tuner-schema.js';
 export { ConfigWatcher, type ConfigWatcherEvents } from './watch.js';

@@ -8,11 +8,10 @@ import {
   apiKeyDigest,
   ConfigError,
   ConfigWatcher,
-  formatKey,
-  loadConfigFile,
   parseConfig,
   parseConfigText,
 } from '../src/index.js';
+import { formatKey, loadConfigFile } from '../src/load.js';
 
 const examplesDir = new URL('../../../examples/', import.meta.url).pathname;
 const digest = apiKeyDigest('k1');

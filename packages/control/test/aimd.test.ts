@@ -1,15 +1,12 @@
 import { describe, expect, it } from 'vitest';
+import { initialState, windowTicks } from '../src/aimd.js';
+import { bucketOf, LARGEST_EDGE_S, OVERFLOW_INDEX } from '../src/histogram.js';
 import {
-  bucketOf,
   type ControllerConfig,
   type ControllerState,
-  initialState,
-  LARGEST_EDGE_S,
   type Observation,
-  OVERFLOW_INDEX,
   step,
   windowSecondsToRead,
-  windowTicks,
 } from '../src/index.js';
 
 /** Target 1 s, band +/-20% (0.8 .. 1.2 s), cap 10 per worker in [2, 20]. */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { LatencyHistogram, mergeCounts, quantile } from '../src/index.js';
+import { mergeCounts } from '../src/histogram.js';
+import { LatencyHistogram, quantile } from '../src/index.js';
 import { normal, seededRandom } from './prng.js';
 
 /**

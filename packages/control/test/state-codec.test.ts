@@ -1,19 +1,17 @@
 import { describe, expect, it } from 'vitest';
+import { initialState } from '../src/aimd.js';
+import { bucketOf } from '../src/histogram.js';
 import {
-  bucketOf,
   type ControllerConfig,
   decodeState,
   decodeWindow,
-  ERROR_COUNT_INDEX,
-  emptyWindow,
   encodeState,
   encodeWindow,
-  initialState,
-  SERVICE_INDEX_OFFSET,
-  STATE_VERSION,
   step,
   summarizeWindow,
 } from '../src/index.js';
+import { STATE_VERSION } from '../src/state-codec.js';
+import { ERROR_COUNT_INDEX, emptyWindow, SERVICE_INDEX_OFFSET } from '../src/window.js';
 
 const CONFIG: ControllerConfig = {
   targetP99TtftS: 1,

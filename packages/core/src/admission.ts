@@ -1,3 +1,5 @@
+import { isSheddablePriority } from './slo.js';
+
 /**
  * Admission policies (llm-d / Gateway API Inference Extension semantics): a
  * pure decision per request from its priority and the pool's load signals.
@@ -66,7 +68,8 @@ export function decideAdmission(
       }
       return { admit: true };
     case 'gaie-legacy':
-      if (priority < 0 && signals.saturation >= 1) return { admit: false, reason: 'saturated' };
+      if (isSheddablePriority(priority) && signals.saturation >= 1)
+        return { admit: false, reason: 'saturated' };
       return { admit: true };
   }
 }

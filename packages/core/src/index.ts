@@ -6,7 +6,6 @@ export {
   DEFAULT_ADMISSION,
   DEFAULT_SATURATION,
   decideAdmission,
-  isFreshLoad,
   maxPodLoad,
   newestScrapeMs,
   type PodLoad,
@@ -19,16 +18,12 @@ export {
   conservationViolations,
   emptyOutcomes,
   type FlowCounters,
-  totalEnded,
-  totalRejected,
 } from './conservation.js';
-export { Deque } from './deque.js';
 export { FAIRNESS_POLICIES, type FairnessPolicy, FlowRing, type FlowState } from './drr.js';
 export {
   assertInteger,
   assertValidName,
   type Band,
-  isValidName,
   type PodName,
   type ReplicaId,
   type RequestId,
@@ -46,24 +41,18 @@ export {
   isReleaseOutcome,
   OUTCOMES,
   type Outcome,
-  RELEASE_OUTCOMES,
   type ReleaseOutcome,
 } from './outcomes.js';
 export {
-  DROP_REASONS,
+  type DropNotice,
   type DropReason,
   type DropResponse,
-  isDropReason,
-  isRejectCode,
   noticeDropResponse,
-  outcomeDropResponse,
-  REJECT_CODES,
   RejectCode,
   rejectionResponse,
 } from './rejections.js';
 export {
   DEFAULT_SLO_CLASS,
-  DEFAULT_SLO_PRIORITIES,
   isSheddablePriority,
   type SloClassName,
 } from './slo.js';

@@ -1,5 +1,3 @@
-import type { Outcome } from './outcomes.js';
-
 /**
  * Why a request was refused at enqueue. The string value is the drop reason shown to
  * clients (`x-fairgate-drop-reason`) and used as a metrics label, so values are stable.
@@ -27,27 +25,11 @@ export enum RejectCode {
   RejectedByPolicy = 'rejected_by_policy',
 }
 
-export const REJECT_CODES: readonly RejectCode[] = Object.values(RejectCode);
-
-export function isRejectCode(value: string): value is RejectCode {
-  return (REJECT_CODES as readonly string[]).includes(value);
-}
-
 /**
  * Every value `x-fairgate-drop-reason` (and the drops metric's reason label) can take: the
  * rejection codes, plus the drops decided after admission (queue TTL, eviction, shedding).
  */
 export type DropReason = RejectCode | 'queue_ttl' | 'evicted' | 'queue_shed';
-export const DROP_REASONS: readonly DropReason[] = [
-  ...REJECT_CODES,
-  'queue_ttl',
-  'evicted',
-  'queue_shed',
-];
-
-export function isDropReason(value: string): value is DropReason {
-  return (DROP_REASONS as readonly string[]).includes(value);
-}
 
 /** How a drop is rendered over HTTP: 429 with a drop reason, or 503 for no capacity at all. */
 export interface DropResponse {
@@ -61,28 +43,16 @@ export function rejectionResponse(code: RejectCode): DropResponse {
   return { status: 429, dropReason: code };
 }
 
-/**
- * Outcomes decided by flow control after admission that the client sees as a drop.
- * Completed, cancelled (the client left) and upstream errors (502/504) are not drops.
- */
-export function outcomeDropResponse(outcome: Outcome): DropResponse | undefined {
-  switch (outcome) {
-    case 'expired':
-      return { status: 429, dropReason: 'queue_ttl' };
-    case 'evicted':
-      return { status: 429, dropReason: 'evicted' };
-    default:
-      return undefined;
-  }
-}
+/** What a scheduler notice that ends a request says: waiting too long, shed, or evicted. */
+export type DropNotice = 'expired' | 'evict' | 'shed';
 
 /**
- * The drop a scheduler notice ends a request with: 'expired' (queue TTL) -> 429 queue_ttl,
+ * The drop a scheduler notice ends a request with (the one notice -> drop reason table): 'expired' (queue TTL) -> 429 queue_ttl,
  * 'evict' (lease lapsed or in-flight eviction) -> 429 evicted, 'shed' (a waiting request
  * replaced by a higher-priority arrival under queue shedding; its outcome is evicted) ->
  * 429 queue_shed.
  */
-export function noticeDropResponse(kind: 'expired' | 'evict' | 'shed'): DropResponse {
+export function noticeDropResponse(kind: DropNotice): DropResponse {
   switch (kind) {
     case 'expired':
       return { status: 429, dropReason: 'queue_ttl' };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Deque } from '../src/index.js';
+import { Deque } from '../src/deque.js';
 
 describe('Deque', () => {
   it('pushes, shifts, rotates and grows past its initial capacity', () => {

@@ -223,12 +223,14 @@ export interface Scheduler {
   ): Promise<LeadershipResult>;
   renewLeadership(fence: Fence, ttlMs: number): Promise<boolean>;
   releaseLeadership(fence: Fence): Promise<boolean>;
-  /** Fenced: false (nothing written) unless fence.replica leads in fence.epoch. */
-  setBudget(fence: Fence, budget: number): Promise<boolean>;
-  /** Fenced: stores the controller's opaque state so a new leader continues from it. */
-  setControllerState(fence: Fence, state: string): Promise<boolean>;
-  /** Fenced: budget and controller state in one atomic write (either may be omitted). */
+  /**
+   * Fenced: false (nothing written) unless fence.replica leads in fence.epoch. Budget and
+   * the controller's opaque state (so a new leader continues from it) in one atomic write;
+   * either may be omitted.
+   */
   setControl(fence: Fence, write: ControlWrite): Promise<boolean>;
+  /** setControl(fence, { budget }). */
+  setBudget(fence: Fence, budget: number): Promise<boolean>;
   /**
    * Fenced: the most requests in flight at once pool-wide since the previous take (every
    * grant raises it), restarted from the current in-flight; null (nothing reset) when stale.

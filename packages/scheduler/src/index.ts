@@ -1,4 +1,4 @@
-export { rejectionOf, SchedulerError, ScriptCode, schedulerError } from './codes.js';
+export { SchedulerError, ScriptCode } from './codes.js';
 export type {
   ConfigureOptions,
   ControlWrite,
@@ -20,7 +20,6 @@ export type {
 export { type PoolKeys, poolKeys } from './keys.js';
 export { LocalScheduler, type LocalSchedulerOptions } from './local/local-scheduler.js';
 export {
-  blockingDuplicate,
   createRedisConnection,
   type HostPort,
   type RedisConnection,
@@ -28,14 +27,11 @@ export {
   type RedisTopology,
 } from './redis/connection.js';
 export { RedisScheduler, type RedisSchedulerOptions } from './redis/redis-scheduler.js';
-export {
-  DEFAULT_GATING,
-  DEFAULT_SETTINGS,
-  type GatingConfig,
-  type PodConfig,
-  resolveSettings,
-  type SchedulerSettings,
-  type SchedulerSettingsInput,
-  type TenantConfig,
-  type TokenBucketConfig,
+export type {
+  GatingConfig,
+  PodConfig,
+  SchedulerSettings,
+  SchedulerSettingsInput,
+  TenantConfig,
+  TokenBucketConfig,
 } from './settings.js';

@@ -1,16 +1,11 @@
 import { RejectCode } from '@fairgate/core';
 import { describe, expect, it } from 'vitest';
+import { SchedulerError, ScriptCode, schedulerError } from '../src/codes.js';
 import { countersFromFields, rejectionField } from '../src/counters.js';
-import {
-  poolKeys,
-  resolveSettings,
-  SchedulerError,
-  ScriptCode,
-  schedulerError,
-} from '../src/index.js';
+import { poolKeys } from '../src/index.js';
 import { formatNotice, parseNotice } from '../src/notices.js';
 import { normalizeEnqueue, normalizePodLoads, normalizeRelease } from '../src/requests.js';
-import { resolvePod, resolveTenant } from '../src/settings.js';
+import { resolvePod, resolveSettings, resolveTenant } from '../src/settings.js';
 
 describe('settings validation names the bad key', () => {
   it.each([

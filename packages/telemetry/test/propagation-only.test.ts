@@ -2,12 +2,12 @@ import { SpanKind, TraceFlags, trace } from '@opentelemetry/api';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   endSpan,
-  PropagationOnlyTracer,
   startChildSpan,
   startServerSpan,
   startTelemetry,
   traceHeaders,
 } from '../src/index.js';
+import { PropagationOnlyTracer } from '../src/spans.js';
 
 describe('PropagationOnlyTracer (nothing records spans)', () => {
   // No OTEL_* export and no processor: the SDK only registers the W3C propagator.

@@ -4,12 +4,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 import {
   createGatewayMetrics,
   endSpan,
-  exportRequested,
   startChildSpan,
   startServerSpan,
   startTelemetry,
   traceHeaders,
 } from '../src/index.js';
+import { exportRequested } from '../src/sdk.js';
 
 describe('exportRequested', () => {
   it.each([

@@ -1,4 +1,5 @@
 import type { FairgateConfig } from '@fairgate/config';
+import { isSheddablePriority } from '@fairgate/core';
 import type { Scheduler } from '@fairgate/scheduler';
 import type { ConfigGaugeValues, GatewayMetrics } from '@fairgate/telemetry';
 import { ControllerLoop } from './controller-loop.js';
@@ -7,7 +8,6 @@ import { JanitorLoop } from './janitor-loop.js';
 import { LatencyRecorder } from './latency-recorder.js';
 import { type MetricsFetcher, PodScraper } from './pod-scraper.js';
 import { PoolGauges } from './pool-gauges.js';
-import { isSloProtected } from './settings.js';
 import { TunerLoop } from './tuner-loop.js';
 import { WriteLedger } from './write-ledger.js';
 
@@ -168,7 +168,7 @@ export function configGaugeValues(config: FairgateConfig): ConfigGaugeValues {
     const ttftTargetS =
       classTargetMs !== undefined
         ? classTargetMs / 1_000
-        : isSloProtected(priority)
+        : !isSheddablePriority(priority)
           ? controller.target_p99_ttft_s
           : undefined;
     return { name, priority, ...(ttftTargetS !== undefined ? { ttftTargetS } : {}) };

@@ -10,6 +10,7 @@ import {
 import type { Fence, Scheduler } from '@fairgate/scheduler';
 import type { GatewayMetrics } from '@fairgate/telemetry';
 import type { LeaderElection } from './election.js';
+import { LeaderTimer } from './leader-timer.js';
 import { controllerSettings } from './settings.js';
 import type { WriteLedger } from './write-ledger.js';
 
@@ -37,9 +38,10 @@ class TickDropped extends Error {}
  * that point is written, and the fence refuses anything already on its way.
  */
 export class ControllerLoop {
-  #fence: Fence | null = null;
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<unknown> | undefined;
+  readonly #timer = new LeaderTimer({
+    periodMs: () => this.options.config().controller.tick_s * 1_000,
+    from: 'start',
+  });
   #lastProblem: string | undefined;
   #waitingForTuner = false;
 
@@ -47,15 +49,12 @@ export class ControllerLoop {
 
   /** Called when this replica becomes leader: the first tick runs at once. */
   lead(fence: Fence): void {
-    this.#fence = fence;
-    this.#schedule(0);
+    this.#timer.start(() => this.tick(fence), 0);
   }
 
   /** Called when leadership ends: no further ticks; leader-only gauges are cleared. */
   stepDown(): void {
-    this.#fence = null;
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = undefined;
+    this.#timer.stop();
     const m = this.options.metrics;
     for (const gauge of [m.budget, m.capPerWorker, m.controllerP99Ttft, m.leaderEpoch]) {
       gauge.reset();
@@ -64,22 +63,7 @@ export class ControllerLoop {
 
   async stop(): Promise<void> {
     this.stepDown();
-    await this.#running;
-  }
-
-  #schedule(delayMs: number): void {
-    const fence = this.#fence;
-    if (!fence) return;
-    this.#timer = setTimeout(() => {
-      const started = performance.now();
-      this.#running = this.tick(fence).finally(() => {
-        this.#running = undefined;
-        if (this.#fence?.epoch !== fence.epoch) return;
-        const periodMs = this.options.config().controller.tick_s * 1_000;
-        this.#schedule(Math.max(0, periodMs - (performance.now() - started)));
-      });
-    }, delayMs);
-    this.#timer.unref();
+    await this.#timer.settled();
   }
 
   /** One tick under `fence`; returns the action written, or null (disabled or dropped). */

@@ -1,4 +1,5 @@
 import type { Scheduler } from '@fairgate/scheduler';
+import { LeaderTimer } from './leader-timer.js';
 
 export interface JanitorLoopOptions {
   scheduler: Pick<Scheduler, 'reclaim'>;
@@ -16,36 +17,22 @@ export interface JanitorLoopOptions {
  * call (settings.janitorBatch), so a second leader for a moment does no harm.
  */
 export class JanitorLoop {
-  #timer: NodeJS.Timeout | undefined;
-  /** Bumped by every lead() and stepDown(): a reclaim that ends after them schedules nothing. */
-  #term = 0;
+  readonly #timer: LeaderTimer;
 
-  constructor(private readonly options: JanitorLoopOptions) {}
+  constructor(private readonly options: JanitorLoopOptions) {
+    this.#timer = new LeaderTimer({ periodMs: options.everyMs, from: 'end' });
+  }
 
+  /** The first reclaim runs one period after leadership begins. */
   lead(): void {
-    this.stepDown();
-    const term = this.#term;
-    const run = () => {
-      void this.options.scheduler.reclaim().then(
-        () => this.#schedule(term, run),
-        (error: unknown) => {
-          this.options.onError?.(error);
-          this.#schedule(term, run);
-        },
-      );
-    };
-    this.#schedule(term, run);
+    this.#timer.start(
+      () => this.options.scheduler.reclaim(),
+      this.options.everyMs(),
+      this.options.onError,
+    );
   }
 
   stepDown(): void {
-    this.#term += 1;
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = undefined;
-  }
-
-  #schedule(term: number, run: () => void): void {
-    if (term !== this.#term) return;
-    this.#timer = setTimeout(run, this.options.everyMs());
-    this.#timer.unref();
+    this.#timer.stop();
   }
 }

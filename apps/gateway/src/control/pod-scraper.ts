@@ -3,6 +3,7 @@ import { parseVllmMetrics, type VllmMetrics } from '@fairgate/openai';
 import type { Fence, PodLoadReport, Scheduler } from '@fairgate/scheduler';
 import type { GatewayMetrics } from '@fairgate/telemetry';
 import type { LeaderElection } from './election.js';
+import { LeaderTimer } from './leader-timer.js';
 
 /** One successful scrape of one pod. */
 export interface PodScrape {
@@ -41,9 +42,10 @@ export interface PodScraperOptions {
  * each pod stays here for the capacity tuner. Rounds never overlap; only the leader runs.
  */
 export class PodScraper {
-  #fence: Fence | null = null;
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<unknown> | undefined;
+  readonly #timer = new LeaderTimer({
+    periodMs: () => this.options.config().scrape.interval_ms,
+    from: 'start',
+  });
   readonly #latest = new Map<string, PodScrape>();
   readonly #failing = new Set<string>();
   #reportRefused = false;
@@ -56,38 +58,20 @@ export class PodScraper {
   }
 
   lead(fence: Fence): void {
-    this.#fence = fence;
     this.#reportRefused = false;
-    this.#schedule(0);
+    this.#timer.start(() => this.scrapeOnce(fence), 0);
   }
 
   /** Called when leadership ends: no further rounds; the per-pod gauges are cleared. */
   stepDown(): void {
-    this.#fence = null;
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = undefined;
+    this.#timer.stop();
     const m = this.options.metrics;
     for (const gauge of [m.podWaiting, m.podRunning, m.podKvCacheUsage]) gauge.reset();
   }
 
   async stop(): Promise<void> {
     this.stepDown();
-    await this.#running;
-  }
-
-  #schedule(delayMs: number): void {
-    const fence = this.#fence;
-    if (!fence) return;
-    this.#timer = setTimeout(() => {
-      const started = performance.now();
-      this.#running = this.scrapeOnce(fence).finally(() => {
-        this.#running = undefined;
-        if (this.#fence?.epoch !== fence.epoch) return;
-        const interval = this.options.config().scrape.interval_ms;
-        this.#schedule(Math.max(0, interval - (performance.now() - started)));
-      });
-    }, delayMs);
-    this.#timer.unref();
+    await this.#timer.settled();
   }
 
   /** One round under `fence`: scrapes every pod, reports the gauges; returns the successes. */

@@ -3,6 +3,7 @@ import { poolSaturation } from '@fairgate/core';
 import type { Fence, Scheduler, SchedulerSnapshot } from '@fairgate/scheduler';
 import type { GatewayMetrics } from '@fairgate/telemetry';
 import type { LeaderElection } from './election.js';
+import { LeaderTimer } from './leader-timer.js';
 
 /** How often the leader refreshes the pool gauges (Prometheus scrapes every 5 s in infra/). */
 export const POOL_GAUGES_MS = 1_000;
@@ -24,23 +25,21 @@ export interface PoolGaugesOptions {
  * over replicas never double counts; they are cleared on step-down.
  */
 export class PoolGauges {
-  #fence: Fence | null = null;
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<unknown> | undefined;
+  readonly #timer = new LeaderTimer({
+    periodMs: () => this.options.everyMs ?? POOL_GAUGES_MS,
+    from: 'end',
+  });
   /** Last exported value of each pool counter, by metric and label key. */
   readonly #exported = new Map<string, number>();
 
   constructor(private readonly options: PoolGaugesOptions) {}
 
   lead(fence: Fence): void {
-    this.#fence = fence;
-    this.#schedule(0);
+    this.#timer.start(() => this.refresh(fence), 0);
   }
 
   stepDown(): void {
-    this.#fence = null;
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = undefined;
+    this.#timer.stop();
     const m = this.options.metrics;
     for (const metric of [
       m.poolWaiting,
@@ -58,20 +57,7 @@ export class PoolGauges {
 
   async stop(): Promise<void> {
     this.stepDown();
-    await this.#running;
-  }
-
-  #schedule(delayMs: number): void {
-    const fence = this.#fence;
-    if (!fence) return;
-    this.#timer = setTimeout(() => {
-      this.#running = this.refresh(fence).finally(() => {
-        this.#running = undefined;
-        if (this.#fence?.epoch === fence.epoch)
-          this.#schedule(this.options.everyMs ?? POOL_GAUGES_MS);
-      });
-    }, delayMs);
-    this.#timer.unref();
+    await this.#timer.settled();
   }
 
   /** One snapshot under `fence`, exported when this replica still leads afterwards. */

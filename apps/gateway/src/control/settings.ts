@@ -28,8 +28,3 @@ export function controllerSettings(config: FairgateConfig): ControllerSettings {
     },
   };
 }
-
-/** SLO-protected classes feed the shared TTFT window: priority >= 0 (DESIGN.md, Controller). */
-export function isSloProtected(priority: number): boolean {
-  return priority >= 0;
-}

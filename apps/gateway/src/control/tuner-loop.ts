@@ -14,6 +14,7 @@ import {
 import type { Fence, Scheduler } from '@fairgate/scheduler';
 import type { GatewayMetrics } from '@fairgate/telemetry';
 import type { LeaderElection } from './election.js';
+import { LeaderTimer } from './leader-timer.js';
 import type { PodScrape } from './pod-scraper.js';
 
 /** Leader data fields: one per pod, and the last report (for /admin/capacity anywhere). */
@@ -89,9 +90,10 @@ export function modelTuning(config: FairgateConfig, model: string): ModelTuning 
  * The first tick after election only takes the baseline scrapes.
  */
 export class TunerLoop {
-  #fence: Fence | null = null;
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<unknown> | undefined;
+  readonly #timer = new LeaderTimer({
+    periodMs: () => this.options.config().tuner.period_s * 1_000,
+    from: 'start',
+  });
   #states = new Map<string, PodTunerState>();
   #baseline = new Map<string, PodScrape>();
   #period = 0;
@@ -110,7 +112,6 @@ export class TunerLoop {
   }
 
   lead(fence: Fence): void {
-    this.#fence = fence;
     this.#states.clear();
     this.#baseline.clear();
     this.#period = 0;
@@ -122,13 +123,11 @@ export class TunerLoop {
     }
     // The first tick takes the baselines: after the scraper's first round has answered.
     const scrape = this.options.config().scrape;
-    this.#schedule(scrape.interval_ms + scrape.timeout_ms);
+    this.#timer.start(() => this.tick(fence), scrape.interval_ms + scrape.timeout_ms);
   }
 
   stepDown(): void {
-    this.#fence = null;
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = undefined;
+    this.#timer.stop();
     const m = this.options.metrics;
     for (const gauge of [
       m.tunerAlpha,
@@ -144,22 +143,7 @@ export class TunerLoop {
 
   async stop(): Promise<void> {
     this.stepDown();
-    await this.#running;
-  }
-
-  #schedule(delayMs: number): void {
-    const fence = this.#fence;
-    if (!fence) return;
-    this.#timer = setTimeout(() => {
-      const started = performance.now();
-      this.#running = this.tick(fence).finally(() => {
-        this.#running = undefined;
-        if (this.#fence?.epoch !== fence.epoch) return;
-        const periodMs = this.options.config().tuner.period_s * 1_000;
-        this.#schedule(Math.max(0, periodMs - (performance.now() - started)));
-      });
-    }, delayMs);
-    this.#timer.unref();
+    await this.#timer.settled();
   }
 
   /** One period under `fence`; returns the report, or null (disabled, baseline or dropped). */

@@ -36,13 +36,21 @@ export function requestIdFrom(header: string | undefined): string {
   return header && acceptableId.test(header) ? header : randomUUID();
 }
 
-/** Any thrown error as the gateway's answer: an OpenAIHttpError as is, anything else a 500. */
-export function httpErrorOf(error: unknown): OpenAIHttpError {
+/**
+ * Any thrown error as the gateway's answer: an OpenAIHttpError as is, anything else a 500
+ * (logged, being a bug).
+ */
+export function httpErrorOf(error: unknown, log: (line: string) => void): OpenAIHttpError {
   if (error instanceof OpenAIHttpError) return error;
   // Any route that needed Redis while it is away (/admin/state, a release path...).
   if (error instanceof SchedulerUnavailable) return schedulerUnavailable();
-  console.error('fairgate: unhandled error', error);
+  log(`fairgate: unhandled error: ${describeError(error)}`);
   return internalError();
+}
+
+/** An error's stack when it has one (for the log), else its text. */
+export function describeError(error: unknown): string {
+  return error instanceof Error && error.stack ? error.stack : String(error);
 }
 
 /**
@@ -50,8 +58,12 @@ export function httpErrorOf(error: unknown): OpenAIHttpError {
  * path): the same status, OpenAI error body and headers as app.onError plus
  * this middleware produce.
  */
-export function errorResponse(error: unknown, requestId: string): Response {
-  const failure = httpErrorOf(error);
+export function errorResponse(
+  error: unknown,
+  requestId: string,
+  log: (line: string) => void,
+): Response {
+  const failure = httpErrorOf(error, log);
   return new Response(JSON.stringify(failure.toBody()), {
     status: failure.status,
     headers: {

@@ -1,8 +1,6 @@
 import type { Context } from 'hono';
 import type { GatewayDeps } from '../context.js';
 import { CAPACITY_REPORT_FIELD, type CapacityView } from '../control/tuner-loop.js';
-import { adminUnauthorized } from '../errors.js';
-import { adminTokenMatches, bearerToken } from '../tenants.js';
 
 const round = (v: number | null | undefined, digits = 6) =>
   v === null || v === undefined || !Number.isFinite(v) ? null : Number(v.toPrecision(digits));
@@ -76,13 +74,11 @@ export function capacityBody(view: CapacityView, source: 'leader' | 'store', rep
 }
 
 /**
- * GET /admin/capacity: the capacity tuner's last report (admin token required). The leader
+ * GET /admin/capacity: the capacity tuner's last report (behind adminAuth). The leader
  * answers from memory; any other replica from the report the leader stored.
  */
 export function adminCapacity(deps: GatewayDeps) {
   return async function adminCapacityRoute(c: Context): Promise<Response> {
-    const token = bearerToken(c.req.header('authorization'));
-    if (!adminTokenMatches(token, deps.config().admin.token_sha256)) throw adminUnauthorized();
     const local = deps.control.tuner.report;
     if (local && deps.control.election.fence !== null) {
       return c.json(capacityBody(local, 'leader', deps.replica));

@@ -1,6 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { TenantConfig } from '@fairgate/config';
-import { RejectCode, type ReleaseOutcome, rejectionResponse } from '@fairgate/core';
+import {
+  isSheddablePriority,
+  RejectCode,
+  type ReleaseOutcome,
+  rejectionResponse,
+} from '@fairgate/core';
 import {
   ENDPOINT_PATHS,
   type Endpoint,
@@ -41,12 +46,13 @@ import {
   SLO_TTFT_HEADER,
 } from '../classify.js';
 import { DEFAULT_MAX_TOKENS, type GatewayDeps, type Lane, type RequestState } from '../context.js';
-import { isSloProtected } from '../control/settings.js';
 import { DrainAborted, type DrainTicket } from '../drain.js';
 import {
+  CLIENT_GONE_STATUS,
   draining,
   flowControlDrop,
   noHealthyPod,
+  noticeDrop,
   schedulerUnavailable,
   unauthorized,
   upstreamFailure,
@@ -54,6 +60,7 @@ import {
 } from '../errors.js';
 import { EvictedError } from '../grants.js';
 import {
+  describeError,
   errorResponse,
   QUEUE_MS_HEADER,
   REQUEST_ID_HEADER,
@@ -112,10 +119,10 @@ export function nodeGenerationHandler(deps: GatewayDeps, endpoint: Endpoint) {
     } catch (error) {
       if (node.outgoing.headersSent) {
         // Failed after the answer was written (bookkeeping): nothing more to send.
-        console.error('fairgate: error after the response was sent', error);
+        deps.log(`fairgate: error after the response was sent: ${describeError(error)}`);
         return RESPONSE_ALREADY_SENT;
       }
-      return errorResponse(error, state.requestId);
+      return errorResponse(error, state.requestId, deps.log);
     }
   };
 }
@@ -321,7 +328,7 @@ async function serve(
     const ttftSeconds = (t5 - state.t1) / 1_000;
     deps.metrics.ttft.observe(labels, ttftSeconds);
     // The controller's signal: the same gateway TTFT, SLO-protected classes only.
-    if (isSloProtected(cls.priority)) {
+    if (!isSheddablePriority(cls.priority)) {
       deps.control.recorder.recordTtft(ttftSeconds, queueMs / 1_000);
     }
   };
@@ -340,20 +347,25 @@ async function serve(
     ));
   } catch (error) {
     if (slot.reason instanceof EvictedError) {
-      finish('evicted', undefined, 429);
-      throw flowControlDrop('evicted', 'The request was evicted by flow control');
+      const drop = noticeDrop('evict');
+      finish('evicted', undefined, drop.status);
+      throw drop;
     }
     if (slot.reason instanceof DrainAborted) {
-      finish('cancelled', undefined, 503);
-      throw draining('This gateway replica shut down before the request finished; retry');
+      const refusal = draining('This gateway replica shut down before the request finished; retry');
+      finish('cancelled', undefined, refusal.status);
+      throw refusal;
     }
     if (clientLink.gone) {
-      finish('cancelled', undefined, 499);
+      finish('cancelled', undefined, CLIENT_GONE_STATUS);
       // Nobody reads it: the client is gone.
-      return new Response(null, { status: 499, headers: { [REQUEST_ID_HEADER]: state.requestId } });
+      return new Response(null, {
+        status: CLIENT_GONE_STATUS,
+        headers: { [REQUEST_ID_HEADER]: state.requestId },
+      });
     }
     const failure = toHttpFailure(error);
-    if (isSloProtected(cls.priority) && isOverloadSignal(error)) {
+    if (!isSheddablePriority(cls.priority) && isOverloadSignal(error)) {
       deps.control.recorder.recordFailure();
     }
     finish('upstream_error', undefined, failure.status, error);

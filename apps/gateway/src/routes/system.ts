@@ -1,9 +1,9 @@
-import type { FlowCounters } from '@fairgate/core';
+import { type FlowCounters, noticeDropResponse } from '@fairgate/core';
 import type { Context } from 'hono';
 import type { GatewayDeps } from '../context.js';
 import { controllerView } from '../control/controller-view.js';
-import { adminUnauthorized, unauthorized } from '../errors.js';
-import { adminTokenMatches, bearerToken } from '../tenants.js';
+import { unauthorized } from '../errors.js';
+import { bearerToken } from '../tenants.js';
 
 /** GET /healthz: the process is up. */
 export function healthz(c: Context): Response {
@@ -112,48 +112,54 @@ export function dropsByReason(
       if (count > 0) rows.push({ tenant: row.tenant, class: row.sloClass, reason, count });
     };
     for (const [code, count] of Object.entries(row.rejected)) add(code, count ?? 0);
-    add('queue_ttl', row.outcomes.expired);
-    add('queue_shed', row.shed);
-    add('evicted', row.outcomes.evicted - row.shed);
+    // Shed requests end with outcome evicted; the counters keep them apart (row.shed).
+    add(noticeDropResponse('expired').dropReason, row.outcomes.expired);
+    add(noticeDropResponse('shed').dropReason, row.shed);
+    add(noticeDropResponse('evict').dropReason, row.outcomes.evicted - row.shed);
   }
   return rows;
 }
 
-/** GET /admin/state: the pool as this replica sees it (admin token required). */
+/** GET /admin/state: the pool as this replica sees it (behind adminAuth). */
 export function adminState(deps: GatewayDeps) {
   return async function adminStateRoute(c: Context): Promise<Response> {
-    const token = bearerToken(c.req.header('authorization'));
-    if (!adminTokenMatches(token, deps.config().admin.token_sha256)) throw adminUnauthorized();
-    const snapshot = await deps.scheduler.snapshot();
-    return c.json({
-      replica: deps.replica,
-      pool: deps.config().pool,
-      mode: deps.mode,
-      budget: snapshot.budget,
-      inflight: snapshot.inflight,
-      waiting: snapshot.waiting,
-      waiting_by_band: snapshot.waitingByBand,
-      tenants: snapshot.tenants,
-      pods: snapshot.pods.map((pod) => ({
-        ...pod,
-        reachable: deps.pods.get(pod.name)?.healthy ?? false,
-      })),
-      replicas: snapshot.replicas,
-      leader: snapshot.leader,
-      epoch: snapshot.epoch,
-      is_leader: deps.control.election.fence !== null,
-      controller: await controllerView(deps.scheduler, deps.config(), snapshot),
-      saturation: snapshot.saturation,
-      counters: snapshot.counters,
-      drops: dropsByReason(snapshot.counters),
-      ...(deps.outage
-        ? { redis: { reachable: !deps.outage.down, on_outage: deps.outage.mode } }
-        : {}),
-      local: {
-        waiting: deps.broker.waiting,
-        inflight: deps.broker.inflight,
-        fenced_writes: deps.control.ledger.view(),
-      },
-    });
+    return c.json(await adminStateBody(deps));
+  };
+}
+
+/** The body of GET /admin/state, as JSON carries it (tests and the load generator read it). */
+export type AdminState = Awaited<ReturnType<typeof adminStateBody>>;
+
+async function adminStateBody(deps: GatewayDeps) {
+  const snapshot = await deps.scheduler.snapshot();
+  return {
+    replica: deps.replica,
+    pool: deps.config().pool,
+    mode: deps.mode,
+    budget: snapshot.budget,
+    inflight: snapshot.inflight,
+    waiting: snapshot.waiting,
+    waiting_by_band: snapshot.waitingByBand,
+    tenants: snapshot.tenants,
+    pods: snapshot.pods.map((pod) => ({
+      ...pod,
+      reachable: deps.pods.get(pod.name)?.healthy ?? false,
+    })),
+    replicas: snapshot.replicas,
+    leader: snapshot.leader,
+    epoch: snapshot.epoch,
+    is_leader: deps.control.election.fence !== null,
+    controller: await controllerView(deps.scheduler, deps.config(), snapshot),
+    saturation: snapshot.saturation,
+    counters: snapshot.counters,
+    drops: dropsByReason(snapshot.counters),
+    ...(deps.outage
+      ? { redis: { reachable: !deps.outage.down, on_outage: deps.outage.mode } }
+      : {}),
+    local: {
+      waiting: deps.broker.waiting,
+      inflight: deps.broker.inflight,
+      fenced_writes: deps.control.ledger.view(),
+    },
   };
 }

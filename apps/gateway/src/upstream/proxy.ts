@@ -1,13 +1,13 @@
 import {
   createSseDecoder,
   encodeSseError,
-  errorBody,
   SSE_DONE,
   SSE_DONE_DATA,
   type Usage,
 } from '@fairgate/openai';
 import { type Dispatcher, errors as undiciErrors } from 'undici';
 import { DrainAborted } from '../drain.js';
+import { draining, noticeDrop, upstreamFailure } from '../errors.js';
 import { EvictedError } from '../grants.js';
 import type { PodState } from './pods.js';
 import type { SlotAbort } from './slot-abort.js';
@@ -31,8 +31,6 @@ export interface UpstreamRequest {
 export interface StreamEnd {
   outcome: 'completed' | 'upstream_error' | 'cancelled';
   usage: Usage | undefined;
-  /** performance.now() of the last chunk written (t6). */
-  lastChunkAt: number | undefined;
   error?: Error;
 }
 
@@ -53,7 +51,6 @@ export class UpstreamUnavailable extends Error {
     message: string,
     readonly kind: 'connect' | 'timeout' | 'status' | 'reset',
     readonly status?: number,
-    readonly responseText?: string,
   ) {
     super(message);
     this.name = 'UpstreamUnavailable';
@@ -116,12 +113,12 @@ async function callStream(
   const status = response.statusCode;
   hooks.onHeaders?.(status);
   if (status >= 500 || status === 429) {
-    const text = await response.body.text().catch(() => '');
+    // Read to the end (and ignored) so the keep-alive connection can be reused.
+    await response.body.text().catch(() => '');
     throw new UpstreamUnavailable(
       `upstream ${pod.config.name} answered ${status}`,
       'status',
       status,
-      text,
     );
   }
   const contentType = String(response.headers['content-type'] ?? 'application/json');
@@ -180,7 +177,6 @@ async function callJson(
       `upstream ${pod.config.name} answered ${status}`,
       'status',
       status,
-      text,
     );
   }
   hooks.onFirstToken?.();
@@ -328,14 +324,13 @@ async function relayStream(
     resolveEnd = resolve;
   });
   let usage: Usage | undefined;
-  let lastChunkAt: number | undefined;
   let sawFirstToken = false;
   let sawDone = false;
   let finished = false;
   const finish = (outcome: StreamEnd['outcome'], error?: Error) => {
     if (finished) return;
     finished = true;
-    resolveEnd({ outcome, usage, lastChunkAt, ...(error ? { error } : {}) });
+    resolveEnd({ outcome, usage, ...(error ? { error } : {}) });
   };
 
   const pending: string[] = [];
@@ -406,20 +401,11 @@ async function relayStream(
           if (signal.aborted) {
             if (signal.reason instanceof EvictedError) {
               // Flow control took the slot back (in-flight eviction): tell the client why.
-              const message = 'The request was evicted by flow control';
-              controller.enqueue(
-                encoder.encode(
-                  encodeSseError(errorBody(message, 'rate_limit_error', null, 'evicted')),
-                ),
-              );
+              controller.enqueue(encoder.encode(encodeSseError(noticeDrop('evict').toBody())));
             } else if (signal.reason instanceof DrainAborted) {
               // The replica's drain timeout ended before the stream did.
               const message = 'This gateway replica shut down before the stream finished';
-              controller.enqueue(
-                encoder.encode(
-                  encodeSseError(errorBody(message, 'service_unavailable_error', null, 'draining')),
-                ),
-              );
+              controller.enqueue(encoder.encode(encodeSseError(draining(message).toBody())));
             }
             finish('cancelled');
             controller.close();
@@ -427,11 +413,8 @@ async function relayStream(
           }
           const message = `upstream stream failed: ${error instanceof Error ? error.message : String(error)}`;
           controller.enqueue(
-            encoder.encode(
-              encodeSseError(errorBody(message, 'upstream_error', null, 'upstream_reset')),
-            ),
+            encoder.encode(encodeSseError(upstreamFailure(message, 'upstream_reset').toBody())),
           );
-          lastChunkAt = performance.now();
           finish('upstream_error', new Error(message));
           controller.close();
           return;
@@ -439,7 +422,6 @@ async function relayStream(
       }
       if (text !== '') {
         controller.enqueue(encoder.encode(text));
-        lastChunkAt = performance.now();
       }
       if (sawDone) {
         finish('completed');
@@ -448,9 +430,7 @@ async function relayStream(
       } else if (text === '') {
         const message = 'upstream stream ended without [DONE]';
         controller.enqueue(
-          encoder.encode(
-            encodeSseError(errorBody(message, 'upstream_error', null, 'upstream_truncated')),
-          ),
+          encoder.encode(encodeSseError(upstreamFailure(message, 'upstream_truncated').toBody())),
         );
         finish('upstream_error', new Error(message));
         controller.close();

@@ -6,6 +6,7 @@ import {
   FlowRing,
   type FlowState,
   fullBucket,
+  isSheddablePriority,
   maxPodLoad,
   newestScrapeMs,
   poolSaturation,
@@ -238,7 +239,7 @@ export class LocalEngine {
     this.waiting += 1;
     this.waitingByBand.set(req.band, (this.waitingByBand.get(req.band) ?? 0) + 1);
     this.tenantOf(req.tenant).waiting += 1;
-    if (req.band < 0) {
+    if (isSheddablePriority(req.band)) {
       const shedScore = sheddableScore(req.band, req.seq);
       this.sheddable.add(req.id, shedScore);
       const byTenant = this.sheddableByTenant.get(req.tenant) ?? new SortedSet();
@@ -258,7 +259,7 @@ export class LocalEngine {
     this.waiting -= 1;
     this.waitingByBand.set(req.band, (this.waitingByBand.get(req.band) ?? 0) - 1);
     this.tenantOf(req.tenant).waiting -= 1;
-    if (req.band < 0) {
+    if (isSheddablePriority(req.band)) {
       this.sheddable.remove(req.id);
       const byTenant = this.sheddableByTenant.get(req.tenant);
       byTenant?.remove(req.id);
@@ -280,7 +281,7 @@ export class LocalEngine {
     tenant.inflight += 1;
     tenant.kvBlocks += req.kvBlocks;
     pod.inflight += 1;
-    if (req.band < 0) {
+    if (isSheddablePriority(req.band)) {
       this.grantSeq += 1;
       this.evictable.add(req.id, sheddableScore(req.band, this.grantSeq));
     }
@@ -294,7 +295,7 @@ export class LocalEngine {
     tenant.kvBlocks -= req.kvBlocks;
     const pod = this.pods.get(req.pod);
     if (pod) pod.inflight -= 1;
-    if (req.band < 0) this.evictable.remove(req.id);
+    if (isSheddablePriority(req.band)) this.evictable.remove(req.id);
   }
 
   /** Ends a live request; one that ends while waiting gets its bucket tokens back. */
@@ -444,7 +445,9 @@ export class LocalEngine {
 
   private mayEvict(pass: Pass, band: number): boolean {
     return (
-      pass.settings.inflightEviction && band >= 0 && pass.evictions < pass.settings.maxGrantsPerPass
+      pass.settings.inflightEviction &&
+      !isSheddablePriority(band) &&
+      pass.evictions < pass.settings.maxGrantsPerPass
     );
   }
 

@@ -383,17 +383,7 @@ export class LocalScheduler implements Scheduler {
   }
 
   async setBudget(fence: Fence, budget: number): Promise<boolean> {
-    assertInteger('budget', budget, 0);
-    if (!this.lease.holds(fence, this.clock())) return false;
-    this.engine.budget = budget;
-    return true;
-  }
-
-  async setControllerState(fence: Fence, state: string): Promise<boolean> {
-    if (state === '') throw new TypeError('controller state must be a non-empty string');
-    if (!this.lease.holds(fence, this.clock())) return false;
-    this.engine.controllerState = state;
-    return true;
+    return this.setControl(fence, { budget });
   }
 
   async setControl(fence: Fence, write: ControlWrite): Promise<boolean> {

@@ -86,6 +86,7 @@ export class RedisScheduler implements Scheduler {
   ): Promise<SchedulerSettings> {
     const s = resolveSettings(input);
     const flag = (value: boolean) => (value ? '1' : '0');
+    // FCALL lua/configure-2.lua
     await this.run(
       'configure',
       [this.keys.config, this.keys.ctl],
@@ -132,6 +133,7 @@ export class RedisScheduler implements Scheduler {
         t.tokenBucket?.refillPerSecond ?? '',
       ];
     });
+    // FCALL lua/upsertTenants-2.lua
     await this.run('upsertTenants', [this.keys.tenants, this.keys.tenantPrefix], args);
   }
 
@@ -141,11 +143,13 @@ export class RedisScheduler implements Scheduler {
       const p = resolvePod(pod);
       return [p.name, p.cap, p.healthy ? '1' : '0'];
     });
+    // FCALL lua/upsertPods-1.lua
     await this.run('upsertPods', [this.keys.pods], args);
   }
 
   async enqueue(request: EnqueueRequest): Promise<EnqueueResult> {
     const r = normalizeEnqueue(request);
+    // FCALL lua/enqueue-18.lua
     const reply = await this.engine('enqueue', [
       r.id,
       r.tenant,
@@ -176,6 +180,7 @@ export class RedisScheduler implements Scheduler {
 
   async poll(replica: ReplicaId): Promise<Notice[]> {
     assertValidName('replica', replica);
+    // FCALL lua/poll-18.lua
     const reply = await this.engine('poll', [replica, MAX_NOTICES_PER_POLL]);
     return this.expectList(reply, `poll ${replica}`).map(parseNotice);
   }
@@ -197,6 +202,7 @@ export class RedisScheduler implements Scheduler {
 
   async release(id: RequestId, options: ReleaseOptions): Promise<EndResult> {
     const r = normalizeRelease(id, options);
+    // FCALL lua/release-18.lua
     const reply = await this.engine('release', [
       id,
       r.outcome,
@@ -212,11 +218,13 @@ export class RedisScheduler implements Scheduler {
   async heartbeat(replica: ReplicaId, ids: readonly RequestId[] = []): Promise<HeartbeatResult> {
     assertValidName('replica', replica);
     for (const id of ids) assertValidName('heartbeat id', id);
+    // FCALL lua/heartbeat-18.lua
     const reply = await this.engine('heartbeat', [replica, ...ids]);
     return { lost: this.expectList(reply, `heartbeat ${replica}`) };
   }
 
   async reclaim(): Promise<ReclaimReport> {
+    // FCALL lua/reclaim-18.lua
     const reply = await this.engine('reclaim', []);
     const [expired, evicted, cancelled] = this.expectList(reply, 'reclaim').map(Number);
     return { expired: expired ?? 0, evicted: evicted ?? 0, cancelled: cancelled ?? 0 };
@@ -224,6 +232,7 @@ export class RedisScheduler implements Scheduler {
 
   async snapshot(): Promise<SchedulerSnapshot> {
     const k = this.keys;
+    // FCALL lua/snapshot-9.lua
     const reply = await this.run(
       'snapshot',
       [
@@ -250,6 +259,7 @@ export class RedisScheduler implements Scheduler {
     assertValidName('replica', replica);
     assertInteger('ttlMs', ttlMs, 1);
     assertInteger('epochFloor', epochFloor, 0);
+    // FCALL lua/acquireLeadership-2.lua
     const [won, epoch, holder, expiresInMs] = (await this.run(
       'acquireLeadership',
       [this.keys.leader, this.keys.leaderEpoch],
@@ -267,28 +277,25 @@ export class RedisScheduler implements Scheduler {
 
   async renewLeadership(fence: Fence, ttlMs: number): Promise<boolean> {
     assertInteger('ttlMs', ttlMs, 1);
+    // FCALL lua/renewLeadership-2.lua
     return this.fenced('renewLeadership', [this.keys.leader, this.keys.leaderEpoch], fence, [
       ttlMs,
     ]);
   }
 
   async releaseLeadership(fence: Fence): Promise<boolean> {
+    // FCALL lua/releaseLeadership-2.lua
     return this.fenced('releaseLeadership', [this.keys.leader, this.keys.leaderEpoch], fence, []);
   }
 
   async setBudget(fence: Fence, budget: number): Promise<boolean> {
-    assertInteger('budget', budget, 0);
-    return this.fenced('setControl', this.controlKeys(), fence, [budget, '']);
-  }
-
-  async setControllerState(fence: Fence, state: string): Promise<boolean> {
-    if (state === '') throw new TypeError('controller state must be a non-empty string');
-    return this.fenced('setControl', this.controlKeys(), fence, ['', state]);
+    return this.setControl(fence, { budget });
   }
 
   async setControl(fence: Fence, write: ControlWrite): Promise<boolean> {
     if (write.budget !== undefined) assertInteger('budget', write.budget, 0);
     if (write.state === '') throw new TypeError('controller state must be a non-empty string');
+    // FCALL lua/setControl-3.lua
     return this.fenced('setControl', this.controlKeys(), fence, [
       write.budget ?? '',
       write.state ?? '',
@@ -298,6 +305,7 @@ export class RedisScheduler implements Scheduler {
   async takeInflightPeak(fence: Fence): Promise<number | null> {
     assertValidName('fence.replica', fence.replica);
     assertInteger('fence.epoch', fence.epoch, 1);
+    // FCALL lua/takeInflightPeak-3.lua
     const reply = (await this.run('takeInflightPeak', this.controlKeys(), [
       fence.replica,
       fence.epoch,
@@ -314,6 +322,7 @@ export class RedisScheduler implements Scheduler {
       load.running,
       String(load.kvUtilization),
     ]);
+    // FCALL lua/reportPodLoad-3.lua
     return this.fenced(
       'reportPodLoad',
       [this.keys.leader, this.keys.leaderEpoch, this.keys.pods],
@@ -325,6 +334,7 @@ export class RedisScheduler implements Scheduler {
   async setLeaderData(fence: Fence, field: string, value: string): Promise<boolean> {
     assertValidName('leader data field', field);
     if (typeof value !== 'string') throw new TypeError('leader data value must be a string');
+    // FCALL lua/setLeaderData-3.lua
     return this.fenced(
       'setLeaderData',
       [this.keys.leader, this.keys.leaderEpoch, this.keys.leaderData],
@@ -345,11 +355,13 @@ export class RedisScheduler implements Scheduler {
       assertInteger('latency count', count, 0);
       if (count > 0) args.push(bucket, count);
     }
+    // FCALL lua/flushLatency-1.lua
     if (args.length > 1) await this.run('flushLatency', [this.keys.latencyPrefix], args);
   }
 
   async readLatencyWindow(seconds: number): Promise<Map<number, number>> {
     assertInteger('seconds', seconds, 1, 3_600);
+    // FCALL lua/readLatency-1.lua
     const reply = await this.run('readLatency', [this.keys.latencyPrefix], [seconds]);
     const merged = new Map<number, number>();
     for (const [bucket, count] of flatToMap(reply)) merged.set(Number(bucket), Number(count));

@@ -49,8 +49,8 @@ export function controlPlane(getPool: GetPool): void {
     expect((await s.snapshot()).epoch).toBe(21);
     // A write fenced by a pre-floor epoch of the same replica is refused.
     expect(await s.acquireLeadership('ra', 60_000, 21)).toEqual({ leader: true, epoch: 22 });
-    expect(await s.setBudget({ replica: 'ra', epoch: 8 }, 5)).toBe(false);
-    expect(await s.setBudget({ replica: 'ra', epoch: 22 }, 5)).toBe(true);
+    expect(await s.setControl({ replica: 'ra', epoch: 8 }, { budget: 5 })).toBe(false);
+    expect(await s.setControl({ replica: 'ra', epoch: 22 }, { budget: 5 })).toBe(true);
   });
 
   it('configure in seed mode writes only into a pool without settings', async () => {
@@ -80,10 +80,10 @@ export function controlPlane(getPool: GetPool): void {
     await sleep(200);
     const current = await s.acquireLeadership('rb', 60_000);
     expect(current).toEqual({ leader: true, epoch: 2 });
-    expect(await s.setBudget({ replica: 'ra', epoch: 1 }, 50)).toBe(false);
-    expect(await s.setControllerState({ replica: 'ra', epoch: 1 }, '{"cap":9}')).toBe(false);
-    expect(await s.setBudget({ replica: 'rb', epoch: 2 }, 2)).toBe(true);
-    expect(await s.setControllerState({ replica: 'rb', epoch: 2 }, '{"cap":2}')).toBe(true);
+    expect(await s.setControl({ replica: 'ra', epoch: 1 }, { budget: 50 })).toBe(false);
+    expect(await s.setControl({ replica: 'ra', epoch: 1 }, { state: '{"cap":9}' })).toBe(false);
+    expect(await s.setControl({ replica: 'rb', epoch: 2 }, { budget: 2 })).toBe(true);
+    expect(await s.setControl({ replica: 'rb', epoch: 2 }, { state: '{"cap":2}' })).toBe(true);
     const snapshot = await s.snapshot();
     expect([snapshot.budget, snapshot.controllerState]).toEqual([2, '{"cap":2}']);
     expect(await s.poll('r1')).toEqual([{ kind: 'grant', id: 'b', pod: 'pod-a' }]);

@@ -70,7 +70,7 @@ export function dispatchOrders(getPool: GetPool): void {
     }
     expect(await pool.releaseAndCollect('hold')).toEqual(['a1']);
     const fence = await pool.lead();
-    expect(await pool.on().setBudget(fence, 3)).toBe(true);
+    expect(await pool.on().setControl(fence, { budget: 3 })).toBe(true);
     // a2 is earliest but a is at its quota: b1 and b2 go first.
     expect(await pool.notices()).toEqual(['grant|b1|pod-a', 'grant|b2|pod-a']);
     expect(await pool.releaseAndCollect('a1')).toEqual(['a2']);

@@ -97,7 +97,7 @@ export function queueShedding(getPool: GetPool): void {
     expect(await pool.notices()).toEqual(['shed|s2']);
     expect(await tokens()).toBe(70);
     const fence = await pool.lead();
-    await pool.on().setBudget(fence, 2);
+    await pool.on().setControl(fence, { budget: 2 });
     expect(await pool.notices()).toEqual(['grant|x|pod-a', 'grant|y|pod-a']);
     expect(await pool.admit({ id: 'v', tenant: 't', band: -1, tokens: 10 })).toBe('queued');
     expect(await pool.admit({ id: 'z', tenant: 't', band: 2, tokens: 10 })).toBe('queued');
