@@ -37,7 +37,7 @@ export class EvictedError extends Error {
 
 interface Waiter {
   resolve: (pod: string) => void;
-  reject: (error: OpenAIHttpError | SchedulerUnavailable) => void;
+  reject: (error: Error) => void;
   /** Set once the enqueue answered 'queued': what to enqueue again if Redis lost it. */
   queued?: EnqueueRequest;
   /** True once the enqueue answered 'queued' (waitForGrant was called). */
@@ -238,9 +238,15 @@ export class GrantBroker {
     await Promise.all(again);
   }
 
-  /** Stops waiting for `id` (the caller then cancels it in the scheduler). */
-  forget(id: string): void {
+  /**
+   * Stops waiting for `id` (the caller then cancels it in the scheduler). With `reason`, a
+   * caller still awaiting the grant is woken with it, so its request ends instead of
+   * waiting for a grant that will never be delivered.
+   */
+  forget(id: string, reason?: Error): void {
+    const waiter = this.#waiters.get(id);
     this.#waiters.delete(id);
+    if (waiter && reason) waiter.reject(reason);
   }
 
   #ensureLoops(): void {

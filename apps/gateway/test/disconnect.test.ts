@@ -54,3 +54,52 @@ describe('a client that disconnects mid-stream', () => {
     expect(counters.some((c) => c.outcomes.cancelled === 1)).toBe(true);
   });
 });
+
+describe('a client that disconnects while its request waits for a grant', () => {
+  let stack: GatewayStack;
+  let gateway: RunningGateway;
+
+  beforeAll(async () => {
+    stack = await startGatewayStack({
+      replicaId: 'disconnect-queued',
+      simArgs: { 'alpha-ms': 20 },
+      // One slot: a long request holds it, the next one waits.
+      config: { budget: 1, scheduler: { queue_ttl_ms: 30_000 } },
+    });
+    ({ gateway } = stack);
+  });
+  afterAll(() => stack?.close());
+
+  const chat = (maxTokens: number, signal?: AbortSignal) =>
+    fetch(`${gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_KEYS.paying}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'sim-model',
+        messages: [{ role: 'user', content: 'x' }],
+        max_tokens: maxTokens,
+      }),
+      ...(signal ? { signal } : {}),
+    });
+
+  it('cancels the queued request and ends its handler (nothing left in progress)', async () => {
+    const holder = chat(100);
+    await expect.poll(async () => (await gateway.deps.scheduler.snapshot()).inflight).toBe(1);
+    const client = new AbortController();
+    const waiting = chat(4, client.signal).catch(() => 'aborted');
+    await expect.poll(async () => (await gateway.deps.scheduler.snapshot()).waiting).toBe(1);
+    client.abort();
+    expect(await waiting).toBe('aborted');
+    // The queue entry is cancelled at once, and the request's handler ends: the drain
+    // counts no request in progress once the holder is done.
+    await expect
+      .poll(async () => (await gateway.deps.scheduler.snapshot()).waiting, { timeout: 2_000 })
+      .toBe(0);
+    const held = await holder;
+    expect(held.status).toBe(200);
+    await held.text();
+    await expect.poll(() => gateway.deps.drain.active, { timeout: 2_000 }).toBe(0);
+    const counters = (await gateway.deps.scheduler.snapshot()).counters;
+    expect(counters.reduce((sum, c) => sum + c.outcomes.cancelled, 0)).toBe(1);
+  });
+});

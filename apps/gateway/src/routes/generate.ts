@@ -181,6 +181,14 @@ function authenticate(deps: GatewayDeps, io: RequestIo): TenantConfig {
  * under app.request() it follows the web Request's signal. One listener at a
  * time: the cancel of a queued request, then the abort of its upstream call.
  */
+/** The client left while its request waited for a grant: the wait ends, nothing is sent. */
+class ClientGone extends Error {
+  constructor() {
+    super('the client closed the connection while its request waited');
+    this.name = 'ClientGone';
+  }
+}
+
 class ClientLink {
   gone = false;
   #listener: (() => void) | undefined;
@@ -198,8 +206,16 @@ class ClientLink {
     }
   }
 
-  /** Sets (or clears) what runs when the client leaves; not called for a past leave. */
+  /**
+   * Sets (or clears) what runs when the client leaves; a listener set after the client left
+   * runs at once (it may have left while the enqueue or the upstream call was on its way).
+   */
   onLeave(listener: (() => void) | undefined): void {
+    if (this.gone) {
+      this.#listener = undefined;
+      listener?.();
+      return;
+    }
     this.#listener = listener;
   }
 
@@ -267,6 +283,15 @@ async function serve(
       queue.span.setAttribute(Attr.dropReason, reason);
     }
     endSpan(queue.span);
+    if (error instanceof ClientGone) {
+      // Cancelled in the scheduler already (the leave listener); nobody reads this.
+      ticket.leave();
+      endSpan(serverSpan, { status: CLIENT_GONE_STATUS });
+      return new Response(null, {
+        status: CLIENT_GONE_STATUS,
+        headers: { [REQUEST_ID_HEADER]: state.requestId },
+      });
+    }
     throw error;
   }
   const { pod, lane } = admitted;
@@ -495,7 +520,7 @@ async function admit(
     );
   }
   clientLink.onLeave(() => {
-    lane.broker.forget(id);
+    lane.broker.forget(id, new ClientGone());
     void lane.scheduler
       .cancel(id)
       .catch(() => deps.metrics.redisErrors.inc({ operation: 'cancel' }));
