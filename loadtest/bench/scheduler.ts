@@ -1,5 +1,5 @@
 /**
- * Scheduler benchmark (issue 3): one private redis-server on this machine, RedisScheduler
+ * Scheduler benchmark: one private redis-server on this machine, RedisScheduler
  * through ioredis. Bounded in count and time; prints each result next to its goal and ratios
  * against baselines measured in the same run.
  *

@@ -11,7 +11,7 @@
  *     [--pods 2]
  *
  * The periods are the benchmark's (tunerPhases in @fairgate/testkit: a light bootstrap period,
- * then 9 operating points). Prints, per period length, how many pods meet acceptance 2's
+ * then 9 operating points). Prints, per period length, how many pods meet the accuracy
  * bounds after those 10 periods (alpha within 10%, beta and gamma within 15%, lambda* within
  * 15% of the true-parameter lambda*) and the error ranges. docs/tuner.md has the results.
  */
@@ -25,6 +25,7 @@ import {
   type PodTunerState,
   tunePod,
 } from '@fairgate/control';
+import { createRng, type Rng } from '@fairgate/runtime';
 import {
   TUNER_MAX_BATCH as MAX_BATCH,
   type TunerPhase as Phase,
@@ -34,7 +35,7 @@ import {
   TUNER_TARGETS,
   tunerPhases,
 } from '@fairgate/testkit';
-import { createRng, Engine, type SequenceListener } from '@fairgate/vllm-sim';
+import { Engine, type SequenceListener } from '@fairgate/vllm-sim';
 
 /**
  * One pod through the phases, one phase per period of `periodS`; returns each period's
@@ -46,7 +47,7 @@ export function simulatePod(
   truth: PodParams,
   phases: readonly Phase[],
   periodS: number,
-  random: () => number,
+  rng: Rng,
   minRequests = 10,
 ): (PeriodObservation | null)[] {
   const periodMs = periodS * 1_000;
@@ -106,13 +107,13 @@ export function simulatePod(
   const nextArrivalAfter = (from: number): number => {
     let at = from;
     for (;;) {
-      const next = at + (-Math.log(1 - random()) / phases[periodOf(at)]!.rate) * 1_000;
+      const next = at + (-Math.log(1 - rng.next()) / phases[periodOf(at)]!.rate) * 1_000;
       const boundary = (Math.floor(at / periodMs) + 1) * periodMs;
       if (next <= boundary || boundary >= endMs) return next;
       at = boundary;
     }
   };
-  const spread = () => 0.5 + random();
+  const spread = () => 0.5 + rng.next();
   let nextArrival = nextArrivalAfter(0);
   let id = 0;
   for (;;) {
@@ -175,7 +176,7 @@ function flag(name: string, fallback: string): string {
   return index >= 0 ? process.argv[index + 1]! : fallback;
 }
 
-/** Acceptance 2's bounds: alpha 10%, beta and gamma 15%, lambda* 15%. */
+/** The accuracy bounds: alpha 10%, beta and gamma 15%, lambda* 15%. */
 const BOUNDS = [0.1, 0.15, 0.15, 0.15];
 
 function study(periodS: number, seeds: number, pods: number): string {
@@ -186,9 +187,9 @@ function study(periodS: number, seeds: number, pods: number): string {
   let rejected = 0;
   let resets = 0;
   for (let seed = 1; seed <= seeds; seed++) {
-    const random = createRng(seed * 7919 + periodS);
+    const rng = createRng(seed * 7919 + periodS);
     for (let pod = 0; pod < pods; pod++) {
-      const r = learn(simulatePod(TRUTH, phases, periodS, random));
+      const r = learn(simulatePod(TRUTH, phases, periodS, rng));
       updates += r.updates;
       rejected += r.rejected;
       resets += r.resets;

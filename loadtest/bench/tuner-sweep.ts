@@ -1,5 +1,5 @@
 /**
- * Benchmark for acceptance 2 of the capacity tuner (issue 7): learned parameters against the
+ * Benchmark of the capacity tuner's accuracy bounds (docs/tuner.md): learned parameters against the
  * sim's known ones, and the predicted lambda* against the highest rate at which the sim
  * actually kept mean TTFT and mean ITL within the targets (a sweep).
  *
@@ -22,6 +22,7 @@
  */
 import { maxRate } from '@fairgate/control';
 import { parseVllmMetrics } from '@fairgate/openai';
+import { createRng } from '@fairgate/runtime';
 import {
   TUNER_MAX_BATCH as MAX_BATCH,
   offerPhase,
@@ -37,7 +38,6 @@ import {
   tunerPhases,
   writeGatewayConfig,
 } from '@fairgate/testkit';
-import { createRng } from '@fairgate/vllm-sim';
 
 function flag(name: string, fallback: number): number {
   const at = process.argv.indexOf(`--${name}`);
@@ -107,7 +107,8 @@ async function main() {
     `truth alpha ${TRUTH.alpha} beta ${TRUTH.beta} gamma ${TRUTH.gamma}, N ${MAX_BATCH}, ` +
       `${PODS} pods, period ${PERIOD_S} s; targets TTFT ${TARGETS.ttftMs} ms ITL ${TARGETS.itlMs} ms`,
   );
-  const random = createRng(SEED);
+  const rng = createRng(SEED);
+  const random = () => rng.next();
   const pending: Promise<unknown>[] = [];
   const simUrls = sims.map((sim) => sim.url);
   let r = await nextPeriod(0);

@@ -1,3 +1,4 @@
+import { createRng } from '@fairgate/runtime';
 import { describe, expect, it } from 'vitest';
 import {
   arrivalTimes,
@@ -6,7 +7,6 @@ import {
   expectedArrivals,
   rateFunction,
 } from '../src/load/arrivals.js';
-import { createRng } from '../src/load/prng.js';
 import { type ArrivalSpec, parseScenario } from '../src/load/scenario.js';
 import { percentile } from '../src/load/stats.js';
 

@@ -7,9 +7,9 @@ import {
   requestedMaxTokens,
   tokenizePrompt,
 } from '@fairgate/openai';
+import { createRng, deriveSeed, uniformInt } from '@fairgate/runtime';
 import type { SimConfig } from './config.js';
 import { hashPromptBlocks } from './kv.js';
-import { createRng, deriveSeed, uniformInt } from './random.js';
 
 /**
  * Turns a validated request into what the engine runs: prompt tokens (the shared token

@@ -10,4 +10,3 @@ export {
   type SequenceState,
   type SequenceView,
 } from './engine.js';
-export { createRng } from './random.js';

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { encodeSseData, makeUsage, SSE_DONE, type Usage } from '@fairgate/openai';
+import type { ClientLink } from '@fairgate/runtime';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
-import type { ClientLink } from './client-link.js';
 import type { EngineDriver } from './driver.js';
 import type { SequenceListener, SequenceSpec, SequenceView } from './engine.js';
 import { fullResponse, type ResponseMeta, roleChunk, textChunk, usageChunk } from './format.js';

@@ -5,11 +5,11 @@ import {
   parseGenerationRequest,
   parseJsonBody,
 } from '@fairgate/openai';
+import { ClientLink } from '@fairgate/runtime';
 import type { HttpBindings } from '@hono/node-server';
 import { type Context, Hono } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { RequestActivity } from './activity.js';
-import { ClientLink } from './client-link.js';
 import { DEFAULT_CONFIG, type SimConfig, validateConfig } from './config.js';
 import { EngineDriver, type TimerHost } from './driver.js';
 import { Engine, QueueFullError } from './engine.js';

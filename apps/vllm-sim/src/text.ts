@@ -1,5 +1,5 @@
 import { CHARS_PER_TOKEN } from '@fairgate/openai';
-import { createRng, type Rng, uniformInt } from './random.js';
+import { createRng, type Rng, uniformInt } from '@fairgate/runtime';
 
 /**
  * Deterministic pseudo-text: one word per generated token.

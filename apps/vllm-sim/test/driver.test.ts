@@ -171,8 +171,8 @@ describe('EngineDriver: arrivals while a timer is overdue', () => {
   // late. In the model, iteration n+1 runs over [E, E + D1] (the stream's next decode): a
   // probe arriving at E + u (0 <= u < D1) arrived while it ran, so it waits for its end and
   // joins n+2 (prefill + the stream's decode, D2): TTFT = D1 - u + D2, and the sim emits
-  // that token lateMs late. Before the fix, a probe handled while E's timer was overdue
-  // (u < lateMs) joined n+1, which started at E, before it arrived: TTFT D2 + lateMs - u.
+  // that token lateMs late. A probe handled while E's timer is overdue (u < lateMs) must not
+  // join n+1, which started at E, before it arrived (that would give TTFT D2 + lateMs - u).
   const D1 = A + B + G * 105; // the stream's decode with 5 tokens generated
   const D2 = A + (B + G) * 50 + B + G * 106;
 

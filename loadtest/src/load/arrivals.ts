@@ -1,4 +1,4 @@
-import { createRng, exponential, logNormal, type Rng } from './prng.js';
+import { createRng, exponential, logNormal, type Rng } from '@fairgate/runtime';
 import {
   type ArrivalSpec,
   type LengthSpec,

@@ -1,6 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createRng } from '@fairgate/runtime';
 import {
   type AppHandle,
   findRedisServer,
@@ -13,7 +14,6 @@ import {
 import { stringify } from 'yaml';
 import { drawLength } from './arrivals.js';
 import { createAgent, sendRequest } from './client.js';
-import { createRng } from './prng.js';
 import { DEV_ADMIN_TOKEN, type Scenario, type StackSpec, tenantApiKey } from './scenario.js';
 
 /**

@@ -465,7 +465,7 @@ const CASES: Case[] = [
   },
 ];
 
-describe('AIMD step (acceptance 1)', () => {
+describe('AIMD step', () => {
   it.each(CASES)('$name', (c) => {
     const { state, action } = step(stateWith(c.state), observe(c.observation), c.config ?? CONFIG);
     expect([action.kind, action.code, action.capAfter, action.budget]).toEqual([

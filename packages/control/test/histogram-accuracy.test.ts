@@ -1,45 +1,45 @@
+import { createRng, type Rng, standardNormal } from '@fairgate/runtime';
 import { describe, expect, it } from 'vitest';
 import { mergeCounts } from '../src/histogram.js';
 import { LatencyHistogram, quantile } from '../src/index.js';
-import { normal, seededRandom } from './prng.js';
 
 /**
- * Acceptance 2: p99 read from merged buckets vs the exact p99 of the same samples, within
+ * p99 read from merged buckets vs the exact p99 of the same samples, within
  * 5%, over random distributions. Each case draws its sample count, its distribution's
  * parameters and how many replicas the samples are spread over from a seeded PRNG; a
  * failure prints the seed to replay it.
  */
-type Draw = (random: () => number) => number;
+type Draw = (rng: Rng) => number;
 
-const DISTRIBUTIONS: Record<string, (random: () => number) => Draw> = {
+const DISTRIBUTIONS: Record<string, (rng: Rng) => Draw> = {
   uniform: (r) => {
-    const low = 0.001 + r() * 0.5;
-    const high = low + 0.01 + r() * 5;
-    return (x) => low + x() * (high - low);
+    const low = 0.001 + r.next() * 0.5;
+    const high = low + 0.01 + r.next() * 5;
+    return (x) => low + x.next() * (high - low);
   },
   exponential: (r) => {
-    const mean = 0.01 + r() * 2;
-    return (x) => -mean * Math.log(1 - x());
+    const mean = 0.01 + r.next() * 2;
+    return (x) => -mean * Math.log(1 - x.next());
   },
   lognormal: (r) => {
-    const mu = -4 + r() * 5;
-    const sigma = 0.1 + r() * 1.5;
-    return (x) => Math.exp(mu + sigma * normal(x));
+    const mu = -4 + r.next() * 5;
+    const sigma = 0.1 + r.next() * 1.5;
+    return (x) => Math.exp(mu + sigma * standardNormal(x));
   },
   bimodal: (r) => {
-    const fast = 0.02 + r() * 0.2;
-    const slow = fast * (3 + r() * 30);
-    const slowShare = 0.005 + r() * 0.1;
-    return (x) => Math.abs((x() < slowShare ? slow : fast) * (1 + 0.1 * normal(x)));
+    const fast = 0.02 + r.next() * 0.2;
+    const slow = fast * (3 + r.next() * 30);
+    const slowShare = 0.005 + r.next() * 0.1;
+    return (x) => Math.abs((x.next() < slowShare ? slow : fast) * (1 + 0.1 * standardNormal(x)));
   },
   pareto: (r) => {
-    const scale = 0.005 + r() * 0.2;
-    const shape = 1.1 + r() * 2;
-    return (x) => Math.min(500, scale / (1 - x()) ** (1 / shape));
+    const scale = 0.005 + r.next() * 0.2;
+    const shape = 1.1 + r.next() * 2;
+    return (x) => Math.min(500, scale / (1 - x.next()) ** (1 / shape));
   },
   'near-constant': (r) => {
-    const value = 0.05 + r() * 3;
-    return (x) => value * (1 + 1e-4 * (x() - 0.5));
+    const value = 0.05 + r.next() * 3;
+    return (x) => value * (1 + 1e-4 * (x.next() - 0.5));
   },
 };
 
@@ -56,18 +56,18 @@ describe('p99 from merged log buckets', () => {
     let worst = 0;
     for (let c = 0; c < CASES_PER_DISTRIBUTION; c += 1) {
       const seed = name.length * 100_003 + c;
-      const random = seededRandom(seed);
+      const random = createRng(seed);
       const draw = makeDistribution(random);
-      const count = 20 + Math.floor(random() * 5_000);
+      const count = 20 + Math.floor(random.next() * 5_000);
       const replicas = Array.from(
-        { length: 1 + Math.floor(random() * 5) },
+        { length: 1 + Math.floor(random.next() * 5) },
         () => new LatencyHistogram(),
       );
       const samples: number[] = [];
       for (let i = 0; i < count; i += 1) {
         const seconds = draw(random);
         samples.push(seconds);
-        replicas[Math.floor(random() * replicas.length)]!.observe(seconds);
+        replicas[Math.floor(random.next() * replicas.length)]!.observe(seconds);
       }
       const merged = new Map<number, number>();
       for (const replica of replicas) mergeCounts(merged, replica.take());

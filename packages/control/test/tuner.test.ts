@@ -1,3 +1,4 @@
+import { createRng, standardNormal } from '@fairgate/runtime';
 import { describe, expect, it } from 'vitest';
 import {
   bootstrap,
@@ -17,7 +18,6 @@ import {
   serviceRate,
   type Workload,
 } from '../src/tuner/queueing-model.js';
-import { normal, seededRandom } from './prng.js';
 
 const truth: PodParams = { alpha: 8, beta: 0.05, gamma: 0.0001 };
 const workload: Workload = { inputTokens: 512, outputTokens: 64, maxBatch: 64, maxQueue: 100 };
@@ -75,12 +75,12 @@ describe('queueing model', () => {
   });
 
   it('lambda* is monotone in the targets and meets them', () => {
-    const random = seededRandom(11);
+    const random = createRng(11);
     for (let trial = 0; trial < 20; trial++) {
       const w = {
         ...workload,
-        inputTokens: 64 + random() * 2_000,
-        outputTokens: 8 + random() * 400,
+        inputTokens: 64 + random.next() * 2_000,
+        outputTokens: 8 + random.next() * 400,
       };
       const unloaded = analyze(truth, w, 1e-9);
       const rates: number[] = [];
@@ -122,15 +122,15 @@ describe('queueing model', () => {
 
 describe('EKF tuner', () => {
   function observations(seed: number, count: number, noise: number): Observation[] {
-    const uniform = seededRandom(seed);
-    const gaussian = () => normal(uniform);
+    const uniform = createRng(seed);
+    const gaussian = () => standardNormal(uniform);
     return Array.from({ length: count }, () => {
       const w: Workload = {
         ...workload,
-        inputTokens: Math.round(128 + uniform() * 2_872),
-        outputTokens: Math.round(16 + uniform() * 484),
+        inputTokens: Math.round(128 + uniform.next() * 2_872),
+        outputTokens: Math.round(16 + uniform.next() * 484),
       };
-      const rate = serviceRate(truth, w, w.maxBatch) * (0.1 + uniform() * 0.8);
+      const rate = serviceRate(truth, w, w.maxBatch) * (0.1 + uniform.next() * 0.8);
       const exact = analyze(truth, w, rate);
       return {
         ttftMs: exact.ttftMs * (1 + noise * gaussian()),

@@ -15,6 +15,7 @@ import {
   parseJsonBody,
   type Usage,
 } from '@fairgate/openai';
+import { ClientLink } from '@fairgate/runtime';
 import type { EnqueueRequest, EnqueueResult } from '@fairgate/scheduler';
 import {
   Attr,
@@ -173,57 +174,11 @@ function authenticate(deps: GatewayDeps, io: RequestIo): TenantConfig {
   return tenant;
 }
 
-/**
- * Whether the client is still there: fires once when it goes away before its
- * response was fully written. On Node this is one listener on the response's
- * 'close' (cheaper than an AbortController per request; reading
- * `c.req.raw.signal` would also make node-server build a full web Request);
- * under app.request() it follows the web Request's signal. One listener at a
- * time: the cancel of a queued request, then the abort of its upstream call.
- */
 /** The client left while its request waited for a grant: the wait ends, nothing is sent. */
 class ClientGone extends Error {
   constructor() {
     super('the client closed the connection while its request waited');
     this.name = 'ClientGone';
-  }
-}
-
-class ClientLink {
-  gone = false;
-  #listener: (() => void) | undefined;
-
-  constructor(io: RequestIo) {
-    if (io.node) {
-      const { outgoing } = io.node;
-      outgoing.once('close', () => {
-        if (!outgoing.writableFinished) this.#leave();
-      });
-    } else {
-      const signal = io.webSignal();
-      if (signal.aborted) this.gone = true;
-      else signal.addEventListener('abort', () => this.#leave(), { once: true });
-    }
-  }
-
-  /**
-   * Sets (or clears) what runs when the client leaves; a listener set after the client left
-   * runs at once (it may have left while the enqueue or the upstream call was on its way).
-   */
-  onLeave(listener: (() => void) | undefined): void {
-    if (this.gone) {
-      this.#listener = undefined;
-      listener?.();
-      return;
-    }
-    this.#listener = listener;
-  }
-
-  #leave(): void {
-    this.gone = true;
-    const listener = this.#listener;
-    this.#listener = undefined;
-    listener?.();
   }
 }
 
@@ -238,7 +193,12 @@ async function serve(
 ): Promise<Response> {
   const { state, node } = io;
   const config = deps.config();
-  const clientLink = new ClientLink(io);
+  // On Node one 'close' listener on the response (cheaper than an AbortController per
+  // request; reading `c.req.raw.signal` would also make node-server build a full web
+  // Request); under app.request() the web Request's signal.
+  const clientLink = io.node
+    ? ClientLink.ofResponse(io.node.outgoing)
+    : ClientLink.ofSignal(io.webSignal());
   const tenant = authenticate(deps, io);
   serverSpan.setAttribute(Attr.tenant, tenant.id);
   const request = parseGenerationRequest(
@@ -306,7 +266,9 @@ async function serve(
   // t3 .. t6: upstream, holding the slot.
   const slot = lane.broker.track(schedulerId, pod, admitted.request);
   ticket.hold(slot);
-  clientLink.onLeave(() => slot.abort(new Error('client closed the connection')));
+  const stopAbortOnLeave = clientLink.onLeave(() =>
+    slot.abort(new Error('client closed the connection')),
+  );
   deps.metrics.inflight.inc();
   let released = false;
   const finish = (
@@ -318,7 +280,7 @@ async function serve(
     if (released) return;
     released = true;
     ticket.leave();
-    clientLink.onLeave(undefined);
+    stopAbortOnLeave();
     lane.broker.untrack(schedulerId);
     deps.metrics.inflight.dec();
     const evicted = outcome !== 'completed' && slot.reason instanceof EvictedError;
@@ -519,7 +481,7 @@ async function admit(
       result.code === RejectCode.RateLimited ? (result.retryAfterMs ?? null) : undefined,
     );
   }
-  clientLink.onLeave(() => {
+  const stopCancelOnLeave = clientLink.onLeave(() => {
     lane.broker.forget(id, new ClientGone());
     void lane.scheduler
       .cancel(id)
@@ -530,7 +492,7 @@ async function admit(
     return { pod: await lane.broker.waitForGrant(id, grant, request), lane, request };
   } finally {
     deps.metrics.waiting.dec();
-    clientLink.onLeave(undefined);
+    stopCancelOnLeave();
   }
 }
 

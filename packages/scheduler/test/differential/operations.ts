@@ -1,3 +1,4 @@
+import { chance, pick, type Rng, uniformInt } from '@fairgate/runtime';
 import type {
   EnqueueRequest,
   Fence,
@@ -8,7 +9,6 @@ import type {
   SchedulerSettingsInput,
   TenantConfig,
 } from '../../src/index.js';
-import type { Prng } from './prng.js';
 
 /** One step of a differential run: plain data, so a failing run prints as a replayable log. */
 export type Operation =
@@ -54,10 +54,12 @@ export class Generator {
   readonly tenants: TenantConfig[];
   pods: PodConfig[];
 
-  constructor(private readonly rng: Prng) {
-    this.replicas = Array.from({ length: rng.int(2, 4) }, (_, i) => `r${i}`);
-    this.tenants = Array.from({ length: rng.int(2, 5) }, (_, i) => randomTenant(rng, `t${i}`));
-    this.pods = Array.from({ length: rng.int(1, 3) }, (_, i) => randomPod(rng, `p${i}`));
+  constructor(private readonly rng: Rng) {
+    this.replicas = Array.from({ length: uniformInt(rng, 2, 4) }, (_, i) => `r${i}`);
+    this.tenants = Array.from({ length: uniformInt(rng, 2, 5) }, (_, i) =>
+      randomTenant(rng, `t${i}`),
+    );
+    this.pods = Array.from({ length: uniformInt(rng, 1, 3) }, (_, i) => randomPod(rng, `p${i}`));
   }
 
   /** The setup every run starts with (not part of the random sequence). */
@@ -73,17 +75,20 @@ export class Generator {
     const rng = this.rng;
     const roll = rng.next();
     const alive = this.replicas.filter((r) => !this.dead.has(r));
-    const replica = rng.pick(alive.length > 0 ? alive : this.replicas);
+    const replica = pick(rng, alive.length > 0 ? alive : this.replicas);
     if (roll < 0.36) return { op: 'enqueue', request: this.enqueue(replica) };
     if (roll < 0.56) return { op: 'poll', replica };
     if (roll < 0.68) return { op: 'release', id: this.target('granted'), options: this.release() };
-    if (roll < 0.72) return { op: 'cancel', id: this.target(rng.chance(0.5) ? 'queued' : 'any') };
+    if (roll < 0.72) return { op: 'cancel', id: this.target(chance(rng, 0.5) ? 'queued' : 'any') };
     if (roll < 0.8) return { op: 'heartbeat', replica, ids: this.heldBy(replica) };
     if (roll < 0.9)
-      return { op: 'advance', ms: rng.chance(0.8) ? rng.int(1, 120) : rng.int(200, 2_500) };
+      return {
+        op: 'advance',
+        ms: chance(rng, 0.8) ? uniformInt(rng, 1, 120) : uniformInt(rng, 200, 2_500),
+      };
     if (roll < 0.92) return { op: 'reclaim' };
     if (roll < 0.94) {
-      const victim = rng.pick(this.replicas);
+      const victim = pick(rng, this.replicas);
       return this.dead.has(victim)
         ? { op: 'revive', replica: victim }
         : { op: 'kill', replica: victim };
@@ -91,7 +96,7 @@ export class Generator {
     if (roll < 0.95) return { op: 'configure', settings: randomSettings(rng) };
     if (roll < 0.96) return { op: 'upsertTenants', tenants: this.tenantChange() };
     if (roll < 0.97) return { op: 'upsertPods', pods: this.podChange() };
-    if (roll < 0.98) return { op: 'setBudget', budget: rng.int(0, 10) };
+    if (roll < 0.98) return { op: 'setBudget', budget: uniformInt(rng, 0, 10) };
     return { op: 'snapshot' };
   }
 
@@ -155,33 +160,33 @@ export class Generator {
   private enqueue(replica: string): EnqueueRequest {
     const rng = this.rng;
     // A retry of a live id (a lost reply) must report its state and count nothing again.
-    if (this.live.length > 0 && rng.chance(0.04)) {
-      const tracked = this.requests.get(rng.pick(this.live));
+    if (this.live.length > 0 && chance(rng, 0.04)) {
+      const tracked = this.requests.get(pick(rng, this.live));
       if (tracked) return tracked.request;
     }
     this.serial += 1;
     const request: EnqueueRequest = {
       id: `q${this.serial}`,
-      tenant: rng.chance(0.01) ? 'nobody' : rng.pick(this.tenants).id,
-      band: rng.pick(BANDS),
+      tenant: chance(rng, 0.01) ? 'nobody' : pick(rng, this.tenants).id,
+      band: pick(rng, BANDS),
       replica,
     };
-    if (rng.chance(0.5)) request.sloClass = rng.pick(CLASSES);
-    if (rng.chance(0.3)) request.cost = rng.int(1, 4);
-    if (rng.chance(0.4)) request.kvBlocks = rng.int(0, 6);
-    if (rng.chance(0.3)) request.deadlineMs = rng.int(0, 3_000);
-    if (rng.chance(0.3)) request.ttlMs = rng.int(1, 3_000);
-    if (rng.chance(0.3)) request.podHint = rng.chance(0.9) ? rng.pick(this.pods).name : 'gone';
-    if (rng.chance(0.4)) request.tokens = rng.int(0, 8);
+    if (chance(rng, 0.5)) request.sloClass = pick(rng, CLASSES);
+    if (chance(rng, 0.3)) request.cost = uniformInt(rng, 1, 4);
+    if (chance(rng, 0.4)) request.kvBlocks = uniformInt(rng, 0, 6);
+    if (chance(rng, 0.3)) request.deadlineMs = uniformInt(rng, 0, 3_000);
+    if (chance(rng, 0.3)) request.ttlMs = uniformInt(rng, 1, 3_000);
+    if (chance(rng, 0.3)) request.podHint = chance(rng, 0.9) ? pick(rng, this.pods).name : 'gone';
+    if (chance(rng, 0.4)) request.tokens = uniformInt(rng, 0, 8);
     return request;
   }
 
   private release(): ReleaseOptions {
     const rng = this.rng;
-    const options: ReleaseOptions = { outcome: rng.pick(OUTCOMES) };
-    if (rng.chance(0.5))
-      options.usage = { inputTokens: rng.int(0, 50), outputTokens: rng.int(0, 50) };
-    if (rng.chance(0.4)) options.actualTokens = rng.int(0, 10);
+    const options: ReleaseOptions = { outcome: pick(rng, OUTCOMES) };
+    if (chance(rng, 0.5))
+      options.usage = { inputTokens: uniformInt(rng, 0, 50), outputTokens: uniformInt(rng, 0, 50) };
+    if (chance(rng, 0.4)) options.actualTokens = uniformInt(rng, 0, 10);
     return options;
   }
 
@@ -190,11 +195,11 @@ export class Generator {
     const rng = this.rng;
     if (this.live.length === 0) return 'q0';
     for (let tries = 0; tries < 8; tries += 1) {
-      const id = rng.pick(this.live);
+      const id = pick(rng, this.live);
       const tracked = this.requests.get(id);
       if (state === 'any' || tracked?.state === state) return id;
     }
-    return rng.pick(this.live);
+    return pick(rng, this.live);
   }
 
   /** The replica's live ids, some dropped, sometimes one it does not own. */
@@ -202,9 +207,9 @@ export class Generator {
     const rng = this.rng;
     const ids = this.live.filter((id) => {
       const tracked = this.requests.get(id);
-      return tracked?.request.replica === replica && tracked.state !== 'ended' && rng.chance(0.8);
+      return tracked?.request.replica === replica && tracked.state !== 'ended' && chance(rng, 0.8);
     });
-    if (this.live.length > 0 && rng.chance(0.2)) ids.push(rng.pick(this.live));
+    if (this.live.length > 0 && chance(rng, 0.2)) ids.push(pick(rng, this.live));
     return ids.slice(0, 20);
   }
 
@@ -214,70 +219,71 @@ export class Generator {
    */
   private tenantChange(): TenantConfig[] {
     const rng = this.rng;
-    if (this.tenants.length < 7 && rng.chance(0.15)) {
+    if (this.tenants.length < 7 && chance(rng, 0.15)) {
       return [randomTenant(rng, `t${this.tenants.length}`)];
     }
     const candidates = this.tenants.filter((t) => !t.tokenBucket);
-    if (candidates.length === 0 || rng.chance(0.3)) {
+    if (candidates.length === 0 || chance(rng, 0.3)) {
       const withBucket = this.tenants.filter((t) => t.tokenBucket);
-      const tenant = withBucket.length > 0 ? rng.pick(withBucket) : rng.pick(this.tenants);
+      const tenant = withBucket.length > 0 ? pick(rng, withBucket) : pick(rng, this.tenants);
       return [{ ...tenant, tokenBucket: null }];
     }
-    return [randomTenant(rng, rng.pick(candidates).id)];
+    return [randomTenant(rng, pick(rng, candidates).id)];
   }
 
   private podChange(): PodConfig[] {
     const rng = this.rng;
-    if (this.pods.length < 4 && rng.chance(0.2)) {
+    if (this.pods.length < 4 && chance(rng, 0.2)) {
       return [randomPod(rng, `p${this.pods.length}`)];
     }
-    return [randomPod(rng, rng.pick(this.pods).name)];
+    return [randomPod(rng, pick(rng, this.pods).name)];
   }
 }
 
-function randomTenant(rng: Prng, id: string): TenantConfig {
-  const limit = (p: number, min: number, max: number) => (rng.chance(p) ? rng.int(min, max) : null);
+function randomTenant(rng: Rng, id: string): TenantConfig {
+  const limit = (p: number, min: number, max: number) =>
+    chance(rng, p) ? uniformInt(rng, min, max) : null;
   return {
     id,
-    weight: rng.int(1, 4),
+    weight: uniformInt(rng, 1, 4),
     queueMax: limit(0.4, 0, 8),
     maxConcurrent: limit(0.4, 0, 5),
     maxKvBlocks: limit(0.3, 0, 10),
-    tokenBucket: rng.chance(0.3)
-      ? { capacity: rng.int(1, 20), refillPerSecond: rng.int(0, 50) }
+    tokenBucket: chance(rng, 0.3)
+      ? { capacity: uniformInt(rng, 1, 20), refillPerSecond: uniformInt(rng, 0, 50) }
       : null,
   };
 }
 
-function randomPod(rng: Prng, name: string): PodConfig {
-  return { name, cap: rng.int(0, 6), healthy: rng.chance(0.9) };
+function randomPod(rng: Rng, name: string): PodConfig {
+  return { name, cap: uniformInt(rng, 0, 6), healthy: chance(rng, 0.9) };
 }
 
-function randomSettings(rng: Prng): SchedulerSettingsInput {
-  const ceiling = () => rng.pick([0, 0.5, 1, 1.5]);
+function randomSettings(rng: Rng): SchedulerSettingsInput {
+  const ceiling = () => pick(rng, [0, 0.5, 1, 1.5]);
   return {
-    fairness: rng.pick(['drr', 'round-robin', 'global-strict'] as const),
-    dispatchOrder: rng.pick(['priority', 'priority', 'fifo', 'slo-deadline'] as const),
-    quantum: rng.int(1, 3),
-    bandCapacity: rng.int(1, 30),
-    maxQueueDepth: rng.int(2, 60),
-    queueTtlMs: rng.int(50, 2_000),
-    leaseTtlMs: rng.int(100, 3_000),
-    maxGrantsPerPass: rng.chance(0.5) ? rng.int(1, 4) : 64,
-    janitorBatch: rng.chance(0.5) ? rng.int(1, 5) : 100,
-    initialBudget: rng.int(0, 10),
+    fairness: pick(rng, ['drr', 'round-robin', 'global-strict'] as const),
+    dispatchOrder: pick(rng, ['priority', 'priority', 'fifo', 'slo-deadline'] as const),
+    quantum: uniformInt(rng, 1, 3),
+    bandCapacity: uniformInt(rng, 1, 30),
+    maxQueueDepth: uniformInt(rng, 2, 60),
+    queueTtlMs: uniformInt(rng, 50, 2_000),
+    leaseTtlMs: uniformInt(rng, 100, 3_000),
+    maxGrantsPerPass: chance(rng, 0.5) ? uniformInt(rng, 1, 4) : 64,
+    janitorBatch: chance(rng, 0.5) ? uniformInt(rng, 1, 5) : 100,
+    initialBudget: uniformInt(rng, 0, 10),
     admission: {
-      policy: rng.pick(['always-admit', 'always-admit', 'tier-shed', 'gaie-legacy'] as const),
-      tierShedThreshold: rng.int(0, 10),
-      tierShedMinPriority: rng.int(-1, 1),
+      policy: pick(rng, ['always-admit', 'always-admit', 'tier-shed', 'gaie-legacy'] as const),
+      tierShedThreshold: uniformInt(rng, 0, 10),
+      tierShedMinPriority: uniformInt(rng, -1, 1),
     },
     gating: {
-      enabled: rng.chance(0.3),
+      enabled: chance(rng, 0.3),
       defaultCeiling: ceiling(),
-      bandCeilings: rng.chance(0.5) ? { '-1': ceiling(), '1': ceiling() } : {},
+      bandCeilings: chance(rng, 0.5) ? { '-1': ceiling(), '1': ceiling() } : {},
     },
-    queueShedding: rng.chance(0.5),
-    inflightEviction: rng.chance(0.5),
+    queueShedding: chance(rng, 0.5),
+    inflightEviction: chance(rng, 0.5),
   };
 }
 
@@ -311,7 +317,7 @@ export async function apply(
       case 'upsertPods':
         return await scheduler.upsertPods(operation.pods);
       case 'setBudget':
-        return await scheduler.setBudget(fence, operation.budget);
+        return await scheduler.setControl(fence, { budget: operation.budget });
       case 'snapshot':
         return normalizeSnapshot(await scheduler.snapshot());
       default:

@@ -1,8 +1,8 @@
 import { isDeepStrictEqual } from 'node:util';
+import { createRng } from '@fairgate/runtime';
 import type { Redis } from 'ioredis';
 import { LocalScheduler, RedisScheduler } from '../../src/index.js';
 import { apply, CONTROLLER, Generator, LEADER_TTL_MS, type Operation } from './operations.js';
-import { Prng } from './prng.js';
 
 /** Where the test clock starts: any instant works, both engines only see this one. */
 const CLOCK_START_MS = 1_700_000_000_000;
@@ -51,7 +51,7 @@ export async function runSeed(options: RunOptions): Promise<Divergence | null> {
       const led = await scheduler.acquireLeadership(CONTROLLER, LEADER_TTL_MS);
       fence.epoch = led.epoch;
     }
-    const generator = new Generator(new Prng(seed));
+    const generator = new Generator(createRng(seed));
     const step = async (operation: Operation): Promise<Divergence | null> => {
       log.push(operation);
       if (operation.op === 'advance') {

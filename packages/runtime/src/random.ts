@@ -1,7 +1,9 @@
 /**
- * Seeded pseudo-random numbers for load schedules: same seed, same sequence, on every
- * machine. sfc32 (Chris Doty-Humphrey's small fast counter) seeded through splitmix32, so
- * nearby seeds give unrelated streams. Not for anything secret.
+ * Seeded pseudo-random numbers: same seed, same sequence, on every machine. Every random
+ * choice of the load generator, the sim (output text, random lengths, fault draws) and the
+ * seeded tests comes from here, so a run is reproducible. sfc32 (Chris Doty-Humphrey's
+ * small fast counter) seeded through splitmix32, so nearby seeds give unrelated streams.
+ * Not for anything secret.
  */
 export interface Rng {
   /** Uniform in [0, 1). */
@@ -39,6 +41,35 @@ export function createRng(seed: number, stream = ''): Rng {
   };
   for (let i = 0; i < 12; i++) next();
   return { next };
+}
+
+/**
+ * Derives a 32-bit seed from several parts (FNV-1a over their decimal text), so
+ * independent streams (per request, per purpose) do not overlap.
+ */
+export function deriveSeed(...parts: Array<number | string>): number {
+  let hash = 0x811c9dc5;
+  const text = parts.join('\u0000');
+  for (let at = 0; at < text.length; at++) {
+    hash ^= text.charCodeAt(at);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return hash >>> 0;
+}
+
+/** Uniform integer in [low, high] (both inclusive). */
+export function uniformInt(rng: Rng, low: number, high: number): number {
+  return low + Math.floor(rng.next() * (high - low + 1));
+}
+
+/** True with probability `p`. */
+export function chance(rng: Rng, p: number): boolean {
+  return rng.next() < p;
+}
+
+/** One of `items`, uniformly (which must not be empty). */
+export function pick<T>(rng: Rng, items: readonly T[]): T {
+  return items[Math.floor(rng.next() * items.length)] as T;
 }
 
 /** Exponential with the given rate (mean 1/rate). */

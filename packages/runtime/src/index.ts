@@ -1,0 +1,12 @@
+export { ClientLink } from './client-link.js';
+export {
+  chance,
+  createRng,
+  deriveSeed,
+  exponential,
+  logNormal,
+  pick,
+  type Rng,
+  standardNormal,
+  uniformInt,
+} from './random.js';
