@@ -12,7 +12,7 @@ import {
 } from './support/controller-harness.js';
 
 /**
- * Acceptance 4: the controller in a closed loop with sims of known capacity.
+ * The controller in a closed loop with sims of known capacity.
  *
  * Each sim runs iterations of alpha + the work of every sequence in its batch (docs/sim.md:
  * alpha 40 ms, beta 2 ms per processed token, batch up to 256), so its TTFT grows with the

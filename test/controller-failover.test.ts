@@ -11,7 +11,7 @@ import {
 } from './support/controller-harness.js';
 
 /**
- * Acceptance 3: leader failover across gateway processes under load.
+ * Leader failover across gateway processes under load.
  * - kill -9 the leader: another replica leads within 4 s (lease TTL 3 s, renewed every
  *   1 s; followers retry the moment the lease lapses) and continues from the stored state;
  * - SIGSTOP the new leader past its TTL, then SIGCONT: its writes are refused by the fence

@@ -13,7 +13,7 @@ import {
 } from './support/pool.js';
 
 /**
- * Issue 6, acceptance 2: a paying standard tenant (weight 2, queue_max 8) at about half of
+ * A paying standard tenant (weight 2, queue_max 8) at about half of
  * the pods' capacity through replica 1, and a free sheddable tenant (weight 1, queue_max 2)
  * flooding at three times capacity through replica 2. The paying tenant keeps its latency
  * and loses (almost) nothing, the free tier takes all the shedding, and the pods stay busy.

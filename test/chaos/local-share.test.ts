@@ -10,7 +10,7 @@ import {
 import { eventually, type LoadRecord, sentBetween, statuses, steadyLoad } from './support.js';
 
 /**
- * Issue 14, acceptance 2: `redis.on_outage: local_share` with 3 replicas and budget 30.
+ * `redis.on_outage: local_share` with 3 replicas and budget 30.
  * Tenants paying (weight 2) and free (weight 1) both offer more than the budget through every
  * replica. Redis is killed for 8 s: each replica admits up to its share (30 / 3) on its
  * embedded scheduler, with the Redis grants it still runs holding slots of that share. The

@@ -4,7 +4,7 @@ import { expectConserved, type Pool, sleep, startPool } from '../support/pool.js
 import { chaosPool, type LoadRecord, sentBetween, statuses, steadyLoad } from './support.js';
 
 /**
- * Issue 14, acceptance 5: under steady load through 2 replicas, each fault below in turn:
+ * Under steady load through 2 replicas, each fault below in turn:
  * FUNCTION FLUSH, FLUSHALL, CLIENT KILL TYPE normal, and a 5 s stall (SIGSTOP). No request
  * hangs beyond its client timeout, the pool serves again by itself (the last second of the
  * run is all 200), and conservation holds for what Redis still records, with nothing left in

@@ -4,7 +4,7 @@ import { expectConserved, type Pool, sleep, startPool } from '../support/pool.js
 import { chaosPool, eventually, sentBetween, statuses, steadyLoad } from './support.js';
 
 /**
- * Issue 14, acceptance 1: 2 replicas and 1 pod under steady load; Redis is killed for 10 s,
+ * 2 replicas and 1 pod under steady load; Redis is killed for 10 s,
  * then started again EMPTY on the same port (no persistence). In `reject` mode every request
  * of the outage is answered within 1 s with 503 + Retry-After; in `local_share` mode with
  * 200. After the restart the first 200 comes within 3 s and at least 99% of what follows is

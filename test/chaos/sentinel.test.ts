@@ -4,7 +4,7 @@ import { expectConserved, type Pool, sleep, startPool } from '../support/pool.js
 import { chaosPool, sentBetween, statuses, steadyLoad } from './support.js';
 
 /**
- * Issue 14, acceptance 3: the gateways reach Redis through Sentinel (1 primary, 1 replica,
+ * The gateways reach Redis through Sentinel (1 primary, 1 replica,
  * 3 sentinels, down-after 1 s). kill -9 of the primary under load: the sentinels promote the
  * replica, ioredis follows, and the service is back within down-after + 3 s; no request
  * hangs, and nothing leaks (conservation, nothing in flight).

@@ -11,7 +11,7 @@ import { OutageMonitor, SchedulerUnavailable } from '../../apps/gateway/src/redi
 import { resilientScheduler } from '../../apps/gateway/src/resilient-scheduler.js';
 
 /**
- * The metrics the dashboard and the alert rules read (issue 15), at their sources, without
+ * The metrics the dashboard and the alert rules read, at their sources, without
  * processes: test/ops/prometheus.test.ts then shows them on a real Prometheus.
  */
 const CONFIG = parseConfig({

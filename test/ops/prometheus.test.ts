@@ -22,7 +22,7 @@ import {
 import type { Pool } from '../support/pool.js';
 
 /**
- * Issue 15: every query of infra/grafana/dashboards/fairgate.json and every rule of
+ * Every query of infra/grafana/dashboards/fairgate.json and every rule of
  * infra/fairgate.rules.yml, on a real Prometheus scraping a real pool (Redis, two sims, two
  * gateway replicas) under a load that drops a protected class. The alerts that the load
  * provokes fire (protected drops; critical's p99 above its 5 ms target), the others stay

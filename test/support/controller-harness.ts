@@ -47,7 +47,7 @@ export function controllerGatewayConfig(
     redisUrl,
     budget: 8,
     pods: sims.map((sim, i) => ({ name: `pod-${i}`, url: sim.url, cap: 10_000 })),
-    // Trap 2 of reference/000: a tight queue and a queue TTL far below the SLO, so the
+    // Trap 2 of docs/controller.md: a tight queue and a queue TTL far below the SLO, so the
     // TTFT the controller reads is what the pods do, not how long the queue is.
     scheduler: { queue_ttl_ms: queueTtlMs, heartbeat_ms: 500 },
     tenants: [

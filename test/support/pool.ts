@@ -1,4 +1,3 @@
-import { conservationViolations } from '@fairgate/core';
 import type { AdminState } from '@fairgate/gateway';
 import {
   type AppHandle,
@@ -262,7 +261,7 @@ export async function expectConserved(
     state = await pool.state(replica);
   }
   const live = state.inflight + state.waiting;
-  const violations = conservationViolations(state.counters, live);
+  const violations = state.conservation_violations;
   if (live !== 0 || violations.length > 0) {
     throw new Error(
       `pool not conserved: live ${live}, violations: ${violations.join('; ') || 'none'}`,

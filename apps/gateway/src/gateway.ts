@@ -174,7 +174,12 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     );
   }
   const telemetry =
-    options.telemetry ?? startTelemetry({ serviceName: config.telemetry.service_name, env });
+    options.telemetry ??
+    startTelemetry({
+      serviceName: config.telemetry.service_name,
+      env,
+      traces: config.telemetry.traces,
+    });
   const ownsTelemetry = options.telemetry === undefined;
   const sharedBroker = new GrantBroker({
     scheduler: sharedScheduler,

@@ -124,9 +124,8 @@ export class GrantBroker {
    * rejects with a 429 on queue TTL expiry or shedding. The registration must come first:
    * a notice for the request can reach #deliver before the enqueue's own answer does (a
    * poll sent just after the enqueue runs its dispatch pass after it in Redis, and both
-   * replies can arrive in one read, the poll's continuation running first). Registered
-   * only once queued, that grant was released as orphaned, or the expiry dropped, and the
-   * request waited forever. Call forget(id) when the enqueue did not queue it, and
+   * replies can arrive in one read, the poll's continuation running first); a waiter made
+   * later would see its grant released as orphaned or its expiry dropped. Call forget(id) when the enqueue did not queue it, and
    * waitForGrant(id, grant) when it did.
    */
   expect(id: string): Promise<string> {

@@ -49,7 +49,6 @@ const METHODS = [
   'acquireLeadership',
   'renewLeadership',
   'releaseLeadership',
-  'setBudget',
   'setControl',
   'takeInflightPeak',
   'reportPodLoad',

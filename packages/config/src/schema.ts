@@ -86,7 +86,7 @@ export const schedulerSchema = z.strictObject({
   inflight_eviction: z.boolean().default(false),
   /** DRR quantum: credit a tenant earns per turn is weight x quantum. */
   quantum: z.number().int().positive().default(1),
-  /** Queue TTL: a request waiting longer leaves with 429 queue_timeout. */
+  /** Queue TTL: a request waiting longer leaves with 429 queue_ttl. */
   queue_ttl_ms: z.number().int().positive().default(1_000),
   lease_ttl_ms: z.number().int().positive().default(30_000),
   heartbeat_ms: z.number().int().positive().default(1_000),
@@ -414,7 +414,7 @@ export const configSchema = z
     }
     const target = config.controller.target_p99_ttft_s;
     if (config.controller.enabled && target !== undefined && !config.controller.queue_aware) {
-      // Trap 2 and 4 of reference/000: a request may wait in the queue as long as the
+      // Traps 2 and 4 of docs/controller.md (*The four traps*): a request may wait in the queue as long as the
       // SLO allows for its whole TTFT, and serving it then feeds a death spiral.
       if (config.scheduler.queue_ttl_ms >= target * 1_000) {
         ctx.addIssue({

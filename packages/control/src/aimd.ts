@@ -4,7 +4,7 @@ import { summarizeWindow, type WindowCounts } from './window.js';
  * The AIMD controller on p99 TTFT, as a pure step: (state, observation, config) ->
  * (state, action). The leader loop feeds it every tick; nothing here reads a clock.
  *
- * Designed against the four traps of reference/000 (docs/controller.md):
+ * Designed against the four traps of docs/controller.md (*The four traps*):
  * - the signal is the gateway's TTFT (queue wait included), never the engine's;
  * - demand counts in-flight requests, not only queued ones;
  * - an increase also needs the window's peak in-flight at >= half the budget, so an
@@ -16,7 +16,7 @@ import { summarizeWindow, type WindowCounts } from './window.js';
  * queueAware (off by default) adds one rule for p99 in or above the band: when the pods'
  * own part of it (the service TTFT, grant to first token) has its p99 below the band's
  * floor, the rest is queue wait, which a smaller budget only lengthens (the death spiral of
- * reference/000) and a larger one shortens while the pods have headroom: the controller
+ * docs/controller.md, trap 2) and a larger one shortens while the pods have headroom: the controller
  * increases (queue_bound), under the same app-limited and maximum checks as any increase.
  * And when p99 is above the band while the pods' own p99 sits in the lower half of the band
  * (floor .. target), it holds (pods_in_band): the pods are where the target wants them and
@@ -136,7 +136,7 @@ export function windowTicks(config: ControllerConfig): number {
 /**
  * Seconds of the shared window the next tick should read. After a decrease the stored
  * seconds still hold samples taken under the old, larger budget; reading them would cut
- * again for a state that no longer exists (the compounding overshoot of reference/000).
+ * again for a state that no longer exists (the compounding overshoot: docs/controller.md, trap 4).
  * So the window shrinks to the whole seconds since the decrease, and grows back tick by
  * tick. Never below 2: replicas flush once a second, so the current store second alone is
  * often still empty.

@@ -3,7 +3,7 @@
  * factor of two, so every finite bucket spans a ratio of 2^(1/16) ≈ 1.0443. A quantile read
  * from the counts is interpolated inside the bucket that holds the exact quantile, so it is
  * within 4.5% of the exact value for any sample between the smallest and largest finite
- * edge (acceptance 2 checks this on random distributions).
+ * edge (test/histogram-accuracy.test.ts checks this on random distributions).
  *
  * Index layout (what replicas flush to `lat:<second>` and the window merges):
  *   0            underflow [0, MIN_EDGE_S)

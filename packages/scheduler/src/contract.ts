@@ -229,8 +229,6 @@ export interface Scheduler {
    * either may be omitted.
    */
   setControl(fence: Fence, write: ControlWrite): Promise<boolean>;
-  /** setControl(fence, { budget }). */
-  setBudget(fence: Fence, budget: number): Promise<boolean>;
   /**
    * Fenced: the most requests in flight at once pool-wide since the previous take (every
    * grant raises it), restarted from the current in-flight; null (nothing reset) when stale.

@@ -1,5 +1,5 @@
 /**
- * The pool keyspace (DESIGN.md "Shared state"). Every key starts with the hash tag
+ * The pool keyspace (docs/architecture.md, *Shared state*). Every key starts with the hash tag
  * `{fg:<pool>}` so one pool lives in one Redis Cluster slot; only the pool name is inside
  * the braces, never user text. Data-dependent keys (req:<id>, q:<band>:<tenant>, ...) are
  * built inside the scripts from the *Prefix names below, which are passed as KEYS.

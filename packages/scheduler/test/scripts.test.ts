@@ -5,7 +5,7 @@ import { ScriptCode } from '../src/index.js';
 import { ENGINE_KEY_ORDER } from '../src/keys.js';
 
 /**
- * Static checks of the flattened scripts (acceptance 8, first half): every key a script
+ * Static checks of the flattened scripts: every key a script
  * touches is derived from its KEYS. Together with the Redis suite running on a one-node
  * cluster (where Redis refuses any key outside the declared slot), this covers both "declared"
  * and "one slot".

@@ -186,7 +186,7 @@ export function createGatewayMetrics(labels: { replica: string }) {
       labelNames: ['pod', 'result'],
       registers: [registry],
     }),
-    // Operations (issue 15): what the dashboard and the alert rules in infra/ read.
+    // Operations: what the dashboard and the alert rules in infra/ read (docs/operations.md).
     redisCall: new Histogram({
       name: 'fairgate_redis_call_seconds',
       help: 'Time of one scheduler call to Redis, by operation (the blocking wait for grant notices excluded).',

@@ -9,6 +9,11 @@ export interface TelemetryOptions {
   /** Extra processors (tests pass a SimpleSpanProcessor over an InMemorySpanExporter). */
   spanProcessors?: SpanProcessor[];
   env?: NodeJS.ProcessEnv;
+  /**
+   * false: no span leaves the process whatever the OTEL_* variables say (the config's
+   * `telemetry.traces`); trace context is still propagated to the pods. Default true.
+   */
+  traces?: boolean;
 }
 
 export interface Telemetry {
@@ -38,7 +43,7 @@ export function exportRequested(env: NodeJS.ProcessEnv): boolean {
  */
 export function startTelemetry(options: TelemetryOptions): Telemetry {
   const env = options.env ?? process.env;
-  const exporting = exportRequested(env);
+  const exporting = options.traces !== false && exportRequested(env);
   const extra = options.spanProcessors ?? [];
   // Passing spanProcessors disables the SDK's env-driven exporter; only pass
   // them when env export is not requested or tests bring their own.

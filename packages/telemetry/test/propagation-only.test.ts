@@ -9,6 +9,22 @@ import {
 } from '../src/index.js';
 import { PropagationOnlyTracer } from '../src/spans.js';
 
+describe('telemetry.traces: false', () => {
+  it('exports nothing even when OTEL_* ask for export, and still propagates', async () => {
+    const telemetry = startTelemetry({
+      serviceName: 'fairgate-test',
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:1' },
+      traces: false,
+    });
+    try {
+      expect(telemetry.exporting).toBe(false);
+      expect(telemetry.tracer).toBeInstanceOf(PropagationOnlyTracer);
+    } finally {
+      await telemetry.shutdown();
+    }
+  });
+});
+
 describe('PropagationOnlyTracer (nothing records spans)', () => {
   // No OTEL_* export and no processor: the SDK only registers the W3C propagator.
   const telemetry = startTelemetry({ serviceName: 'fairgate-test', env: {} });

@@ -1,7 +1,7 @@
 import { analyze, type PodParams, serviceRate, type Workload } from '@fairgate/control';
 
 /**
- * The workload the capacity tuner is checked with (issue 7, acceptance 2 and 3), shared by
+ * The workload the capacity tuner is checked with (its accuracy bounds: docs/tuner.md), shared by
  * test/tuner.test.ts, the benchmark loadtest/bench/tuner-sweep.ts and the virtual-time
  * study loadtest/bench/tuner-harness.ts, so all three offer the same periods to the same pod.
  */

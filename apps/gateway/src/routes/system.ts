@@ -1,4 +1,4 @@
-import { type FlowCounters, noticeDropResponse } from '@fairgate/core';
+import { conservationViolations, type FlowCounters, noticeDropResponse } from '@fairgate/core';
 import type { Context } from 'hono';
 import type { GatewayDeps } from '../context.js';
 import { controllerView } from '../control/controller-view.js';
@@ -153,6 +153,15 @@ async function adminStateBody(deps: GatewayDeps) {
     saturation: snapshot.saturation,
     counters: snapshot.counters,
     drops: dropsByReason(snapshot.counters),
+    /**
+     * Every admitted request ends in exactly one outcome: offered = admitted + rejected per
+     * flow, and admitted = ended + live pool-wide, over what the store records. Empty when
+     * it holds (after Redis lost its data, over what it recorded since).
+     */
+    conservation_violations: conservationViolations(
+      snapshot.counters,
+      snapshot.inflight + snapshot.waiting,
+    ),
     ...(deps.outage
       ? { redis: { reachable: !deps.outage.down, on_outage: deps.outage.mode } }
       : {}),

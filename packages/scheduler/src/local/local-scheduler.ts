@@ -382,10 +382,6 @@ export class LocalScheduler implements Scheduler {
     return this.lease.release(fence, this.clock());
   }
 
-  async setBudget(fence: Fence, budget: number): Promise<boolean> {
-    return this.setControl(fence, { budget });
-  }
-
   async setControl(fence: Fence, write: ControlWrite): Promise<boolean> {
     if (write.budget !== undefined) assertInteger('budget', write.budget, 0);
     if (write.state === '') throw new TypeError('controller state must be a non-empty string');

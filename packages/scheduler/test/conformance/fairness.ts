@@ -46,7 +46,7 @@ async function measureShares(
 function expectShares(shares: Record<string, number>, weights: Record<string, number>): void {
   const total = Object.values(weights).reduce((a, b) => a + b, 0);
   for (const [tenant, weight] of Object.entries(weights)) {
-    // Tolerance ±3 percentage points (acceptance 1); DRR is exact over whole rounds.
+    // Tolerance ±3 percentage points; DRR is exact over whole rounds.
     expect(Math.abs((shares[tenant] ?? 0) - weight / total)).toBeLessThanOrEqual(0.03);
   }
 }

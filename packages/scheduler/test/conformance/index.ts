@@ -21,7 +21,7 @@ export type GetBackend = () => Backend;
 /**
  * The scheduler contract, run against one implementation. Every test gets a fresh pool and
  * must leave it with nothing in flight or waiting, the conservation identities holding and
- * no per-request state behind (acceptance 7).
+ * no per-request state behind.
  */
 export function describeSchedulerConformance(getBackend: GetBackend): void {
   let pool: TestPool | undefined;
