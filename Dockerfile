@@ -24,6 +24,7 @@ COPY packages/config/package.json packages/config/
 COPY packages/control/package.json packages/control/
 COPY packages/core/package.json packages/core/
 COPY packages/openai/package.json packages/openai/
+COPY packages/runtime/package.json packages/runtime/
 COPY packages/scheduler/package.json packages/scheduler/
 COPY packages/telemetry/package.json packages/telemetry/
 COPY packages/testkit/package.json packages/testkit/
@@ -64,6 +65,7 @@ COPY packages/config/package.json packages/config/
 COPY packages/control/package.json packages/control/
 COPY packages/core/package.json packages/core/
 COPY packages/openai/package.json packages/openai/
+COPY packages/runtime/package.json packages/runtime/
 COPY packages/scheduler/package.json packages/scheduler/
 COPY packages/telemetry/package.json packages/telemetry/
 COPY packages/testkit/package.json packages/testkit/
@@ -78,6 +80,7 @@ COPY --from=build /app/packages/config/dist packages/config/dist
 COPY --from=build /app/packages/control/dist packages/control/dist
 COPY --from=build /app/packages/core/dist packages/core/dist
 COPY --from=build /app/packages/openai/dist packages/openai/dist
+COPY --from=build /app/packages/runtime/dist packages/runtime/dist
 COPY --from=build /app/packages/scheduler/dist packages/scheduler/dist
 COPY --from=build /app/packages/telemetry/dist packages/telemetry/dist
 COPY --from=build /app/packages/testkit/dist packages/testkit/dist

@@ -5,7 +5,6 @@ import {
   TUNER_MAX_BATCH as MAX_BATCH,
   offerPhase,
   type TunerPhase as Phase,
-  TUNER_QUEUE as QUEUE,
   startGatewayProcess,
   startSim,
   stopAll,
@@ -13,6 +12,7 @@ import {
   TEST_KEYS,
   TUNER_TRUTH as TRUTH,
   TUNER_SWEEP_WORKLOAD,
+  tunerGatewaySections,
   tunerPhases,
   tunerWorkload as workload,
   writeGatewayConfig,
@@ -107,16 +107,7 @@ describe('capacity tuner against fairgate-sim', () => {
     await Promise.all(warmUp);
     const config = writeGatewayConfig({
       pods: sims.map((sim, i) => ({ name: `pod-${i}`, url: sim.url })),
-      sections: {
-        scrape: { interval_ms: 100, timeout_ms: 500 },
-        tuner: {
-          period_s: PERIOD_S,
-          min_requests: 10,
-          max_batch: MAX_BATCH,
-          queue_size: QUEUE,
-          models: { 'sim-model': { target_ttft_ms: TARGETS.ttftMs, target_itl_ms: TARGETS.itlMs } },
-        },
-      },
+      sections: tunerGatewaySections(PERIOD_S),
     });
     gateway = await startGatewayProcess({ config, replicaId: 'tuner' });
   }, 60_000);

@@ -26,7 +26,6 @@ import { createRng } from '@fairgate/runtime';
 import {
   TUNER_MAX_BATCH as MAX_BATCH,
   offerPhase,
-  TUNER_QUEUE as QUEUE,
   TUNER_SWEEP_WORKLOAD as SWEEP,
   startGatewayProcess,
   startSim,
@@ -35,6 +34,7 @@ import {
   TEST_KEYS,
   TUNER_TRUTH as TRUTH,
   type TunerPhase,
+  tunerGatewaySections,
   tunerPhases,
   writeGatewayConfig,
 } from '@fairgate/testkit';
@@ -77,16 +77,7 @@ async function main() {
   );
   const config = writeGatewayConfig({
     pods: sims.map((sim, i) => ({ name: `pod-${i}`, url: sim.url })),
-    sections: {
-      scrape: { interval_ms: 100, timeout_ms: 500 },
-      tuner: {
-        period_s: PERIOD_S,
-        min_requests: 10,
-        max_batch: MAX_BATCH,
-        queue_size: QUEUE,
-        models: { 'sim-model': { target_ttft_ms: TARGETS.ttftMs, target_itl_ms: TARGETS.itlMs } },
-      },
-    },
+    sections: tunerGatewaySections(PERIOD_S),
   });
   const gateway = await startGatewayProcess({ config, replicaId: 'bench' });
   const report = async () =>

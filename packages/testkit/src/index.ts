@@ -52,6 +52,7 @@ export {
   TUNER_TARGETS,
   TUNER_TRUTH,
   type TunerPhase,
+  tunerGatewaySections,
   tunerPhases,
   tunerWorkload,
   uniquePrompt,

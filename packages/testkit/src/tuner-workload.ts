@@ -126,3 +126,22 @@ export async function offerPhase(
     }),
   );
 }
+
+/**
+ * The gateway config sections the tuner is checked with: the leader scrapes every 100 ms,
+ * the tuner steps every `periodS` with the workload's batch, queue and targets.
+ */
+export function tunerGatewaySections(periodS: number) {
+  return {
+    scrape: { interval_ms: 100, timeout_ms: 500 },
+    tuner: {
+      period_s: periodS,
+      min_requests: 10,
+      max_batch: TUNER_MAX_BATCH,
+      queue_size: TUNER_QUEUE,
+      models: {
+        'sim-model': { target_ttft_ms: TUNER_TARGETS.ttftMs, target_itl_ms: TUNER_TARGETS.itlMs },
+      },
+    },
+  };
+}
