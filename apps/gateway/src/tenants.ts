@@ -1,5 +1,5 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
-import type { FairgateConfig, TenantConfig } from '@fairgate/config';
+import { timingSafeEqual } from 'node:crypto';
+import { apiKeyDigest, type FairgateConfig, type TenantConfig } from '@fairgate/config';
 
 /**
  * API key -> tenant. Keys are never stored: the config holds sha256 digests.
@@ -22,8 +22,9 @@ export class TenantDirectory {
 
   /** The tenant owning `apiKey`, or undefined. */
   authenticate(apiKey: string): TenantConfig | undefined {
-    const digest = createHash('sha256').update(apiKey, 'utf8').digest();
-    const entry = this.#byDigest.get(digest.toString('hex'));
+    const hex = apiKeyDigest(apiKey);
+    const digest = Buffer.from(hex, 'hex');
+    const entry = this.#byDigest.get(hex);
     if (!entry || !timingSafeEqual(entry.digest, digest)) return undefined;
     return entry.tenant;
   }
@@ -50,7 +51,7 @@ export function adminTokenMatches(
   digestHex: string | undefined,
 ): boolean {
   if (!token || !digestHex) return false;
-  const presented = createHash('sha256').update(token, 'utf8').digest();
+  const presented = Buffer.from(apiKeyDigest(token), 'hex');
   const expected = Buffer.from(digestHex, 'hex');
   return expected.length === presented.length && timingSafeEqual(expected, presented);
 }
