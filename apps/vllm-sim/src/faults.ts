@@ -1,5 +1,5 @@
 import { OpenAIHttpError } from '@fairgate/openai';
-import { type ClientLink, createRng, deriveSeed } from '@fairgate/runtime';
+import { type ClientLink, chance, createRng, deriveSeed } from '@fairgate/runtime';
 import type { SimConfig } from './config.js';
 
 /**
@@ -21,8 +21,8 @@ export type InjectedFailure = 'fail_500' | 'fail_429' | null;
 export function drawFailure(config: FaultConfig, requestIndex: number): InjectedFailure {
   if (config.failRate <= 0 && config.fail429Rate <= 0) return null;
   const rng = createRng(deriveSeed(config.seed, 'fault', requestIndex));
-  if (rng.next() < config.failRate) return 'fail_500';
-  if (rng.next() < config.fail429Rate) return 'fail_429';
+  if (chance(rng, config.failRate)) return 'fail_500';
+  if (chance(rng, config.fail429Rate)) return 'fail_429';
   return null;
 }
 
