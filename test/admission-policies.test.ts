@@ -1,6 +1,6 @@
 import { sha256Hex, TEST_KEYS } from '@fairgate/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dropsOf, expectConserved, generate, type Pool, sleep, startPool } from './support/pool.js';
+import { dropsOf, expectConserved, generate, type Pool, startPool } from './support/pool.js';
 
 /**
  * Admission policies decided in the enqueue script on the pool's shared load, through two
@@ -44,7 +44,10 @@ describe('tier-shed', () => {
     expect([idle.status, idle.dropReason]).toEqual([200, null]);
 
     const held = hold(pool, 8, 60); // 4 per pod > threshold 2, for ~600 ms
-    await sleep(150);
+    // Until all 8 hold their slots (a fixed pause was too short on a loaded machine).
+    await expect
+      .poll(async () => (await pool.state()).inflight, { timeout: 5_000, interval: 5 })
+      .toBe(8);
     const [batch, sheddable, standard, critical] = await Promise.all(
       ['batch', 'sheddable', 'standard', 'critical'].map((sloClass, i) =>
         generate(pool.gateways[i % 2]!.url, TEST_KEYS.paying, { sloClass }),
