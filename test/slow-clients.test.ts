@@ -11,7 +11,7 @@ import {
   writeGatewayConfig,
 } from '@fairgate/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { percentile, SIM_MODEL, sleep } from './support/pool.js';
+import { generate, percentile, SIM_MODEL, sleep } from './support/pool.js';
 
 /**
  * The HTTP edge against slow and idle clients (docs/gateway.md, *The HTTP edge*), one
@@ -48,20 +48,9 @@ function openFiles(pid: number): number {
 
 /** One normal request (a 4-token chat completion); ms, or throws on a non-200. */
 async function timedChat(url: string): Promise<number> {
-  const startedAt = performance.now();
-  const response = await fetch(`${url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${TEST_KEYS.paying}`, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      model: SIM_MODEL,
-      messages: [{ role: 'user', content: 'hi' }],
-      max_tokens: 4,
-    }),
-    signal: AbortSignal.timeout(10_000),
-  });
-  await response.text();
-  if (response.status !== 200) throw new Error(`normal request answered ${response.status}`);
-  return performance.now() - startedAt;
+  const result = await generate(url, TEST_KEYS.paying, { signal: AbortSignal.timeout(10_000) });
+  if (result.status !== 200) throw new Error(`normal request answered ${result.status}`);
+  return result.endMs;
 }
 
 /** Closed-loop latencies with `workers` clients until `stop()` says so (at most `max` each). */

@@ -7,7 +7,7 @@ import {
   sleep,
   startPool,
 } from '../support/pool.js';
-import { eventually, type LoadRecord, sentBetween, statuses, steadyLoad } from './support.js';
+import { type LoadRecord, sentBetween, statuses, steadyLoad } from './support.js';
 
 /**
  * `redis.on_outage: local_share` with 3 replicas and budget 30.
@@ -60,20 +60,21 @@ describe('local_share during a Redis outage (3 replicas, budget 30)', () => {
       await pool.redis.kill();
       // Every replica notices and opens its share (readyz shows it).
       const shares: ReadyLocalShare[] = [];
-      await eventually(
-        'every replica in local_share',
-        async () => {
-          shares.length = 0;
-          for (const gateway of pool.gateways) {
-            const ready = (await (await fetch(`${gateway.url}/readyz`)).json()) as {
-              local_share: ReadyLocalShare | null;
-            };
-            if (ready.local_share) shares.push(ready.local_share);
-          }
-          return shares.length === REPLICAS;
-        },
-        3_000,
-      );
+      await expect
+        .poll(
+          async () => {
+            shares.length = 0;
+            for (const gateway of pool.gateways) {
+              const ready = (await (await fetch(`${gateway.url}/readyz`)).json()) as {
+                local_share: ReadyLocalShare | null;
+              };
+              if (ready.local_share) shares.push(ready.local_share);
+            }
+            return shares.length;
+          },
+          { timeout: 3_000, interval: 50, message: 'every replica in local_share' },
+        )
+        .toBe(REPLICAS);
       await sleep(OUTAGE_MS);
       const outageEndNs = process.hrtime.bigint();
       const outageEndAt = performance.now();

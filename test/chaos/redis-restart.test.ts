@@ -1,7 +1,7 @@
 import { RedisScheduler } from '@fairgate/scheduler';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectConserved, type Pool, sleep, startPool } from '../support/pool.js';
-import { chaosPool, eventually, sentBetween, statuses, steadyLoad } from './support.js';
+import { chaosPool, sentBetween, statuses, steadyLoad } from './support.js';
 
 /**
  * 2 replicas and 1 pod under steady load; Redis is killed for 10 s,
@@ -98,11 +98,13 @@ describe.each(['reject', 'local_share'] as const)(
 
         // The epoch survived the loss: a new leadership is above the old one, and a write
         // fenced by the pre-loss leadership is refused.
-        await eventually(
-          'a leader after the restart',
-          async () => (await pool.state()).leader !== null,
-          5_000,
-        );
+        await expect
+          .poll(async () => (await pool.state()).leader, {
+            timeout: 5_000,
+            interval: 50,
+            message: 'a leader after the restart',
+          })
+          .not.toBeNull();
         const afterState = await pool.state();
         expect(afterState.epoch).toBeGreaterThan(preLoss.epoch);
         const probe = new RedisScheduler({ pool: afterState.pool, connection: pool.redis.url });

@@ -87,20 +87,3 @@ export function statuses(records: readonly LoadRecord[]): Record<string, number>
   for (const r of records) out[r.status] = (out[r.status] ?? 0) + 1;
   return out;
 }
-
-/** Waits until `check` holds, polling every 50 ms, or throws naming `what`. */
-export async function eventually(
-  what: string,
-  check: () => Promise<boolean> | boolean,
-  timeoutMs: number,
-): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (
-    !(await Promise.resolve()
-      .then(check)
-      .catch(() => false))
-  ) {
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms: ${what}`);
-    await sleep(50);
-  }
-}
