@@ -9,6 +9,11 @@
  *
  *   npm run bench:tuner-harness -w @fairgate/loadtest -- [--seeds 20] [--period-s 10,30,60]
  *     [--pods 2]
+ *   npm run bench:tuner-harness -w @fairgate/loadtest -- --shapes below,peaks,overload --seeds 40
+ *
+ * With --shapes: production-like traffic instead (tuner-study/: the gateway's cap and queue in
+ * front of each pod, rates changing every 10 s period, mixed lengths), 13 periods per pod,
+ * and a pod that restarts 2x slower (docs/tuner.md, "Traffic shapes").
  *
  * The periods are the benchmark's (tunerPhases in @fairgate/testkit: a light bootstrap period,
  * then 9 operating points). Prints, per period length, how many pods meet the accuracy
@@ -36,6 +41,8 @@ import {
   tunerPhases,
 } from '@fairgate/testkit';
 import { Engine, type SequenceListener } from '@fairgate/vllm-sim';
+import { TRAFFIC_SHAPES, type TrafficShape } from './tuner-study/shapes.js';
+import { studyShape, studySlowdown } from './tuner-study/study.js';
 
 /**
  * One pod through the phases, one phase per period of `periodS`; returns each period's
@@ -142,7 +149,9 @@ export function simulatePod(
     }
   }
   scrapeUpTo(endMs);
-  return phases.map((_, k) => observePeriod(scrapes[k]!, scrapes[k + 1]!, { minRequests }));
+  return phases.map(
+    (_, k) => observePeriod(scrapes[k]!, scrapes[k + 1]!, { minRequests }).observation,
+  );
 }
 
 export interface RunResult {
@@ -227,6 +236,16 @@ function study(periodS: number, seeds: number, pods: number): string {
 function main(): void {
   const seeds = Number(flag('seeds', '20'));
   const pods = Number(flag('pods', '2'));
+  const shapes = flag('shapes', '');
+  if (shapes) {
+    // Production-like traffic (issue 16): tuner-study/shapes.ts, 13 periods of 10 s.
+    for (const shape of shapes.split(',') as TrafficShape[]) {
+      if (!TRAFFIC_SHAPES.includes(shape)) throw new Error(`unknown shape ${shape}`);
+      console.log(studyShape(shape, seeds, pods));
+    }
+    console.log(studySlowdown('below', seeds, 6, pods));
+    return;
+  }
   for (const periodS of flag('period-s', '10,30,60').split(',').map(Number)) {
     console.log(study(periodS, seeds, pods));
   }

@@ -3,6 +3,8 @@ import { createRng } from '@fairgate/runtime';
 import { TUNER_TRUTH, tunerPhases, tunerWorkload } from '@fairgate/testkit';
 import { describe, expect, it } from 'vitest';
 import { lambdaStar, learn, simulatePod } from '../bench/tuner-harness.js';
+import { TRAFFIC_SHAPES, TRAFFIC_TRUTH } from '../bench/tuner-study/shapes.js';
+import { BOUNDS, runPod } from '../bench/tuner-study/study.js';
 
 /**
  * The virtual-time study of the capacity tuner (bench/tuner-harness.ts): the sim's engine,
@@ -54,5 +56,45 @@ describe('tuner harness', () => {
       }
     }
     expect(all).toBeGreaterThanOrEqual(7);
+  }, 180_000);
+});
+
+/**
+ * Production-like traffic (issue 16, docs/tuner.md "Traffic shapes"): the gateway's cap and
+ * queue in front of each pod, the rate changing every 10 s period, mixed lengths. A few
+ * deterministic seeds of the study `npm run bench:tuner-harness -- --shapes ...` runs on 40.
+ */
+describe('tuner harness, traffic shapes', () => {
+  it.each(TRAFFIC_SHAPES)(
+    'learns alpha, beta and lambda* on %s traffic',
+    { timeout: 120_000 },
+    (shape) => {
+      let within = 0;
+      for (let seed = 1; seed <= 2; seed++) {
+        for (let pod = 0; pod < 2; pod++) {
+          const o = runPod(shape, seed, pod);
+          // At least 80% of the periods with an observation are taken by the filter.
+          expect(o.taken / o.observed).toBeGreaterThanOrEqual(0.8);
+          const e = o.errors!;
+          if (
+            Math.abs(e.alpha) <= BOUNDS.alpha &&
+            Math.abs(e.beta) <= BOUNDS.beta &&
+            Math.abs(e.lambda) <= BOUNDS.lambda
+          ) {
+            within++;
+          }
+        }
+      }
+      expect(within).toBeGreaterThanOrEqual(3);
+    },
+  );
+
+  it('follows a pod that restarts 2x slower within 3 periods', { timeout: 60_000 }, () => {
+    const o = runPod('below', 1, 0, { slowdownAt: { period: 6, factor: 2 } });
+    expect(o.events[6]).toBe('counter_reset');
+    expect(o.events[7]).toBe('reset');
+    const p = o.trajectory[8]!;
+    expect(Math.abs(p.alpha / (2 * TRAFFIC_TRUTH.alpha) - 1)).toBeLessThanOrEqual(BOUNDS.alpha);
+    expect(Math.abs(p.beta / (2 * TRAFFIC_TRUTH.beta) - 1)).toBeLessThanOrEqual(BOUNDS.beta);
   });
 });

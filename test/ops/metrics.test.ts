@@ -1,4 +1,5 @@
 import { parseConfig } from '@fairgate/config';
+import { emptyGaugeSums } from '@fairgate/control';
 import { type Fence, LocalScheduler } from '@fairgate/scheduler';
 import { createGatewayMetrics, type GatewayMetrics } from '@fairgate/telemetry';
 import { sha256Hex } from '@fairgate/testkit';
@@ -220,6 +221,7 @@ describe('operations metrics', () => {
         running: 0,
         kvCacheUsage: 0,
       } as unknown as import('@fairgate/openai').VllmMetrics,
+      gauges: emptyGaugeSums(),
     });
     const tuner = new TunerLoop({
       store: scheduler,
@@ -243,6 +245,9 @@ describe('operations metrics', () => {
     expect(counted['{pod="pod-a",result="no_observation"}']).toBe(2);
     expect(counted['{pod="pod-b",result="no_observation"}']).toBe(2);
     expect(counted['{pod="pod-a",result="accepted"}']).toBe(0);
+    // Each period not taken is also counted with its reason (no TTFT histogram: metrics_missing).
+    const unused = await samples(metrics, 'fairgate_tuner_unused_periods_total');
+    expect(unused['{pod="pod-a",result="no_observation",reason="metrics_missing"}']).toBe(2);
     tuner.stepDown();
   });
 });

@@ -1,5 +1,11 @@
 import { ConfigError, parseConfig } from '@fairgate/config';
-import { analyze, decodePodTuner, decodeState, type PodParams } from '@fairgate/control';
+import {
+  analyze,
+  decodePodTuner,
+  decodeState,
+  emptyGaugeSums,
+  type PodParams,
+} from '@fairgate/control';
 import type { VllmMetrics } from '@fairgate/openai';
 import { type Fence, LocalScheduler } from '@fairgate/scheduler';
 import { createGatewayMetrics } from '@fairgate/telemetry';
@@ -62,8 +68,12 @@ class ModelPod {
       requestSuccess: this.generated.count,
       requestPromptTokens: null,
       requestGenerationTokens: { ...this.generated },
+      queueTime: null,
     };
-    return { pod: 'pod-a', atMs: this.atMs, metrics };
+    // No gauge samples: the filter takes the chain's occupancy at the period's rate, which is
+    // what generated these counters (the measured-occupancy path is tested in packages/control
+    // and against real sims in test/tuner.test.ts).
+    return { pod: 'pod-a', atMs: this.atMs, metrics, gauges: emptyGaugeSums() };
   }
 }
 
@@ -177,7 +187,15 @@ describe('tuner loop', () => {
     const quiet = tuner.report!.pods['pod-a']!;
     expect(quiet.observation).toBeNull();
     expect(quiet.observedRate).toBeCloseTo(5, 6);
-    expect(await scheduler.getLeaderData('tuner:pod-a')).toBeNull();
+    // The skipped period is counted, with its reason, in the stored state and the report.
+    expect(quiet.counts.no_observation).toBe(1);
+    expect(quiet.history.map((r) => [r.outcome, r.reason])).toEqual([
+      ['no_observation', 'too_few_requests'],
+    ]);
+    const stored = decodePodTuner(await scheduler.getLeaderData('tuner:pod-a'));
+    expect(stored.problem).toBeUndefined();
+    expect(stored.state.filter).toBeNull();
+    expect(stored.state.counts.no_observation).toBe(1);
     await election.stop();
     current = pod.run(10, 5, 800, 64);
     expect(await tuner.tick(fence)).toBeNull();

@@ -10,3 +10,4 @@ export {
   type SequenceState,
   type SequenceView,
 } from './engine.js';
+export { ITL_BUCKETS, TTFT_BUCKETS } from './metrics.js';

@@ -7,11 +7,11 @@ import type { Engine, EngineObserver, Iteration, SequenceView } from './engine.j
  * `fairgate_sim_*` series. Histogram buckets are vLLM's, so a gateway's PromQL works the
  * same against the sim and a real pod. Gauges are read from the engine at scrape time.
  */
-const TTFT_BUCKETS = [
+export const TTFT_BUCKETS = [
   0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80,
   160, 640, 2560,
 ];
-const ITL_BUCKETS = [
+export const ITL_BUCKETS = [
   0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80,
 ];
 const REQUEST_LATENCY_BUCKETS = [

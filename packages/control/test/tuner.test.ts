@@ -1,20 +1,29 @@
 import { createRng, standardNormal } from '@fairgate/runtime';
 import { describe, expect, it } from 'vitest';
 import {
+  BOOTSTRAP_GAMMA_RATIO,
   bootstrap,
+  DEFAULT_PARAMS,
   INITIAL_LOG_STD,
   initialState,
   MAX_NIS,
   type Observation,
+  predict,
   update,
 } from '../src/tuner/ekf.js';
 import {
   analyze,
+  chainOccupancy,
+  decodeMs,
   desiredPods,
   iterationMs,
+  latencies,
   marginalWork,
   maxRate,
+  type Occupancy,
   type PodParams,
+  prefillMs,
+  residualMs,
   serviceRate,
   type Workload,
 } from '../src/tuner/queueing-model.js';
@@ -36,7 +45,12 @@ describe('queueing model', () => {
         r.waitMs + r.residualMs + r.iterationMs + (truth.beta + truth.gamma) * 512,
         9,
       );
-      expect(r.itlMs).toBeCloseTo(r.iterationMs + truth.beta + truth.gamma * (512 + 32), 9);
+      // ITL at the iteration a token sees: the token mean of decode(b - 1), whose iteration
+      // part (b - 1 companions of a size-biased batch, harmonically weighted) is within 1%
+      // of the iteration at n_bar here (slightly below it).
+      expect(r.itlMs).toBeCloseTo(r.decodeIterationMs + truth.beta + truth.gamma * (512 + 32), 9);
+      expect(Math.abs(r.decodeIterationMs / r.iterationMs - 1)).toBeLessThan(0.01);
+      expect(Math.abs(r.decodeIterationMs - closed) / closed).toBeLessThan(0.01);
     },
   );
 
@@ -110,6 +124,96 @@ describe('queueing model', () => {
     expect(maxRate(truth, workload, { ttftMs: 1, itlMs: 1 })).toBe(0);
   });
 
+  describe('latencies at a measured occupancy', () => {
+    const d = (b: number) => decodeMs(truth, workload, b - 1);
+    const prefill = (n: number) => prefillMs(truth, workload, n);
+    it.each<[string, Occupancy, number | undefined, number, number]>([
+      // [name, occupancy, measured queue ms, expected TTFT, expected ITL]
+      [
+        'idle: decode(0), prefill alone',
+        { batch: [1], meanQueue: 0, throughput: 0 },
+        undefined,
+        prefill(0),
+        decodeMs(truth, workload, 0),
+      ],
+      [
+        'time fractions: b tokens per iteration of decode(b - 1)',
+        { batch: [0, 0.5, 0.5], meanQueue: 0, throughput: 2 },
+        3,
+        3 + prefill(1.5),
+        (0.5 * 1 + 0.5 * 2) / ((0.5 * 1) / d(1) + (0.5 * 2) / d(2)),
+      ],
+      [
+        'token shares: the token mean of decode(b - 1)',
+        { batch: [0, 0.5, 0.5], tokens: [0, 0.1, 0, 0, 0.9], meanQueue: 0, throughput: 2 },
+        3,
+        3 + prefill(1.5),
+        0.1 * d(1) + 0.9 * d(4),
+      ],
+      [
+        "arrivals: TTFT = queue + prefill at the arrivals' mean batch",
+        { batch: [0.5, 0.5], arrivals: [0, 0, 0.25, 0.75], meanQueue: 0, throughput: 2 },
+        7,
+        7 + prefill(2.75),
+        d(1),
+      ],
+      [
+        'all three measured, a backlog: the batch a token or an arrival saw, not the time mean',
+        {
+          batch: [0.6, 0, 0, 0, 0.4],
+          arrivals: [0, 0, 0, 0, 1],
+          tokens: [0, 0, 0, 0, 1],
+          meanQueue: 3,
+          throughput: 10,
+        },
+        120,
+        120 + prefill(4),
+        d(4),
+      ],
+    ])('%s', (_name, occupancy, queueMs, ttftMs, itlMs) => {
+      const l = latencies(truth, workload, occupancy, queueMs);
+      expect(l.ttftMs).toBeCloseTo(ttftMs, 9);
+      expect(l.itlMs).toBeCloseTo(itlMs, 9);
+      expect(l.decodeIterationMs).toBeCloseTo(
+        itlMs - (decodeMs(truth, workload, 0) - truth.alpha),
+        9,
+      );
+      expect(l.meanBatch).toBeCloseTo(
+        occupancy.batch.reduce((a, p, b) => a + p * b, 0),
+        12,
+      );
+      expect(l.iterationMs).toBeCloseTo(iterationMs(truth, workload, l.meanBatch), 9);
+      if (queueMs !== undefined) expect(l.queueMs).toBe(queueMs);
+    });
+
+    it("without a measured queue: Little's law on the queue plus the residual iteration", () => {
+      const occupancy: Occupancy = { batch: [0.2, 0.3, 0.5], meanQueue: 0.4, throughput: 8 };
+      const l = latencies(truth, workload, occupancy);
+      expect(l.waitMs).toBeCloseTo((0.4 / 8) * 1_000, 9);
+      expect(l.residualMs).toBeCloseTo(residualMs(truth, workload, 1.3, 0.8), 9);
+      expect(l.queueMs).toBeCloseTo(l.waitMs + l.residualMs, 9);
+      expect(l.ttftMs).toBeCloseTo(l.queueMs + prefill(1.3), 9);
+    });
+
+    it("analyze() is latencies() at the chain's occupancy", () => {
+      for (const rate of [0.5, 5, 15, 24]) {
+        const r = analyze(truth, workload, rate);
+        const l = latencies(truth, workload, chainOccupancy(truth, workload, rate));
+        expect(r.ttftMs).toBe(l.ttftMs);
+        expect(r.itlMs).toBe(l.itlMs);
+        expect(r.decodeIterationMs).toBe(l.decodeIterationMs);
+        // A measured queue time that equals the chain's wait + residual changes nothing.
+        const given = latencies(
+          truth,
+          workload,
+          chainOccupancy(truth, workload, rate),
+          r.waitMs + r.residualMs,
+        );
+        expect(given.ttftMs).toBeCloseTo(r.ttftMs, 9);
+      }
+    });
+  });
+
   it.each([
     [0, 10, 0],
     [10, 10, 1],
@@ -142,8 +246,11 @@ describe('EKF tuner', () => {
   }
 
   function converged(seed: number, noise: number) {
-    const light = analyze(truth, workload, serviceRate(truth, workload, 64) * 0.02);
-    let state = initialState(bootstrap({ ttftMs: light.ttftMs, itlMs: light.itlMs, workload }));
+    const lightRate = serviceRate(truth, workload, 64) * 0.02;
+    const light = analyze(truth, workload, lightRate);
+    let state = initialState(
+      bootstrap({ ttftMs: light.ttftMs, itlMs: light.itlMs, rate: lightRate, workload }),
+    );
     for (const obs of observations(seed, 10, noise)) state = update(state, obs).state;
     return state;
   }
@@ -211,18 +318,67 @@ describe('EKF tuner', () => {
     }
   });
 
-  it('bootstraps from a light-load observation, falling back to defaults', () => {
-    const light = analyze(truth, workload, 0.01);
-    const start = bootstrap({ ttftMs: light.ttftMs, itlMs: light.itlMs, workload });
-    expect(start.alpha).toBeCloseTo(0.9 * light.itlMs, 9);
-    expect(start.beta).toBeGreaterThan(0);
-    expect(start.gamma).toBeGreaterThan(truth.gamma * 5); // the residual of ITL: far off
-    expect(bootstrap({ ttftMs: 1, itlMs: 100, workload })).toEqual({
-      alpha: 5,
-      beta: 0.05,
-      gamma: 0.00005,
-    });
+  const observed = (params: PodParams, rate: number, measured: boolean, w = workload) => {
+    const r = analyze(params, w, rate);
+    return {
+      ttftMs: r.ttftMs,
+      itlMs: r.itlMs,
+      rate,
+      workload: w,
+      ...(measured
+        ? { occupancy: chainOccupancy(params, w, rate), queueMs: r.waitMs + r.residualMs }
+        : {}),
+    } satisfies Observation;
+  };
+
+  it("bootstraps by solving the model at the observation's occupancy, falling back to defaults", () => {
+    const light = observed(truth, 0.01, false);
+    const start = bootstrap(light);
+    // No 0.9 x ITL rule: alpha and beta solve TTFT and ITL exactly when gamma / beta is the
+    // assumed BOOTSTRAP_GAMMA_RATIO (0.002, the truth's here).
+    expect(truth.gamma / truth.beta).toBeCloseTo(BOOTSTRAP_GAMMA_RATIO, 12);
+    expect(start.alpha).toBeCloseTo(truth.alpha, 6);
+    expect(start.beta).toBeCloseTo(truth.beta, 9);
+    expect(start.gamma / start.beta).toBeCloseTo(BOOTSTRAP_GAMMA_RATIO, 12);
+    const fit = predict(start, light);
+    expect(fit.ttftMs).toBeCloseTo(light.ttftMs, 6);
+    expect(fit.itlMs).toBeCloseTo(light.itlMs, 6);
+    expect(bootstrap({ ...light, ttftMs: 1, itlMs: 100 })).toEqual(DEFAULT_PARAMS);
+    expect(DEFAULT_PARAMS).toEqual({ alpha: 5, beta: 0.05, gamma: 0.00005 });
     const state = initialState(start);
     expect(state.P.map((row, j) => Math.sqrt(row[j]!))).toEqual([...INITIAL_LOG_STD]);
+  });
+
+  it.each([
+    // [gamma / beta of the pod, the ratio given, load as a fraction of mu(N), measured occupancy]
+    [0.01, 0.01, 0.02, false],
+    [0.01, 0.01, 0.5, true],
+    [0.01, 0.01, 0.9, true],
+    [0.0004, 0.0004, 0.7, true],
+  ])(
+    'a pod of gamma / beta %s bootstrapped with ratio %s at %s of mu(N) (measured: %s) is found',
+    (podRatio, ratio, load, measured) => {
+      const pod = { alpha: 12, beta: 0.08, gamma: 0.08 * podRatio };
+      const w = { ...workload, inputTokens: 1_500, outputTokens: 200 };
+      const obs = observed(pod, serviceRate(pod, w, w.maxBatch) * load, measured, w);
+      const start = bootstrap(obs, ratio);
+      expect(start.gamma / start.beta).toBeCloseTo(ratio, 12);
+      // Exact but for the fixed-point rounds (3e-5 at 90% of mu(N)).
+      expect(Math.abs(start.alpha / pod.alpha - 1)).toBeLessThan(1e-4);
+      expect(Math.abs(start.beta / pod.beta - 1)).toBeLessThan(1e-4);
+    },
+  );
+
+  it('a wrong gamma / beta still fits the observation: the error goes to alpha and beta', () => {
+    const obs = observed(truth, serviceRate(truth, workload, 64) * 0.5, true);
+    const start = bootstrap(obs, 0.01);
+    expect(start.gamma / start.beta).toBeCloseTo(0.01, 12);
+    const fit = predict(start, obs);
+    expect(fit.ttftMs / obs.ttftMs).toBeCloseTo(1, 3);
+    expect(fit.itlMs / obs.itlMs).toBeCloseTo(1, 3);
+    // Invalid ratios fall back to the default.
+    for (const bad of [0, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(bootstrap(obs, bad)).toEqual(bootstrap(obs));
+    }
   });
 });

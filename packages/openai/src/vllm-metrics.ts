@@ -147,6 +147,8 @@ export function parsePrometheusText(text: string): PrometheusSample[] {
 export interface SumCount {
   sum: number;
   count: number;
+  /** Cumulative counts by upper bound (le), ascending, +Inf last; when the pod exposes them. */
+  buckets?: Array<[le: number, count: number]>;
 }
 
 /** One pod's vLLM numbers; null where the pod does not expose the metric. */
@@ -168,6 +170,8 @@ export interface VllmMetrics {
   /** Per finished request: prompt and generated tokens. */
   requestPromptTokens: SumCount | null;
   requestGenerationTokens: SumCount | null;
+  /** Seconds from arrival to first scheduling (vllm:request_queue_time_seconds). */
+  queueTime: SumCount | null;
 }
 
 export interface VllmMetricsOptions {
@@ -181,12 +185,22 @@ export interface VllmMetricsOptions {
  */
 export function parseVllmMetrics(text: string, options: VllmMetricsOptions = {}): VllmMetrics {
   const totals = new Map<string, number>();
+  /** Histogram buckets: name -> le -> count, summed over the other labels. */
+  const buckets = new Map<string, Map<number, number>>();
   const models = new Set<string>();
   for (const sample of parsePrometheusText(text)) {
     if (!sample.name.startsWith('vllm:')) continue;
     const model = sample.labels.model_name;
     if (model !== undefined) models.add(model);
     if (options.model !== undefined && model !== options.model) continue;
+    if (sample.name.endsWith('_bucket') && sample.labels.le !== undefined) {
+      const le = sample.labels.le === '+Inf' ? Number.POSITIVE_INFINITY : Number(sample.labels.le);
+      if (Number.isNaN(le)) continue;
+      const byLe = buckets.get(sample.name) ?? new Map<number, number>();
+      byLe.set(le, (byLe.get(le) ?? 0) + sample.value);
+      buckets.set(sample.name, byLe);
+      continue;
+    }
     totals.set(sample.name, (totals.get(sample.name) ?? 0) + sample.value);
   }
   const value = (...names: string[]) => {
@@ -200,7 +214,10 @@ export function parseVllmMetrics(text: string, options: VllmMetricsOptions = {})
     for (const name of names) {
       const sum = totals.get(`${name}_sum`);
       const count = totals.get(`${name}_count`);
-      if (sum !== undefined && count !== undefined) return { sum, count };
+      if (sum === undefined || count === undefined) continue;
+      const byLe = buckets.get(`${name}_bucket`);
+      if (!byLe) return { sum, count };
+      return { sum, count, buckets: [...byLe.entries()].sort((a, b) => a[0] - b[0]) };
     }
     return null;
   };
@@ -216,5 +233,6 @@ export function parseVllmMetrics(text: string, options: VllmMetricsOptions = {})
     requestSuccess: value('vllm:request_success_total'),
     requestPromptTokens: histogram('vllm:request_prompt_tokens'),
     requestGenerationTokens: histogram('vllm:request_generation_tokens'),
+    queueTime: histogram('vllm:request_queue_time_seconds'),
   };
 }

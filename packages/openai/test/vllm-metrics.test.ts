@@ -112,13 +112,21 @@ describe('parseVllmMetrics', () => {
       waiting: 2,
       running: 3,
       kvCacheUsage: 0.125,
-      ttft: { sum: 0.2, count: 4 },
+      ttft: {
+        sum: 0.2,
+        count: 4,
+        buckets: [
+          [0.001, 0],
+          [Number.POSITIVE_INFINITY, 4],
+        ],
+      },
       itl: { sum: 0.5, count: 50 },
       promptTokens: 400,
       generationTokens: 54,
       requestSuccess: 3,
       requestPromptTokens: { sum: 300, count: 3 },
       requestGenerationTokens: { sum: 40, count: 3 },
+      queueTime: null,
     });
   });
 

@@ -297,8 +297,14 @@ export function createGatewayMetrics(labels: { replica: string }) {
     }),
     tunerUpdates: new Counter({
       name: 'fairgate_tuner_updates_total',
-      help: "Capacity tuner periods per pod by result: accepted, rejected (NIS), reset, bootstrapped, waiting (for a light period), no_observation (leader's periods).",
+      help: "Capacity tuner periods per pod by result: accepted, rejected, reset, bootstrapped, no_observation (leader's periods).",
       labelNames: ['pod', 'result'],
+      registers: [registry],
+    }),
+    tunerUnused: new Counter({
+      name: 'fairgate_tuner_unused_periods_total',
+      help: "Capacity tuner periods a pod's filter did not take, by result (rejected, reset, no_observation) and reason (nis, invalid-observation, singular, non-positive, restart; too_few_requests, counter_reset, metrics_missing, no_output_samples, no_scrape).",
+      labelNames: ['pod', 'result', 'reason'],
       registers: [registry],
     }),
     /**

@@ -1,4 +1,5 @@
 import type { FairgateConfig } from '@fairgate/config';
+import { addGaugeSample, emptyGaugeSums, type GaugeSums } from '@fairgate/control';
 import { parseVllmMetrics, type VllmMetrics } from '@fairgate/openai';
 import type { Fence, PodLoadReport, Scheduler } from '@fairgate/scheduler';
 import type { GatewayMetrics } from '@fairgate/telemetry';
@@ -11,6 +12,8 @@ export interface PodScrape {
   /** performance.now() when the answer arrived. */
   atMs: number;
   metrics: VllmMetrics;
+  /** The pod's gauge samples since the scraper started, cumulative (the tuner's occupancy). */
+  gauges: GaugeSums;
 }
 
 /** GETs a pod's /metrics text; rejects on error, non-2xx or timeout. */
@@ -48,6 +51,7 @@ export class PodScraper {
   });
   readonly #latest = new Map<string, PodScrape>();
   readonly #failing = new Set<string>();
+  readonly #gauges = new Map<string, GaugeSums>();
   #reportRefused = false;
 
   constructor(private readonly options: PodScraperOptions) {}
@@ -83,10 +87,22 @@ export class PodScraper {
       cfg.pods.map(async (pod): Promise<PodScrape | null> => {
         try {
           const text = await fetcher(new URL('/metrics', pod.url).href, cfg.scrape.timeout_ms);
-          const scrape = {
+          const parsed = parseVllmMetrics(text);
+          const sums = this.#gauges.get(pod.name) ?? emptyGaugeSums();
+          this.#gauges.set(pod.name, sums);
+          if (parsed.running !== null) {
+            addGaugeSample(sums, {
+              running: parsed.running,
+              waiting: parsed.waiting ?? 0,
+              ttftCount: parsed.ttft?.count ?? null,
+              itlCount: parsed.itl?.count ?? null,
+            });
+          }
+          const scrape: PodScrape = {
             pod: pod.name,
             atMs: performance.now(),
-            metrics: parseVllmMetrics(text),
+            metrics: parsed,
+            gauges: structuredClone(sums),
           };
           metrics.podScrapes.inc({ pod: pod.name, result: 'ok' });
           if (this.#failing.delete(pod.name)) log(`fairgate: scrape of pod ${pod.name} recovered`);

@@ -5,10 +5,16 @@ import {
   decodePodTuner,
   encodePodTuner,
   type ModelTuning,
+  type OutcomeRecord,
   observePeriod,
+  outcomeOf,
   type PodCounters,
   type PodPeriod,
   type PodTunerState,
+  recordOutcome,
+  skipPeriod,
+  TUNER_OUTCOMES,
+  type TunerOutcome,
   tunePod,
 } from '@fairgate/control';
 import type { Fence, Scheduler } from '@fairgate/scheduler';
@@ -48,15 +54,8 @@ class PeriodDropped extends Error {}
  * fairgate_tuner_updates_total's results: a filter event (updated is `accepted`), or
  * no_observation (too few requests, a counter reset, metrics missing, no fresh scrape).
  */
-export const TUNER_RESULTS = [
-  'accepted',
-  'rejected',
-  'reset',
-  'bootstrapped',
-  'waiting',
-  'no_observation',
-] as const;
-export type TunerResult = (typeof TUNER_RESULTS)[number];
+export const TUNER_RESULTS = TUNER_OUTCOMES;
+export type TunerResult = TunerOutcome;
 
 function countersOf(scrape: PodScrape): PodCounters {
   const m = scrape.metrics;
@@ -68,6 +67,8 @@ function countersOf(scrape: PodScrape): PodCounters {
     generationTokens: m.generationTokens,
     requestSuccess: m.requestSuccess,
     requestGenerationTokens: m.requestGenerationTokens,
+    queueTime: m.queueTime,
+    gauges: scrape.gauges,
   };
 }
 
@@ -172,7 +173,7 @@ export class TunerLoop {
     const tuner = config.tuner;
     const periods: PodPeriod[] = [];
     const changed: string[] = [];
-    const outcomes: Array<[pod: string, result: TunerResult]> = [];
+    const outcomes: Array<[pod: string, record: OutcomeRecord]> = [];
     for (const pod of config.pods) {
       const name = pod.name;
       let state = this.#states.get(name);
@@ -191,35 +192,49 @@ export class TunerLoop {
       if (latest) this.#baseline.set(name, latest);
       const period: PodPeriod = { pod: name, model, state, observation: null, rate: 0 };
       // The first period after election only takes the baseline: no result.
-      let outcome: TunerResult | null = previous ? 'no_observation' : null;
+      let record: OutcomeRecord | null = previous
+        ? { at: Date.now(), outcome: 'no_observation', reason: 'no_scrape' }
+        : null;
       if (fresh && previous) {
         const prev = countersOf(previous);
         const next = countersOf(latest);
         const periodS = (next.atMs - prev.atMs) / 1_000;
         const first = (next.ttft?.count ?? 0) - (prev.ttft?.count ?? 0);
         period.rate = periodS > 0 && first > 0 ? first / periodS : 0;
-        const observation = observePeriod(prev, next, { minRequests: tuner.min_requests });
-        if (observation) {
+        const observed = observePeriod(prev, next, { minRequests: tuner.min_requests });
+        if (observed.observation) {
           const t = modelTuning(config, model);
-          const result = tunePod(state, observation, {
+          const result = tunePod(state, observed.observation, {
             maxBatch: t.maxBatch,
             maxQueue: t.maxQueue,
           });
           state = result.state;
-          period.state = state;
-          period.observation = observation;
+          period.observation = observed.observation;
           period.event = result.event;
           if (result.update) period.nis = result.update.nis;
-          outcome = result.event === 'updated' ? 'accepted' : result.event;
-          changed.push(name);
+          record = {
+            at: Date.now(),
+            outcome: outcomeOf(result.event),
+            reason: result.event === 'reset' && !result.update ? 'restart' : result.update?.reason,
+            nis:
+              result.update && Number.isFinite(result.update.nis) ? result.update.nis : undefined,
+          };
           if (result.event === 'bootstrapped' || result.event === 'reset') {
             this.options.log(`fairgate: tuner ${result.event} pod ${name}`);
           }
+        } else {
+          state = skipPeriod(state, observed.skipped);
+          if (record) record.reason = observed.skipped;
         }
       }
+      if (record) {
+        state = recordOutcome(state, record);
+        outcomes.push([name, record]);
+        changed.push(name);
+      }
+      period.state = state;
       this.#states.set(name, state);
       periods.push(period);
-      if (outcome) outcomes.push([name, outcome]);
     }
     this.#period++;
     for (const name of changed) {
@@ -257,7 +272,12 @@ export class TunerLoop {
         if (r.lambdaStar !== undefined) metrics.capacityRps.set({ pod }, r.lambdaStar);
       }
       if (report.desiredPods !== null) metrics.desiredPods.set(report.desiredPods);
-      for (const [pod, result] of outcomes) metrics.tunerUpdates.inc({ pod, result });
+      for (const [pod, record] of outcomes) {
+        metrics.tunerUpdates.inc({ pod, result: record.outcome });
+        if (record.reason) {
+          metrics.tunerUnused.inc({ pod, result: record.outcome, reason: record.reason });
+        }
+      }
     }
     return view;
   }

@@ -1,3 +1,4 @@
+import { meanBatchOf } from '@fairgate/control';
 import type { Context } from 'hono';
 import type { GatewayDeps } from '../context.js';
 import { CAPACITY_REPORT_FIELD, type CapacityView } from '../control/tuner-loop.js';
@@ -50,6 +51,13 @@ export function capacityBody(view: CapacityView, source: 'leader' | 'store', rep
           updates: p.updates,
           rejected: p.rejected,
           resets: p.resets,
+          counts: p.counts,
+          history: p.history.map((r) => ({
+            at: new Date(r.at).toISOString(),
+            outcome: r.outcome,
+            reason: r.reason ?? null,
+            nis: round(r.nis, 4),
+          })),
           observed_rate: round(p.observedRate),
           capacity_rps: round(p.lambdaStar),
           concurrency: round(p.concurrency),
@@ -65,6 +73,12 @@ export function capacityBody(view: CapacityView, source: 'leader' | 'store', rep
                 output_tokens: round(p.observation.meanOutputTokens),
                 requests: p.observation.requests,
                 period_s: round(p.observation.periodS),
+                queue_ms: round(p.observation.meanQueueMs),
+                mean_batch: p.observation.occupancy
+                  ? round(meanBatchOf(p.observation.occupancy))
+                  : null,
+                mean_waiting: round(p.observation.occupancy?.meanQueue),
+                noise: p.observation.noise?.map((v) => round(v, 3)) ?? null,
               }
             : null,
         },

@@ -44,19 +44,19 @@ export interface ResolvedTargets extends LatencyTargets {
 }
 
 /**
- * The rate at which the mean iteration time reaches k x alpha (utilisation
- * 1 - 1/k of the closed form), by bisection; the top of the search range when
- * the batch limit is reached first.
+ * The rate at which the iteration a token sees (decodeIterationMs, ITL without the
+ * request's own work) reaches k x alpha (utilisation about 1 - 1/k), by bisection; the
+ * top of the search range when the batch limit is reached first.
  */
 export function rateAtIterationMultiple(p: PodParams, w: Workload, k: number): number {
   const target = k * p.alpha;
   let low = serviceRate(p, w, 1) * 0.001;
   let high = serviceRate(p, w, w.maxBatch) * 0.999;
-  if (analyze(p, w, high).iterationMs <= target) return high;
-  if (analyze(p, w, low).iterationMs > target) return low;
+  if (analyze(p, w, high).decodeIterationMs <= target) return high;
+  if (analyze(p, w, low).decodeIterationMs > target) return low;
   for (let n = 0; n < 60; n++) {
     const mid = (low + high) / 2;
-    if (analyze(p, w, mid).iterationMs <= target) low = mid;
+    if (analyze(p, w, mid).decodeIterationMs <= target) low = mid;
     else high = mid;
   }
   return low;

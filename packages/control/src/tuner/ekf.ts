@@ -3,7 +3,6 @@ import {
   column,
   diag,
   identity,
-  inverse2,
   inverseSpd,
   type Matrix,
   multiply,
@@ -11,7 +10,15 @@ import {
   symmetrize,
   transpose,
 } from './matrix.js';
-import { analyze, type PodParams, type Workload } from './queueing-model.js';
+import {
+  chainOccupancy,
+  latencies,
+  marginalWork,
+  type Occupancy,
+  type PodParams,
+  prefillMs,
+  type Workload,
+} from './queueing-model.js';
 
 /**
  * Extended Kalman filter over the pod's hidden parameters [alpha, beta, gamma]
@@ -58,9 +65,28 @@ export interface FilterState {
 export interface Observation {
   ttftMs: number;
   itlMs: number;
-  /** Arrival rate of the period, requests/s. */
+  /** Requests started per second in the period. */
   rate: number;
   workload: Workload;
+  /**
+   * The pod's measured occupancy (the leader's gauge samples). The model's latencies are
+   * then taken at it, so a pod held full by the gateway's queue is read as what it is; without
+   * it, at the chain's occupancy for `rate` (Poisson arrivals, the pod's own queue).
+   */
+  occupancy?: Occupancy | undefined;
+  /** Measured arrival-to-scheduling time (ms), replacing the model's wait + residual. */
+  queueMs?: number | undefined;
+
+  /** Standard deviation of ln TTFT and ln ITL (default MEASUREMENT_NOISE for both). */
+  noise?: readonly [number, number] | undefined;
+  /** Seconds since the previous update (default PROCESS_NOISE_PERIOD_S): scales Q. */
+  elapsedS?: number | undefined;
+}
+
+/** The model's latencies for `params` as `obs` conditions them. */
+export function predict(params: PodParams, obs: Observation) {
+  const occupancy = obs.occupancy ?? chainOccupancy(params, obs.workload, obs.rate);
+  return latencies(params, obs.workload, occupancy, obs.queueMs);
 }
 
 export interface UpdateResult {
@@ -88,6 +114,14 @@ export interface UpdateOptions {
 
 export const MAX_NIS = 7.378;
 export const PROCESS_NOISE = 0.05;
+/**
+ * The parameters drift as a random walk of PROCESS_NOISE per this many seconds: Q per
+ * update is PROCESS_NOISE^2 x elapsed / PROCESS_NOISE_PERIOD_S. At the default 60 s period
+ * that is the issue's Q per update; at 10 s periods a sixth of it, so the filter remembers
+ * a minute of periods, not six (a run of saturated periods alone cannot tell alpha from
+ * the batch's work, and would otherwise let alpha drift along that ridge).
+ */
+export const PROCESS_NOISE_PERIOD_S = 60;
 export const MEASUREMENT_NOISE = 0.05 / 1.96;
 export const JACOBIAN_STEP = 0.01;
 export const MAX_ITERATIONS = 20;
@@ -113,21 +147,41 @@ export function toParams(x: readonly number[]): PodParams {
   return { alpha: x[0]!, beta: x[1]!, gamma: x[2]! };
 }
 
+/** gamma / beta the bootstrap assumes (gamma is the weakly identified one: its log std is 3). */
+export const BOOTSTRAP_GAMMA_RATIO = 0.002;
+
 /**
- * Starting estimate from one light-load observation (T_iter ~ alpha):
- * alpha = 0.9 ITL; beta+gamma = (TTFT - alpha)/i; gamma from the ITL equation.
- * Falls back to DEFAULT_PARAMS when any value comes out <= 0.
+ * Starting estimate from one observation at its occupancy. With gamma = r beta the model
+ * is nearly linear in alpha and beta:
+ *   TTFT - queue = alpha + beta [n_bar d + (1 + r) i]
+ *   ITL          = alpha + beta [c d + 1 + r (i + o/2)]
+ * with d = delta / beta and c the others a token sees; solved as a linear system in a few
+ * fixed-point rounds (c, and the queue when it is not measured, depend on the parameters). At light load (n_bar, c -> 0) this is the issue's bootstrap
+ * without its 0.9 ITL guess. A filter started afresh passes the ratio it had learned (a pod
+ * that changed is mostly faster or slower, not of another shape). Falls back to
+ * DEFAULT_PARAMS when a value comes out <= 0.
  */
-export function bootstrap(obs: Pick<Observation, 'ttftMs' | 'itlMs' | 'workload'>): PodParams {
-  const i = obs.workload.inputTokens;
-  const o = obs.workload.outputTokens;
-  const alpha = 0.9 * obs.itlMs;
-  const betaPlusGamma = (obs.ttftMs - alpha) / i;
-  const gamma = (obs.itlMs - alpha - betaPlusGamma) / (i + (o + 1) / 2 - 1);
-  const beta = betaPlusGamma - gamma;
-  const values = [alpha, beta, gamma];
-  if (values.some((v) => !Number.isFinite(v) || v <= 0)) return { ...DEFAULT_PARAMS };
-  return { alpha, beta, gamma };
+export function bootstrap(obs: Observation, gammaRatio = BOOTSTRAP_GAMMA_RATIO): PodParams {
+  const w = obs.workload;
+  const i = w.inputTokens;
+  const o = w.outputTokens;
+  const r = gammaRatio > 0 && Number.isFinite(gammaRatio) ? gammaRatio : BOOTSTRAP_GAMMA_RATIO;
+  const d = marginalWork({ alpha: 0, beta: 1, gamma: r }, w);
+  let params: PodParams = { ...DEFAULT_PARAMS };
+  for (let round = 0; round < 6; round++) {
+    const l = predict(params, obs);
+    // The companions a token sees, as the current parameters weigh the batch distribution.
+    const delta = marginalWork(params, w);
+    const companions = delta > 0 ? Math.max(0, (l.decodeIterationMs - params.alpha) / delta) : 0;
+    const arrivalBatch = Math.max(0, (l.ttftMs - l.queueMs - prefillMs(params, w, 0)) / delta);
+    const ttftCoef = arrivalBatch * d + (1 + r) * i;
+    const itlCoef = companions * d + 1 + r * (i + o / 2);
+    const beta = (obs.ttftMs - l.queueMs - obs.itlMs) / (ttftCoef - itlCoef);
+    const alpha = obs.itlMs - beta * itlCoef;
+    if (![alpha, beta].every((v) => Number.isFinite(v) && v > 0)) return { ...DEFAULT_PARAMS };
+    params = { alpha, beta, gamma: r * beta };
+  }
+  return params;
 }
 
 /** The covariance a filter starts with (of ln x). */
@@ -152,16 +206,14 @@ export function initialState(
 }
 
 /** ln of the model's [TTFT, ITL] at theta = ln x. */
-function measureLog(theta: readonly number[], obs: Observation): [number, number] {
-  const r = analyze(toParams(theta.map(Math.exp)), obs.workload, obs.rate);
+function measureLog(theta: readonly number[], obs: Observation): number[] {
+  const r = predict(toParams(theta.map(Math.exp)), obs);
   return [Math.log(r.ttftMs), Math.log(r.itlMs)];
 }
 
 function jacobian(theta: readonly number[], obs: Observation): Matrix {
-  const H: Matrix = [
-    [0, 0, 0],
-    [0, 0, 0],
-  ];
+  const rows = 2;
+  const H: Matrix = Array.from({ length: rows }, () => [0, 0, 0]);
   for (let j = 0; j < 3; j++) {
     const plus = [...theta];
     const minus = [...theta];
@@ -169,8 +221,7 @@ function jacobian(theta: readonly number[], obs: Observation): Matrix {
     minus[j] = theta[j]! - JACOBIAN_STEP;
     const up = measureLog(plus, obs);
     const down = measureLog(minus, obs);
-    H[0]![j] = (up[0] - down[0]) / (2 * JACOBIAN_STEP);
-    H[1]![j] = (up[1] - down[1]) / (2 * JACOBIAN_STEP);
+    for (let k = 0; k < rows; k++) H[k]![j] = (up[k]! - down[k]!) / (2 * JACOBIAN_STEP);
   }
   return H;
 }
@@ -184,7 +235,19 @@ function validObservation(obs: Observation): boolean {
     Number.isInteger(w.maxBatch) &&
     w.maxBatch >= 1 &&
     Number.isInteger(w.maxQueue) &&
-    w.maxQueue >= 0
+    w.maxQueue >= 0 &&
+    (obs.noise === undefined || obs.noise.every((v) => Number.isFinite(v) && v > 0)) &&
+    (obs.elapsedS === undefined || (Number.isFinite(obs.elapsedS) && obs.elapsedS >= 0)) &&
+    (obs.queueMs === undefined ||
+      (Number.isFinite(obs.queueMs) && obs.queueMs >= 0 && obs.queueMs < obs.ttftMs)) &&
+    (obs.occupancy === undefined ||
+      [
+        ...obs.occupancy.batch,
+        ...(obs.occupancy.arrivals ?? []),
+        ...(obs.occupancy.tokens ?? []),
+        obs.occupancy.meanQueue,
+        obs.occupancy.throughput,
+      ].every((v) => Number.isFinite(v) && v >= 0))
   );
 }
 
@@ -218,9 +281,14 @@ export function update(
   const upper = state.upper.map(Math.log);
   // Predict: identity transition, Q = diag(0.05^2) on ln x.
   const q = options.processNoise ?? PROCESS_NOISE;
-  const Pp = add(state.P, diag([q * q, q * q, q * q]));
-  const R = diag([MEASUREMENT_NOISE ** 2, MEASUREMENT_NOISE ** 2]);
+  const elapsed = Math.max(0, obs.elapsedS ?? PROCESS_NOISE_PERIOD_S);
+  const qq = (q * q * elapsed) / PROCESS_NOISE_PERIOD_S;
+  const Pp = add(state.P, diag([qq, qq, qq]));
+  const [noiseTtft, noiseItl] = obs.noise ?? [MEASUREMENT_NOISE, MEASUREMENT_NOISE];
   const z = [Math.log(obs.ttftMs), Math.log(obs.itlMs)];
+  const sigma = [noiseTtft, noiseItl];
+  const R = diag(sigma.map((v) => v * v));
+  const maxNis = MAX_NIS;
 
   // Gate on the innovation at the predicted state.
   const predicted = measureLog(prior, obs);
@@ -230,14 +298,14 @@ export function update(
   let Sinv: Matrix;
   let PpInv: Matrix;
   try {
-    Sinv = inverse2(S);
+    Sinv = inverseSpd(S);
     PpInv = inverseSpd(Pp);
   } catch {
     return reject('singular');
   }
-  const y0 = column([z[0]! - predicted[0], z[1]! - predicted[1]]);
+  const y0 = column(z.map((v, k) => v - predicted[k]!));
   const linearNis = multiply(multiply(transpose(y0), Sinv), y0)[0]![0]!;
-  if (priorGate && !(linearNis < MAX_NIS)) return reject('nis', linearNis);
+  if (priorGate && !(linearNis < maxNis)) return reject('nis', linearNis);
 
   // Iterated update: Gauss-Newton on the MAP cost
   //   c(theta) = |theta - prior|^2_{Pp^-1} + |z - h(theta)|^2_{R^-1},
@@ -246,9 +314,9 @@ export function update(
   const cost = (theta: readonly number[], h: readonly number[]): number => {
     const d = column(theta.map((v, j) => v - prior[j]!));
     const prior2 = multiply(multiply(transpose(d), PpInv), d)[0]![0]!;
-    const r0 = (z[0]! - h[0]!) / MEASUREMENT_NOISE;
-    const r1 = (z[1]! - h[1]!) / MEASUREMENT_NOISE;
-    return prior2 + r0 * r0 + r1 * r1;
+    let residual2 = 0;
+    for (let k = 0; k < z.length; k++) residual2 += ((z[k]! - h[k]!) / sigma[k]!) ** 2;
+    return prior2 + residual2;
   };
   const clamp = (theta: readonly number[]) =>
     theta.map((v, j) => Math.min(upper[j]!, Math.max(lower[j]!, v)));
@@ -256,7 +324,7 @@ export function update(
     try {
       return multiply(
         multiply(Pp, transpose(Hk)),
-        inverse2(add(multiply(multiply(Hk, Pp), transpose(Hk)), R)),
+        inverseSpd(add(multiply(multiply(Hk, Pp), transpose(Hk)), R)),
       );
     } catch {
       return null;
@@ -275,7 +343,7 @@ export function update(
       if (!K) return null;
       iterations++;
       const hd = multiply(Hk, column(prior.map((v, j) => v - theta[j]!)));
-      const innovation = column([z[0]! - h[0]! - hd[0]![0]!, z[1]! - h[1]! - hd[1]![0]!]);
+      const innovation = column(z.map((v, k) => v - h[k]! - hd[k]![0]!));
       const dx = multiply(K, innovation);
       const target = prior.map((v, j) => v + dx[j]![0]!);
       if (maxIterations === 1) {
@@ -308,7 +376,7 @@ export function update(
   let best = solve(prior);
   if (!best) return reject('singular', linearNis);
   let iterations = best.iterations;
-  if (!priorGate && !(best.cost < MAX_NIS)) {
+  if (!priorGate && !(best.cost < maxNis)) {
     // Gauss-Newton can stall where the prior predicts a saturated pod (flat TTFT, a
     // Jacobian that points nowhere useful). Before calling the observation an outlier,
     // restart from the prior moved 1 and 2 standard deviations along each parameter and
@@ -332,7 +400,7 @@ export function update(
   // saturated pod has a flat TTFT, so S is small and y huge although a 1-sigma move of gamma
   // explains the observation.
   const nis = priorGate ? linearNis : current;
-  if (!(nis < MAX_NIS)) return reject('nis', nis, iterations);
+  if (!(nis < maxNis)) return reject('nis', nis, iterations);
   const next = theta.map(Math.exp) as Vector3;
   if (next.some((v) => !(v > 0) || !Number.isFinite(v))) {
     return reject('non-positive', nis, iterations);

@@ -18,6 +18,8 @@ export interface SumCount {
   /** Seconds for latency histograms, tokens for token histograms. */
   sum: number;
   count: number;
+  /** Cumulative counts by upper bound (le), ascending, +Inf last; when the pod exposes them. */
+  buckets?: Array<[le: number, count: number]> | undefined;
 }
 
 /** The cumulative values of one scrape that observations are built from. */
@@ -30,6 +32,78 @@ export interface PodCounters {
   generationTokens: number | null;
   requestSuccess: number | null;
   requestGenerationTokens?: SumCount | null;
+  /** vllm:request_queue_time_seconds: arrival to first scheduling (it includes the wait for
+   * the iteration in progress). */
+  queueTime?: SumCount | null;
+  /** The leader's samples of the running/waiting gauges, cumulative like a counter. */
+  gauges?: GaugeSums | null;
+}
+
+/**
+ * Cumulative counts over the leader's samples (every scrape.interval_ms) of a pod's
+ * vllm:num_requests_running and vllm:num_requests_waiting gauges, like a counter: a period's
+ * difference is its occupancy, which the gateway's queue cannot distort. Besides the time
+ * spent at each batch size, the first tokens and the later tokens of each interval between
+ * samples are counted at the batch size the interval ended with: who saw which batch, which
+ * a time average misses when the load changes within the period (a backlog that drains at
+ * its start is many first tokens at a full batch, then a quiet pod).
+ */
+export interface GaugeSums {
+  samples: number;
+  /** running[b]: samples that read b requests running. */
+  running: number[];
+  /** firstTokens[b], tokens[b]: TTFT and inter-token samples of intervals ending at b. */
+  firstTokens: number[];
+  tokens: number[];
+  /** Sum of the waiting gauge over the samples. */
+  waiting: number;
+  /** The TTFT and ITL histogram counts at the last sample (for the next interval). */
+  lastTtftCount: number | null;
+  lastItlCount: number | null;
+}
+
+export function emptyGaugeSums(): GaugeSums {
+  return {
+    samples: 0,
+    running: [],
+    firstTokens: [],
+    tokens: [],
+    waiting: 0,
+    lastTtftCount: null,
+    lastItlCount: null,
+  };
+}
+
+function addAt(counts: number[], b: number, value: number): void {
+  while (counts.length <= b) counts.push(0);
+  counts[b]! += value;
+}
+
+/**
+ * Adds one sample of the gauges to `sums` (in place), with the pod's cumulative TTFT and ITL
+ * sample counts at the same scrape (null when the pod does not report them). A count that went
+ * down (a restart) gives that interval no tokens.
+ */
+export function addGaugeSample(
+  sums: GaugeSums,
+  sample: {
+    running: number;
+    waiting: number;
+    ttftCount: number | null;
+    itlCount: number | null;
+  },
+): GaugeSums {
+  const b = Math.max(0, Math.round(sample.running));
+  sums.samples += 1;
+  addAt(sums.running, b, 1);
+  sums.waiting += Math.max(0, sample.waiting);
+  const interval = (count: number | null, last: number | null) =>
+    count !== null && last !== null && count >= last ? count - last : 0;
+  addAt(sums.firstTokens, b, interval(sample.ttftCount, sums.lastTtftCount));
+  addAt(sums.tokens, b, interval(sample.itlCount, sums.lastItlCount));
+  sums.lastTtftCount = sample.ttftCount;
+  sums.lastItlCount = sample.itlCount;
+  return sums;
 }
 
 export interface PeriodObservation {
@@ -43,9 +117,90 @@ export interface PeriodObservation {
   /** First tokens in the period (the sample size). */
   requests: number;
   periodS: number;
-  /** Mean of the running-requests gauge over the period's scrapes, when known. */
-  meanRunning?: number;
+  /** The pod's occupancy from the leader's gauge samples, when it has enough of them. */
+  occupancy?: Occupancy | undefined;
+  /** Mean arrival-to-scheduling time of the period's admissions (ms), when the pod reports it. */
+  meanQueueMs?: number | undefined;
+  /** Standard deviation of ln mean TTFT and ln mean ITL, from the period's own samples. */
+  noise?: readonly [number, number] | undefined;
 }
+
+/** Why a pod's period gave no observation (fairgate_tuner_updates_total's no_observation). */
+export type SkipReason =
+  | 'no_scrape'
+  | 'counter_reset'
+  | 'metrics_missing'
+  | 'too_few_requests'
+  | 'no_output_samples';
+
+export type PeriodResult =
+  | { observation: PeriodObservation; skipped?: undefined }
+  | { observation: null; skipped: SkipReason };
+
+/**
+ * The part of a period's relative error that more samples do not remove: the model's own
+ * error against the sim (docs/tuner.md: about 1-3% on TTFT and ITL at a measured occupancy).
+ */
+export const MODEL_NOISE = 0.02;
+
+/**
+ * Variance of one sample from a histogram's period buckets: bucket midpoints plus each
+ * bucket's width^2 / 12 (uniform within it); the open +Inf bucket counts at its lower bound.
+ */
+function bucketVariance(
+  next: readonly [number, number][],
+  prev: readonly [number, number][] | undefined,
+  mean: number,
+): number | null {
+  if (prev && (prev.length !== next.length || prev.some(([le], k) => le !== next[k]![0]))) {
+    return null;
+  }
+  let total = 0;
+  let second = 0;
+  let lower = 0;
+  let below = 0;
+  for (let k = 0; k < next.length; k++) {
+    const [le, cumulative] = next[k]!;
+    const upTo = cumulative - (prev ? prev[k]![1] : 0);
+    const count = upTo - below;
+    below = upTo;
+    if (count < 0) return null;
+    const upper = Number.isFinite(le) ? le : lower;
+    const mid = (lower + upper) / 2;
+    second += count * (mid * mid + ((upper - lower) * (upper - lower)) / 12);
+    total += count;
+    lower = upper;
+  }
+  if (!(total > 0)) return null;
+  return Math.max(0, second / total - mean * mean);
+}
+
+/**
+ * Standard deviation of ln of a period's mean: MODEL_NOISE and the sampling error of the mean
+ * of `requests` independent requests, cv^2 / requests, with the per-sample spread taken from the
+ * histogram's buckets (requests, not tokens: the tokens of one request share its batches).
+ * Undefined when the pod exposes no buckets.
+ */
+function noiseOfMean(
+  next: SumCount,
+  prev: SumCount | null | undefined,
+  period: SumCount,
+  requests: number,
+): number | undefined {
+  if (!next.buckets || !(period.count > 0)) return undefined;
+  const mean = period.sum / period.count;
+  const variance = bucketVariance(next.buckets, prev?.buckets, mean);
+  if (variance === null || !(mean > 0)) return undefined;
+  return Math.sqrt(MODEL_NOISE ** 2 + variance / (mean * mean * requests));
+}
+
+/** A request's mean inter-token gap around the period's (at a measured occupancy). */
+export const ITL_REQUEST_CV = 0.1;
+
+/** Fewer gauge samples than this in a period: the occupancy is not used (the chain's is). */
+export const MIN_GAUGE_SAMPLES = 10;
+
+import type { Occupancy } from './queueing-model.js';
 
 export interface ObservationOptions {
   /** Fewer first tokens than this in the period: no observation (default 10). */
@@ -71,24 +226,57 @@ function counterDelta(next: number | null, prev: number | null): number | null {
   return Number.isFinite(d) && d >= 0 ? d : null;
 }
 
+/** The period's share of each batch size in `next` - `prev`; null when it counted nothing. */
+function distribution(next: readonly number[], prev: readonly number[] | undefined) {
+  const counts = next.map((count, b) => count - (prev?.[b] ?? 0));
+  const total = counts.reduce((a, c) => a + c, 0);
+  if (!(total > 0) || counts.some((c) => !(c >= 0))) return null;
+  return counts.map((c) => c / total);
+}
+
+function occupancyOf(
+  next: GaugeSums | null | undefined,
+  prev: GaugeSums | null | undefined,
+  throughput: number,
+): Occupancy | undefined {
+  if (!next) return undefined;
+  const samples = next.samples - (prev?.samples ?? 0);
+  if (!(samples >= MIN_GAUGE_SAMPLES)) return undefined;
+  const time = distribution(next.running, prev?.running);
+  const meanQueue = (next.waiting - (prev?.waiting ?? 0)) / samples;
+  if (!time || !(Number.isFinite(meanQueue) && meanQueue >= 0)) return undefined;
+  const arrivals = distribution(next.firstTokens, prev?.firstTokens);
+  const tokens = distribution(next.tokens, prev?.tokens);
+  return {
+    batch: time,
+    ...(arrivals ? { arrivals } : {}),
+    ...(tokens ? { tokens } : {}),
+    meanQueue,
+    throughput,
+  };
+}
+
 /**
- * The period between two scrapes of one pod as a tuner observation, or null when
- * the period is unusable: too few requests, no inter-token samples, a counter
- * reset, or metrics missing.
+ * The period between two scrapes of one pod as a tuner observation, or why it gives none:
+ * a counter went down (the pod restarted), metrics missing, too few requests, no
+ * inter-token or output samples.
  */
 export function observePeriod(
   prev: PodCounters,
   next: PodCounters,
   options: ObservationOptions = {},
-): PeriodObservation | null {
+): PeriodResult {
+  const skip = (skipped: SkipReason): PeriodResult => ({ observation: null, skipped });
   const minRequests = Math.max(1, options.minRequests ?? DEFAULT_MIN_REQUESTS);
   const periodS = (next.atMs - prev.atMs) / 1_000;
-  if (!(periodS > 0)) return null;
+  if (!(periodS > 0)) return skip('no_scrape');
+  if (!next.ttft || !next.itl || next.promptTokens === null) return skip('metrics_missing');
   const ttft = delta(next.ttft, prev.ttft);
   const itl = delta(next.itl, prev.itl);
   const prompt = counterDelta(next.promptTokens, prev.promptTokens);
-  if (!ttft || !itl || prompt === null) return null;
-  if (ttft.count < minRequests || itl.count < 1) return null;
+  if (!ttft || !itl || prompt === null) return skip('counter_reset');
+  if (ttft.count < minRequests) return skip('too_few_requests');
+  if (itl.count < 1) return skip('no_output_samples');
   const finished = delta(next.requestGenerationTokens, prev.requestGenerationTokens);
   let meanOutputTokens: number | null = null;
   if (finished && finished.count > 0) {
@@ -98,16 +286,31 @@ export function observePeriod(
     const successes = counterDelta(next.requestSuccess, prev.requestSuccess);
     if (generated !== null && successes) meanOutputTokens = generated / successes;
   }
-  if (meanOutputTokens === null || !(meanOutputTokens > 1)) return null;
+  if (meanOutputTokens === null || !(meanOutputTokens > 1)) return skip('no_output_samples');
   const meanInputTokens = prompt / ttft.count;
-  if (!(meanInputTokens > 0)) return null;
+  if (!(meanInputTokens > 0)) return skip('metrics_missing');
+  const rate = ttft.count / periodS;
+  const meanTtftMs = (ttft.sum / ttft.count) * 1_000;
+  const queue = delta(next.queueTime, prev.queueTime);
+  const ttftNoise = noiseOfMean(next.ttft, prev.ttft, ttft, ttft.count);
+  // vLLM's ITL buckets are too coarse for a spread (10, 25, 50 ms ...), and most of a period's
+  // ITL spread is the batch changing, which the occupancy accounts for: a fixed per-request cv.
+  const itlNoise = Math.sqrt(MODEL_NOISE ** 2 + ITL_REQUEST_CV ** 2 / ttft.count);
+  const meanQueueMs = queue && queue.count > 0 ? (queue.sum / queue.count) * 1_000 : undefined;
   return {
-    rate: ttft.count / periodS,
-    meanTtftMs: (ttft.sum / ttft.count) * 1_000,
-    meanItlMs: (itl.sum / itl.count) * 1_000,
-    meanInputTokens,
-    meanOutputTokens,
-    requests: ttft.count,
-    periodS,
+    observation: {
+      rate,
+      meanTtftMs,
+      meanItlMs: (itl.sum / itl.count) * 1_000,
+      meanInputTokens,
+      meanOutputTokens,
+      requests: ttft.count,
+      periodS,
+      occupancy: occupancyOf(next.gauges, prev.gauges, rate),
+      // The queue's admissions and the first tokens are (nearly) the same requests; a mean
+      // queue time at or above the mean TTFT is not (a pod that only queued): left out.
+      meanQueueMs: meanQueueMs !== undefined && meanQueueMs < meanTtftMs ? meanQueueMs : undefined,
+      noise: ttftNoise !== undefined && itlNoise !== undefined ? [ttftNoise, itlNoise] : undefined,
+    },
   };
 }

@@ -18,9 +18,10 @@
  *   waitMs     = E[queue length] / throughput     (Little's law)
  *   residualMs = what is left of the iteration in progress at arrival
  *   ttftMs     = waitMs + residualMs + prefill(n_bar)
- *   itlMs      = decode(n_bar)
- * (A request seeing a Poisson-like batch meets n_bar others on average, hence
- * prefill and decode at n_bar.) At light load n_bar -> 0 and TTFT -> alpha +
+ *   itlMs      = token mean of decode(b - 1) over the batch distribution
+ * (A Poisson arrival sees the time-average batch n_bar; an iteration of b requests gives
+ * b tokens that gap.) `latencies()` is that definition at any occupancy: the chain's
+ * (sizing) or the measured one (the filter). At light load n_bar -> 0 and TTFT -> alpha +
  * (beta+gamma)*i, ITL -> alpha + beta + gamma*(i + o/2), and T(n_bar) follows the
  * closed form alpha/(1-rho) with rho = lambda*(o+1)*delta.
  *
@@ -65,6 +66,8 @@ export interface ModelResult {
   itlMs: number;
   /** Iteration time at the mean batch, ms. */
   iterationMs: number;
+  /** The iteration a token sees (ITL without its own decode work), ms. */
+  decodeIterationMs: number;
   /** lambda * (o+1) * delta: the closed form's utilisation. */
   rho: number;
 }
@@ -120,8 +123,118 @@ export function residualMs(p: PodParams, w: Workload, meanBatch: number, busy: n
   return busy * (mean / 2 + (prefills * prefillWork * prefillWork) / (2 * mean));
 }
 
-/** Stationary analysis of the chain at arrival rate `lambda` (requests/s). */
-export function analyze(p: PodParams, w: Workload, lambda: number): ModelResult {
+/**
+ * What a pod's latencies depend on besides its parameters: how full it is. The chain below
+ * predicts it from an arrival rate (sizing); the leader measures it by sampling the pod's
+ * running and waiting gauges (the filter), which stays true when the gateway holds the
+ * queue and the pod sees a capped, closed system instead of Poisson arrivals.
+ */
+export interface Occupancy {
+  /** batch[b]: the fraction of time with b requests in the batch (sums to 1). */
+  batch: readonly number[];
+  /**
+   * arrivals[b]: the fraction of first tokens that came while b requests ran. Absent: the
+   * time fractions (Poisson arrivals see time averages).
+   */
+  arrivals?: readonly number[] | undefined;
+  /**
+   * tokens[b]: the fraction of later tokens that came while b requests ran. Absent: from the
+   * time fractions, an iteration of b requests giving b tokens in decode(b - 1).
+   */
+  tokens?: readonly number[] | undefined;
+  /** Time-average requests waiting for a seat, E[max(0, k - N)]. */
+  meanQueue: number;
+  /** Requests started per second. */
+  throughput: number;
+}
+
+/** The mean of a distribution over batch sizes. */
+function meanOf(distribution: readonly number[]): number {
+  let mean = 0;
+  for (let b = 1; b < distribution.length; b++) mean += b * distribution[b]!;
+  return mean;
+}
+
+/** Time-average requests in the batch. */
+export function meanBatchOf(o: Occupancy): number {
+  return meanOf(o.batch);
+}
+
+export interface Latencies {
+  /** Queueing wait for a seat in the batch (Little's law on the queue), ms. */
+  waitMs: number;
+  /** Mean remainder of the iteration in progress at arrival, ms. */
+  residualMs: number;
+  /** Arrival to first scheduling: measured (vllm:request_queue_time_seconds) or wait + residual. */
+  queueMs: number;
+  ttftMs: number;
+  itlMs: number;
+  /** Iteration time at the mean batch, ms. */
+  iterationMs: number;
+  /** The iteration a token sees on average: ITL without the request's own decode work. */
+  decodeIterationMs: number;
+  meanBatch: number;
+}
+
+/**
+ * Mean ITL over tokens: the token-weighted mean of decode(b - 1), measured or, from the time
+ * fractions, as follows. An iteration of b requests lasts decode(b - 1) and gives b tokens
+ * that gap; iterations in state b happen at rate batch[b] / decode(b - 1) per unit time, so
+ *   ITL = sum_b batch[b] b / sum_b batch[b] b / decode(b - 1),
+ * which weighs the busy moments of a period by the tokens they emit (a mean batch would
+ * not: in a period whose load falls, its busy start emits the slow tokens).
+ */
+function tokenMeanItl(p: PodParams, w: Workload, o: Occupancy): number {
+  if (o.tokens) {
+    // Measured: each token's gap is the iteration it came from, decode(b - 1).
+    let itl = 0;
+    for (let b = 1; b < o.tokens.length; b++) itl += o.tokens[b]! * decodeMs(p, w, b - 1);
+    return itl;
+  }
+  const batch = o.batch;
+  let tokens = 0;
+  let iterations = 0;
+  for (let b = 1; b < batch.length; b++) {
+    const weight = batch[b]! * b;
+    if (!(weight > 0)) continue;
+    tokens += weight;
+    iterations += weight / decodeMs(p, w, b - 1);
+  }
+  return iterations > 0 ? tokens / iterations : decodeMs(p, w, 0);
+}
+
+/**
+ * The model's latencies at a given occupancy, the one definition the filter and sizing share:
+ *   queueMs = measured queue time, else waitMs + residualMs
+ *   ttftMs  = queueMs + prefill(mean batch an arrival sees; Poisson: the time average)
+ *   itlMs   = the token mean of decode(b - 1)
+ */
+export function latencies(p: PodParams, w: Workload, o: Occupancy, queueMs?: number): Latencies {
+  const meanBatch = meanBatchOf(o);
+  const busy = 1 - (o.batch[0] ?? 0);
+  const waitMs = o.throughput > 0 ? (o.meanQueue / o.throughput) * 1_000 : 0;
+  const residual = residualMs(p, w, meanBatch, busy);
+  const queue = queueMs ?? waitMs + residual;
+  const itlMs = tokenMeanItl(p, w, o);
+  const arrivalBatch = o.arrivals ? meanOf(o.arrivals) : meanBatch;
+  return {
+    waitMs,
+    residualMs: residual,
+    queueMs: queue,
+    ttftMs: queue + prefillMs(p, w, arrivalBatch),
+    itlMs,
+    iterationMs: iterationMs(p, w, meanBatch),
+    decodeIterationMs: itlMs - (decodeMs(p, w, 0) - p.alpha),
+    meanBatch,
+  };
+}
+
+/** The chain's stationary occupancy at arrival rate `lambda` (requests/s), and its blocking. */
+export function chainOccupancy(
+  p: PodParams,
+  w: Workload,
+  lambda: number,
+): Occupancy & { blocking: number } {
   const states = w.maxBatch + w.maxQueue;
   // Unnormalised probabilities in log space: products of lambda/mu can overflow.
   const logWeights = new Float64Array(states + 1);
@@ -136,27 +249,32 @@ export function analyze(p: PodParams, w: Workload, lambda: number): ModelResult 
     probs[k] = Math.exp(logWeights[k]! - maxLog);
     total += probs[k]!;
   }
-  let meanBatch = 0;
+  const batch = new Array<number>(w.maxBatch + 1).fill(0);
   let meanQueue = 0;
   for (let k = 0; k <= states; k++) {
     probs[k] = probs[k]! / total;
-    meanBatch += Math.min(k, w.maxBatch) * probs[k]!;
+    batch[Math.min(k, w.maxBatch)]! += probs[k]!;
     meanQueue += Math.max(0, k - w.maxBatch) * probs[k]!;
   }
   const blocking = probs[states]!;
-  const throughput = lambda * (1 - blocking);
-  const waitMs = throughput > 0 ? (meanQueue / throughput) * 1_000 : 0;
-  const residual = residualMs(p, w, meanBatch, 1 - probs[0]!);
+  return { batch, meanQueue, throughput: lambda * (1 - blocking), blocking };
+}
+
+/** Stationary analysis of the chain at arrival rate `lambda` (requests/s). */
+export function analyze(p: PodParams, w: Workload, lambda: number): ModelResult {
+  const occupancy = chainOccupancy(p, w, lambda);
+  const l = latencies(p, w, occupancy);
   return {
-    throughput,
-    blocking,
-    meanBatch,
-    meanQueue,
-    waitMs,
-    residualMs: residual,
-    ttftMs: waitMs + residual + prefillMs(p, w, meanBatch),
-    itlMs: decodeMs(p, w, meanBatch),
-    iterationMs: iterationMs(p, w, meanBatch),
+    throughput: occupancy.throughput,
+    blocking: occupancy.blocking,
+    meanBatch: l.meanBatch,
+    meanQueue: occupancy.meanQueue,
+    waitMs: l.waitMs,
+    residualMs: l.residualMs,
+    ttftMs: l.ttftMs,
+    itlMs: l.itlMs,
+    iterationMs: l.iterationMs,
+    decodeIterationMs: l.decodeIterationMs,
     rho: (lambda / 1_000) * (w.outputTokens + 1) * marginalWork(p, w),
   };
 }

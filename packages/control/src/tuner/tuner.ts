@@ -15,22 +15,48 @@ import {
   type UpdateResult,
   update,
 } from './ekf.js';
-import type { PeriodObservation } from './observations.js';
-import type { PodParams, Workload } from './queueing-model.js';
+import type { PeriodObservation, SkipReason } from './observations.js';
+import { meanBatchOf, type PodParams, type Workload } from './queueing-model.js';
 
 /**
- * The capacity tuner of one pod, one step per period: bootstrap from a light
- * period, then one EKF update per period; plus the codec of its stored state and
- * the capacity report over all pods. Pure: the leader's loop does the I/O.
+ * The capacity tuner of one pod, one step per period: bootstrap from the first observation
+ * (the model is conditioned on the period's measured occupancy, so any load will do), then
+ * one EKF update per period; plus the codec of its stored state and the capacity report
+ * over all pods. Pure: the leader's loop does the I/O.
  */
+
+/** What a pod's period came to: fairgate_tuner_updates_total's result label. */
+export const TUNER_OUTCOMES = [
+  'accepted',
+  'rejected',
+  'reset',
+  'bootstrapped',
+  'no_observation',
+] as const;
+export type TunerOutcome = (typeof TUNER_OUTCOMES)[number];
+
+/** One period's outcome with its reason (a rejection's or a skipped period's). */
+export interface OutcomeRecord {
+  /** Date.now() of the leader when the period ended. */
+  at: number;
+  outcome: TunerOutcome;
+  reason?: string | undefined;
+  nis?: number | undefined;
+}
+
+/** Most recent rejections, resets and skipped periods kept per pod. */
+export const OUTCOME_HISTORY = 10;
+
 export interface PodTunerState {
   filter: FilterState | null;
-  /** While cold: the lightest period seen so far, the bootstrap's candidate. */
-  candidate: PeriodObservation | null;
-  /** Periods spent waiting for a light one. */
-  waited: number;
-  /** Times the filter was started afresh after repeated rejections. */
+  /** The pod restarted (a counter went down): the next observation starts a new filter. */
+  restarted: boolean;
+  /** Times the filter was started afresh (repeated rejections, or a restart it did not explain). */
   resets: number;
+  /** Periods per outcome since the state was created. */
+  counts: Record<TunerOutcome, number>;
+  /** The last OUTCOME_HISTORY periods that were not accepted or bootstrapped, oldest first. */
+  history: OutcomeRecord[];
 }
 
 export interface PodTunerSettings {
@@ -38,19 +64,13 @@ export interface PodTunerSettings {
   maxBatch: number;
   /** K: queue positions the model gives the pod beyond the batch. */
   maxQueue: number;
-  /** A period with at most this many requests in the pod (Little) is light. */
-  lightBatch?: number;
-  /** Periods to wait for a light one before bootstrapping from the lightest seen. */
-  bootstrapWait?: number;
   /** Consecutive NIS rejections after which the filter starts afresh from that period. */
   resetAfter?: number;
 }
 
-export const LIGHT_BATCH = 4;
-export const BOOTSTRAP_WAIT = 2;
-export const RESET_AFTER = 4;
+export const RESET_AFTER = 3;
 
-export type TuneEvent = 'waiting' | 'bootstrapped' | 'updated' | 'rejected' | 'reset';
+export type TuneEvent = 'bootstrapped' | 'updated' | 'rejected' | 'reset';
 
 export interface TuneResult {
   state: PodTunerState;
@@ -59,16 +79,19 @@ export interface TuneResult {
   update?: UpdateResult;
 }
 
+const zeroCounts = (): Record<TunerOutcome, number> =>
+  Object.fromEntries(TUNER_OUTCOMES.map((o) => [o, 0])) as Record<TunerOutcome, number>;
+
 export function emptyPodTuner(): PodTunerState {
-  return { filter: null, candidate: null, waited: 0, resets: 0 };
+  return { filter: null, restarted: false, resets: 0, counts: zeroCounts(), history: [] };
 }
 
 /**
- * Requests in the pod on average during the period, by Little's law: rate x
- * (TTFT + decode time). Needs no gauge and measures what the bootstrap assumes
- * away (the batch's work in every iteration).
+ * Requests in the pod on average during the period: the gauges' time average when sampled,
+ * else Little's law, rate x (TTFT + decode time).
  */
 export function requestsInPod(obs: PeriodObservation): number {
+  if (obs.occupancy) return meanBatchOf(obs.occupancy) + obs.occupancy.meanQueue;
   const decodes = Math.max(0, obs.meanOutputTokens - 1);
   return (obs.rate * (obs.meanTtftMs + decodes * obs.meanItlMs)) / 1_000;
 }
@@ -79,52 +102,51 @@ export function filterObservation(obs: PeriodObservation, settings: PodTunerSett
     itlMs: obs.meanItlMs,
     rate: obs.rate,
     workload: toWorkload(obs, settings.maxBatch, settings.maxQueue),
+    occupancy: obs.occupancy,
+    queueMs: obs.meanQueueMs,
+    noise: obs.noise,
+    elapsedS: obs.periodS,
   };
 }
 
-/** One period of one pod. */
+/** One period of one pod with an observation. */
 export function tunePod(
   state: PodTunerState,
   obs: PeriodObservation,
   settings: PodTunerSettings,
 ): TuneResult {
-  const lightBatch = settings.lightBatch ?? LIGHT_BATCH;
-  const wait = settings.bootstrapWait ?? BOOTSTRAP_WAIT;
+  const observation = filterObservation(obs, settings);
+  const learned = state.filter ? state.filter.x[2] / state.filter.x[1] : undefined;
+  const fresh = () => initialState(bootstrap(observation, learned));
   if (!state.filter) {
-    const candidate =
-      state.candidate && requestsInPod(state.candidate) <= requestsInPod(obs)
-        ? state.candidate
-        : obs;
-    if (requestsInPod(candidate) > lightBatch && state.waited + 1 < wait) {
-      return { state: { ...state, candidate, waited: state.waited + 1 }, event: 'waiting' };
-    }
-    const filter = initialState(bootstrap(filterObservation(candidate, settings)));
-    const started: PodTunerState = { ...state, filter, candidate: null, waited: 0 };
-    if (candidate === obs) return { state: started, event: 'bootstrapped' };
-    // Bootstrapped from an earlier period: this one is the first update.
-    const result = update(filter, filterObservation(obs, settings));
+    return { state: { ...state, filter: fresh(), restarted: false }, event: 'bootstrapped' };
+  }
+  if (state.restarted) {
+    // The pod restarted, perhaps with other flags or on other hardware: a new filter from
+    // this period, shaped like the old one (its gamma / beta). Trying the old estimate first
+    // was worse: a 2x slower pod can pass the gate by a 10x gamma.
     return {
-      state: { ...started, filter: result.state },
-      event: 'bootstrapped',
-      update: result,
+      state: { ...state, filter: fresh(), restarted: false, resets: state.resets + 1 },
+      event: 'reset',
     };
   }
-  const result = update(state.filter, filterObservation(obs, settings));
+  const result = update(state.filter, observation);
   if (result.accepted) {
-    return { state: { ...state, filter: result.state }, event: 'updated', update: result };
+    return {
+      state: { ...state, filter: result.state, restarted: false },
+      event: 'updated',
+      update: result,
+    };
   }
   const limit = settings.resetAfter ?? RESET_AFTER;
   if (result.reason === 'nis' && result.state.consecutiveRejections >= limit) {
     // Confident and wrong, or the pod changed: a rejected update restores the covariance,
     // so it never grows back and the filter would reject forever. Start a new filter from
-    // this period (the bootstrap formula follows the pod's current ITL and TTFT, where a
-    // reopened covariance around the old estimate would explain a slower pod by gamma).
+    // this period (the bootstrap follows the pod's current latencies at its occupancy,
+    // where a reopened covariance around the old estimate would explain a slower pod by
+    // gamma).
     return {
-      state: {
-        ...state,
-        filter: initialState(bootstrap(filterObservation(obs, settings))),
-        resets: state.resets + 1,
-      },
+      state: { ...state, filter: fresh(), restarted: false, resets: state.resets + 1 },
       event: 'reset',
       update: result,
     };
@@ -132,10 +154,28 @@ export function tunePod(
   return { state: { ...state, filter: result.state }, event: 'rejected', update: result };
 }
 
+/** A period without an observation; a counter that went down marks the pod restarted. */
+export function skipPeriod(state: PodTunerState, reason: SkipReason): PodTunerState {
+  return reason === 'counter_reset' && state.filter ? { ...state, restarted: true } : state;
+}
+
+/** Counts the period's outcome, and keeps it in the history unless it was a good one. */
+export function recordOutcome(state: PodTunerState, record: OutcomeRecord): PodTunerState {
+  const counts = { ...state.counts, [record.outcome]: state.counts[record.outcome] + 1 };
+  const notable = record.outcome !== 'accepted' && record.outcome !== 'bootstrapped';
+  const history = notable ? [...state.history, record].slice(-OUTCOME_HISTORY) : state.history;
+  return { ...state, counts, history };
+}
+
+/** The outcome label of a tune event. */
+export function outcomeOf(event: TuneEvent): TunerOutcome {
+  return event === 'updated' ? 'accepted' : event;
+}
+
 // ---------------------------------------------------------------------------------------
 // Stored state: JSON in the leader's data, one field per pod.
 
-export const TUNER_STATE_VERSION = 1;
+export const TUNER_STATE_VERSION = 2;
 
 export interface StoredPodTuner {
   version: number;
@@ -166,11 +206,21 @@ function validFilter(f: unknown): f is FilterState {
   );
 }
 
-function validObservation(o: unknown): o is PeriodObservation {
-  if (!o || typeof o !== 'object') return false;
-  const s = o as Record<string, unknown>;
-  return ['rate', 'meanTtftMs', 'meanItlMs', 'meanInputTokens', 'meanOutputTokens'].every((k) =>
-    isNumber(s[k]),
+function validCounts(c: unknown): c is Record<TunerOutcome, number> {
+  if (!c || typeof c !== 'object') return false;
+  return TUNER_OUTCOMES.every((o) => isNumber((c as Record<string, unknown>)[o]));
+}
+
+function validHistory(h: unknown): h is OutcomeRecord[] {
+  return (
+    Array.isArray(h) &&
+    h.every(
+      (r) =>
+        r &&
+        typeof r === 'object' &&
+        isNumber(r.at) &&
+        (TUNER_OUTCOMES as readonly unknown[]).includes(r.outcome),
+    )
   );
 }
 
@@ -193,9 +243,10 @@ export function decodePodTuner(text: string | null): { state: PodTunerState; pro
   if (
     !s ||
     !(s.filter === null || validFilter(s.filter)) ||
-    !(s.candidate === null || validObservation(s.candidate)) ||
-    !isNumber(s.waited) ||
-    !isNumber(s.resets)
+    typeof s.restarted !== 'boolean' ||
+    !isNumber(s.resets) ||
+    !validCounts(s.counts) ||
+    !validHistory(s.history)
   ) {
     return fresh('stored tuner state has missing or bad fields');
   }
@@ -237,6 +288,9 @@ export interface PodReport extends Partial<PodCapacity> {
   updates: number;
   rejected: number;
   resets: number;
+  /** Periods per outcome, and the last ones not taken with their reasons. */
+  counts: Record<TunerOutcome, number>;
+  history: OutcomeRecord[];
   observedRate: number;
   observation: PeriodObservation | null;
 }
@@ -282,7 +336,7 @@ export function capacityReport(
     const t = tuning(model);
     const sized = list.flatMap((p) => {
       const f = p.state.filter;
-      const obs = p.observation ?? p.state.candidate;
+      const obs = p.observation;
       if (!f || !obs) return [];
       const params: PodParams = { alpha: f.x[0], beta: f.x[1], gamma: f.x[2] };
       const workload: Workload = toWorkload(obs, t.maxBatch, t.maxQueue);
@@ -329,6 +383,8 @@ export function capacityReport(
         updates: f?.updates ?? 0,
         rejected: f?.rejected ?? 0,
         resets: p.state.resets,
+        counts: p.state.counts,
+        history: p.state.history,
         observedRate: p.rate,
         observation: p.observation,
         ...(capacity ?? {}),
