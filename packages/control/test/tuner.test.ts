@@ -27,6 +27,7 @@ import {
   serviceRate,
   type Workload,
 } from '../src/tuner/queueing-model.js';
+import { rescaled } from '../src/tuner/tuner.js';
 
 const truth: PodParams = { alpha: 8, beta: 0.05, gamma: 0.0001 };
 const workload: Workload = { inputTokens: 512, outputTokens: 64, maxBatch: 64, maxQueue: 100 };
@@ -380,5 +381,31 @@ describe('EKF tuner', () => {
     for (const bad of [0, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
       expect(bootstrap(obs, bad)).toEqual(bootstrap(obs));
     }
+  });
+});
+
+describe('rescaled (a restarted pod)', () => {
+  const old = { alpha: 12, beta: 0.08, gamma: 0.0004 };
+  const w: Workload = { inputTokens: 170, outputTokens: 71, maxBatch: 32, maxQueue: 100 };
+  const occupancy = chainOccupancy(old, w, 10);
+  const observe = (truth: typeof old) => {
+    const l = latencies(truth, w, occupancy, 15);
+    return { ttftMs: l.ttftMs, itlMs: l.itlMs, rate: 10, workload: w, occupancy, queueMs: 15 };
+  };
+  it.each([
+    ['2x slower', { alpha: 24, beta: 0.16, gamma: 0.0008 }, 2],
+    ['1.5x faster', { alpha: 8, beta: 0.08 / 1.5, gamma: 0.0004 / 1.5 }, 1 / 1.5],
+    ['unchanged', old, 1],
+  ])('takes the old parameters x one factor when that explains the period: %s', (_, truth, s) => {
+    const r = rescaled(old, observe(truth))!;
+    expect(r.alpha / old.alpha).toBeCloseTo(s, 6);
+    expect(r.beta / old.beta).toBeCloseTo(s, 6);
+    expect(r.gamma / old.gamma).toBeCloseTo(s, 6);
+  });
+  it.each([
+    ['only alpha doubled', { ...old, alpha: 24 }],
+    ['only beta doubled', { ...old, beta: 0.16 }],
+  ])('refuses a change of shape: %s', (_, truth) => {
+    expect(rescaled(old, observe(truth))).toBeNull();
   });
 });

@@ -10,7 +10,9 @@ import {
   bootstrap,
   type FilterState,
   initialState,
+  MEASUREMENT_NOISE,
   type Observation,
+  predict,
   relativeStd,
   type UpdateResult,
   update,
@@ -109,6 +111,29 @@ export function filterObservation(obs: PeriodObservation, settings: PodTunerSett
   };
 }
 
+/**
+ * `params` x s with s fitted to the observation, when that one factor explains both TTFT and
+ * ITL within the observation's noise; null otherwise. The model's ITL and its TTFT beyond the
+ * queue are homogeneous of degree 1 in the parameters, so each gives s directly.
+ */
+export function rescaled(params: PodParams, obs: Observation): PodParams | null {
+  const l = predict(params, obs);
+  const queue = obs.queueMs ?? l.queueMs;
+  const byItl = obs.itlMs / l.itlMs;
+  const byTtft = (obs.ttftMs - queue) / (l.ttftMs - l.queueMs);
+  if (!(byItl > 0 && byTtft > 0) || !Number.isFinite(byItl) || !Number.isFinite(byTtft)) {
+    return null;
+  }
+  const [noiseTtft, noiseItl] = obs.noise ?? [MEASUREMENT_NOISE, MEASUREMENT_NOISE];
+  // The two factors differ by the errors of both measurements (TTFT's relative error grows
+  // by TTFT / (TTFT - queue) once the queue is taken off).
+  const ttftShare = obs.ttftMs / Math.max(1e-9, obs.ttftMs - queue);
+  const spread = Math.hypot(noiseTtft * ttftShare, noiseItl);
+  if (Math.abs(Math.log(byItl / byTtft)) > 2 * spread) return null;
+  const s = Math.sqrt(byItl * byTtft);
+  return { alpha: params.alpha * s, beta: params.beta * s, gamma: params.gamma * s };
+}
+
 /** One period of one pod with an observation. */
 export function tunePod(
   state: PodTunerState,
@@ -123,10 +148,15 @@ export function tunePod(
   }
   if (state.restarted) {
     // The pod restarted, perhaps with other flags or on other hardware: a new filter from
-    // this period, shaped like the old one (its gamma / beta). Trying the old estimate first
-    // was worse: a 2x slower pod can pass the gate by a 10x gamma.
+    // this period. Trying the old estimate first was worse: a 2x slower pod can pass the gate
+    // by a 10x gamma. When the old parameters scaled by one factor explain this period within
+    // its noise, they are the start (the same pod, faster or slower); else the bootstrap,
+    // shaped like the old filter (its gamma / beta).
+    const old = state.filter.x;
+    const scaled = rescaled({ alpha: old[0], beta: old[1], gamma: old[2] }, observation);
+    const filter = scaled ? initialState(scaled) : fresh();
     return {
-      state: { ...state, filter: fresh(), restarted: false, resets: state.resets + 1 },
+      state: { ...state, filter, restarted: false, resets: state.resets + 1 },
       event: 'reset',
     };
   }
