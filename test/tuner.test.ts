@@ -68,7 +68,15 @@ interface Report {
       updates: number;
       rejected: number;
       capacity_rps: number | null;
-      observation: { rate: number; ttft_ms: number; itl_ms: number } | null;
+      counts: Record<'accepted' | 'rejected' | 'reset' | 'bootstrapped' | 'no_observation', number>;
+      observation: {
+        rate: number;
+        ttft_ms: number;
+        itl_ms: number;
+        queue_ms: number | null;
+        mean_batch: number | null;
+        noise: number[] | null;
+      } | null;
     }
   >;
   models: Record<string, { total_rate: number; desired_pods: number | null }>;
@@ -183,6 +191,13 @@ describe('capacity tuner against fairgate-sim', () => {
         Math.abs(errors[0]!) <= 0.1 && Math.abs(errors[1]!) <= 0.15 && Math.abs(errors[2]!) <= 0.15;
       console.log(`${name}: accuracy bounds (10/15/15%) ${withinBounds ? 'met' : 'not met'}`);
       expect(pod.updates).toBeGreaterThanOrEqual(2);
+      // The observation was conditioned on what the leader measured: the pod's occupancy from
+      // its gauge samples, its own queue time and the period's noise from its histograms.
+      expect(pod.observation?.mean_batch).toBeGreaterThan(0);
+      expect(pod.observation?.queue_ms).toBeGreaterThan(0);
+      expect(pod.observation?.noise).toHaveLength(2);
+      expect(pod.counts.bootstrapped).toBe(1);
+      expect(pod.counts.accepted).toBeGreaterThanOrEqual(pod.updates);
       expect(Math.abs(errors[0]!)).toBeLessThanOrEqual(0.3);
       expect(Math.abs(errors[1]!)).toBeLessThanOrEqual(0.2);
       expect(pod.gamma_ms! / TRUTH.gamma).toBeGreaterThan(0.1);

@@ -40,15 +40,16 @@ import {
   TUNER_TARGETS,
   tunerPhases,
 } from '@fairgate/testkit';
-import { Engine, type SequenceListener } from '@fairgate/vllm-sim';
 import { TRAFFIC_SHAPES, type TrafficShape } from './tuner-study/shapes.js';
+import { simulatePodTraffic } from './tuner-study/simulate.js';
 import { studyShape, studySlowdown } from './tuner-study/study.js';
 
 /**
- * One pod through the phases, one phase per period of `periodS`; returns each period's
- * observation as the leader makes it (`observePeriod` over the counters the sim's /metrics
- * would show at the period's start and end; null when it had fewer than `minRequests`
- * first tokens).
+ * One pod through the phases, one phase per period of `periodS`, open loop (no gateway in
+ * front), as tuner-study/simulate.ts runs it: the leader's gauge samples, queue time and
+ * histogram buckets included. Returns each period's observation as the leader makes it
+ * (null when it had fewer than `minRequests` first tokens); lengths uniform within +-50%
+ * of the phase's means.
  */
 export function simulatePod(
   truth: PodParams,
@@ -57,100 +58,15 @@ export function simulatePod(
   rng: Rng,
   minRequests = 10,
 ): (PeriodObservation | null)[] {
-  const periodMs = periodS * 1_000;
-  // Cumulative, as scraped: latency sums in seconds, as vLLM's histograms keep them.
-  const counters: PodCounters = {
-    atMs: 0,
-    ttft: { sum: 0, count: 0 },
-    itl: { sum: 0, count: 0 },
-    promptTokens: 0,
-    generationTokens: 0,
-    requestSuccess: 0,
-    requestGenerationTokens: { sum: 0, count: 0 },
-  };
-  const scrapes: PodCounters[] = [];
-  /** The counters as a scrape at `atMs` (every period boundary up to it) would read them. */
-  const scrapeUpTo = (atMs: number) => {
-    while (scrapes.length * periodMs <= atMs && scrapes.length <= phases.length) {
-      scrapes.push(structuredClone({ ...counters, atMs: scrapes.length * periodMs }));
-    }
-  };
-  const periodOf = (t: number) => Math.min(phases.length - 1, Math.floor(t / periodMs));
-  const engine = new Engine(
-    {
-      alphaMs: truth.alpha,
-      betaMs: truth.beta,
-      gammaMs: truth.gamma,
-      maxNumSeqs: MAX_BATCH,
-      maxWaiting: 100_000,
-      blockSize: 16,
-      kvBlocks: 1_000_000,
-    },
-    {
-      onToken(seq, now, previousTokenMs) {
-        scrapeUpTo(now);
-        counters.generationTokens! += 1;
-        if (previousTokenMs === null) {
-          counters.ttft!.count++;
-          counters.ttft!.sum += (now - seq.arrivalMs) / 1_000;
-          counters.promptTokens! += seq.spec.promptTokens;
-        } else {
-          counters.itl!.count++;
-          counters.itl!.sum += (now - previousTokenMs) / 1_000;
-        }
-      },
-      onFinish(seq, now) {
-        scrapeUpTo(now);
-        counters.requestSuccess! += 1;
-        counters.requestGenerationTokens!.count++;
-        counters.requestGenerationTokens!.sum += seq.generated;
-      },
-    },
+  const spread = (mean: number): [number, number] => [mean * 0.5, mean * 1.5];
+  const run = simulatePodTraffic(
+    { truth, maxBatch: MAX_BATCH },
+    phases.map((p) => ({ rate: p.rate, input: spread(p.input), output: spread(p.output) })),
+    periodS,
+    rng,
   );
-  const listener: SequenceListener = { onToken() {}, onFinish() {} };
-  const endMs = phases.length * periodMs;
-  // Poisson arrivals at each period's rate; a draw past a period boundary is redrawn from
-  // the boundary at the next period's rate (memoryless, so that is exact).
-  const nextArrivalAfter = (from: number): number => {
-    let at = from;
-    for (;;) {
-      const next = at + (-Math.log(1 - rng.next()) / phases[periodOf(at)]!.rate) * 1_000;
-      const boundary = (Math.floor(at / periodMs) + 1) * periodMs;
-      if (next <= boundary || boundary >= endMs) return next;
-      at = boundary;
-    }
-  };
-  const spread = () => 0.5 + rng.next();
-  let nextArrival = nextArrivalAfter(0);
-  let id = 0;
-  for (;;) {
-    const iterationEnd = engine.inFlight?.endMs ?? Number.POSITIVE_INFINITY;
-    if (nextArrival < endMs && nextArrival <= iterationEnd) {
-      const now = nextArrival;
-      const phase = phases[periodOf(now)]!;
-      engine.submit(
-        {
-          id: String(id++),
-          promptTokens: Math.max(1, Math.round(phase.input * spread())),
-          promptBlockHashes: [],
-          outputTokens: Math.max(2, Math.round(phase.output * spread())),
-          finishReason: 'length',
-        },
-        listener,
-        now,
-      );
-      nextArrival = nextArrivalAfter(now);
-      if (!engine.inFlight) engine.beginIteration(now);
-    } else if (iterationEnd < endMs) {
-      engine.completeIteration(iterationEnd);
-      engine.beginIteration(iterationEnd);
-    } else {
-      break;
-    }
-  }
-  scrapeUpTo(endMs);
   return phases.map(
-    (_, k) => observePeriod(scrapes[k]!, scrapes[k + 1]!, { minRequests }).observation,
+    (_, k) => observePeriod(run.snapshots[k]!, run.snapshots[k + 1]!, { minRequests }).observation,
   );
 }
 

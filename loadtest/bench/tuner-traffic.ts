@@ -375,7 +375,7 @@ async function runShape(shape: TrafficShape) {
       `SUMMARY ${shape} seed ${SEED} ${name}: alpha ${pct(eAlpha)} beta ${pct(eBeta)} gamma ${pct(eGamma)}; ` +
         `lambda* gateway ${gatewayLambda.toFixed(2)} (${pct(eGatewayLambda)}), learned@mean-mix ${ownLambda.toFixed(2)} ` +
         `(${pct(eOwnLambda)}) vs truth ${podLambda.toFixed(2)}/s; taken ${taken}/${observed} ` +
-        `(${(takenShare * 100).toFixed(0)}%, updated ${updated}, bootstrapped ${boots}, waiting ${events.filter((e) => e === 'waiting').length}); ` +
+        `(${(takenShare * 100).toFixed(0)}%, updated ${updated}, bootstrapped ${boots}); ` +
         `events ${events.map((e) => e ?? '-').join(',')}${countsText}`,
     );
     const ok =

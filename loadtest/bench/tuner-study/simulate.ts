@@ -223,12 +223,7 @@ export function simulatePodTraffic(
         }
       }
     } else if (now === nextScrape) {
-      addGaugeSample(counters.gauges!, {
-        running: engine.numRunning,
-        waiting: engine.numWaiting,
-        ttftCount: counters.ttft!.count,
-        itlCount: counters.itl!.count,
-      });
+      addGaugeSample(counters.gauges!, engine.numRunning, engine.numWaiting);
       nextScrape += scrapeMs;
     } else if (now === transit) {
       reachPod(now, inTransit.shift()!.period);

@@ -91,12 +91,7 @@ export class PodScraper {
           const sums = this.#gauges.get(pod.name) ?? emptyGaugeSums();
           this.#gauges.set(pod.name, sums);
           if (parsed.running !== null) {
-            addGaugeSample(sums, {
-              running: parsed.running,
-              waiting: parsed.waiting ?? 0,
-              ttftCount: parsed.ttft?.count ?? null,
-              itlCount: parsed.itl?.count ?? null,
-            });
+            addGaugeSample(sums, parsed.running, parsed.waiting ?? 0);
           }
           const scrape: PodScrape = {
             pod: pod.name,

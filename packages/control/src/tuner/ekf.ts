@@ -16,7 +16,6 @@ import {
   marginalWork,
   type Occupancy,
   type PodParams,
-  prefillMs,
   type Workload,
 } from './queueing-model.js';
 
@@ -173,8 +172,7 @@ export function bootstrap(obs: Observation, gammaRatio = BOOTSTRAP_GAMMA_RATIO):
     // The companions a token sees, as the current parameters weigh the batch distribution.
     const delta = marginalWork(params, w);
     const companions = delta > 0 ? Math.max(0, (l.decodeIterationMs - params.alpha) / delta) : 0;
-    const arrivalBatch = Math.max(0, (l.ttftMs - l.queueMs - prefillMs(params, w, 0)) / delta);
-    const ttftCoef = arrivalBatch * d + (1 + r) * i;
+    const ttftCoef = l.meanBatch * d + (1 + r) * i;
     const itlCoef = companions * d + 1 + r * (i + o / 2);
     const beta = (obs.ttftMs - l.queueMs - obs.itlMs) / (ttftCoef - itlCoef);
     const alpha = obs.itlMs - beta * itlCoef;
@@ -241,13 +239,9 @@ function validObservation(obs: Observation): boolean {
     (obs.queueMs === undefined ||
       (Number.isFinite(obs.queueMs) && obs.queueMs >= 0 && obs.queueMs < obs.ttftMs)) &&
     (obs.occupancy === undefined ||
-      [
-        ...obs.occupancy.batch,
-        ...(obs.occupancy.arrivals ?? []),
-        ...(obs.occupancy.tokens ?? []),
-        obs.occupancy.meanQueue,
-        obs.occupancy.throughput,
-      ].every((v) => Number.isFinite(v) && v >= 0))
+      [...obs.occupancy.batch, obs.occupancy.meanQueue, obs.occupancy.throughput].every(
+        (v) => Number.isFinite(v) && v >= 0,
+      ))
   );
 }
 

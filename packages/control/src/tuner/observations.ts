@@ -42,67 +42,29 @@ export interface PodCounters {
 /**
  * Cumulative counts over the leader's samples (every scrape.interval_ms) of a pod's
  * vllm:num_requests_running and vllm:num_requests_waiting gauges, like a counter: a period's
- * difference is its occupancy, which the gateway's queue cannot distort. Besides the time
- * spent at each batch size, the first tokens and the later tokens of each interval between
- * samples are counted at the batch size the interval ended with: who saw which batch, which
- * a time average misses when the load changes within the period (a backlog that drains at
- * its start is many first tokens at a full batch, then a quiet pod).
+ * difference is its occupancy (the time spent at each batch size), which the gateway's
+ * queue cannot distort. (Counting each interval's tokens at the batch size it ended with
+ * was tried: at 100 ms against iterations of 10-30 ms it misattributes, and biased gamma.)
  */
 export interface GaugeSums {
   samples: number;
   /** running[b]: samples that read b requests running. */
   running: number[];
-  /** firstTokens[b], tokens[b]: TTFT and inter-token samples of intervals ending at b. */
-  firstTokens: number[];
-  tokens: number[];
   /** Sum of the waiting gauge over the samples. */
   waiting: number;
-  /** The TTFT and ITL histogram counts at the last sample (for the next interval). */
-  lastTtftCount: number | null;
-  lastItlCount: number | null;
 }
 
 export function emptyGaugeSums(): GaugeSums {
-  return {
-    samples: 0,
-    running: [],
-    firstTokens: [],
-    tokens: [],
-    waiting: 0,
-    lastTtftCount: null,
-    lastItlCount: null,
-  };
+  return { samples: 0, running: [], waiting: 0 };
 }
 
-function addAt(counts: number[], b: number, value: number): void {
-  while (counts.length <= b) counts.push(0);
-  counts[b]! += value;
-}
-
-/**
- * Adds one sample of the gauges to `sums` (in place), with the pod's cumulative TTFT and ITL
- * sample counts at the same scrape (null when the pod does not report them). A count that went
- * down (a restart) gives that interval no tokens.
- */
-export function addGaugeSample(
-  sums: GaugeSums,
-  sample: {
-    running: number;
-    waiting: number;
-    ttftCount: number | null;
-    itlCount: number | null;
-  },
-): GaugeSums {
-  const b = Math.max(0, Math.round(sample.running));
+/** Adds one sample of the gauges to `sums` (in place). */
+export function addGaugeSample(sums: GaugeSums, running: number, waiting: number): GaugeSums {
+  const b = Math.max(0, Math.round(running));
+  while (sums.running.length <= b) sums.running.push(0);
   sums.samples += 1;
-  addAt(sums.running, b, 1);
-  sums.waiting += Math.max(0, sample.waiting);
-  const interval = (count: number | null, last: number | null) =>
-    count !== null && last !== null && count >= last ? count - last : 0;
-  addAt(sums.firstTokens, b, interval(sample.ttftCount, sums.lastTtftCount));
-  addAt(sums.tokens, b, interval(sample.itlCount, sums.lastItlCount));
-  sums.lastTtftCount = sample.ttftCount;
-  sums.lastItlCount = sample.itlCount;
+  sums.running[b]! += 1;
+  sums.waiting += Math.max(0, waiting);
   return sums;
 }
 
@@ -242,18 +204,10 @@ function occupancyOf(
   if (!next) return undefined;
   const samples = next.samples - (prev?.samples ?? 0);
   if (!(samples >= MIN_GAUGE_SAMPLES)) return undefined;
-  const time = distribution(next.running, prev?.running);
+  const batch = distribution(next.running, prev?.running);
   const meanQueue = (next.waiting - (prev?.waiting ?? 0)) / samples;
-  if (!time || !(Number.isFinite(meanQueue) && meanQueue >= 0)) return undefined;
-  const arrivals = distribution(next.firstTokens, prev?.firstTokens);
-  const tokens = distribution(next.tokens, prev?.tokens);
-  return {
-    batch: time,
-    ...(arrivals ? { arrivals } : {}),
-    ...(tokens ? { tokens } : {}),
-    meanQueue,
-    throughput,
-  };
+  if (!batch || !(Number.isFinite(meanQueue) && meanQueue >= 0)) return undefined;
+  return { batch, meanQueue, throughput };
 }
 
 /**

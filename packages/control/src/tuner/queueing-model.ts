@@ -132,32 +132,17 @@ export function residualMs(p: PodParams, w: Workload, meanBatch: number, busy: n
 export interface Occupancy {
   /** batch[b]: the fraction of time with b requests in the batch (sums to 1). */
   batch: readonly number[];
-  /**
-   * arrivals[b]: the fraction of first tokens that came while b requests ran. Absent: the
-   * time fractions (Poisson arrivals see time averages).
-   */
-  arrivals?: readonly number[] | undefined;
-  /**
-   * tokens[b]: the fraction of later tokens that came while b requests ran. Absent: from the
-   * time fractions, an iteration of b requests giving b tokens in decode(b - 1).
-   */
-  tokens?: readonly number[] | undefined;
   /** Time-average requests waiting for a seat, E[max(0, k - N)]. */
   meanQueue: number;
   /** Requests started per second. */
   throughput: number;
 }
 
-/** The mean of a distribution over batch sizes. */
-function meanOf(distribution: readonly number[]): number {
-  let mean = 0;
-  for (let b = 1; b < distribution.length; b++) mean += b * distribution[b]!;
-  return mean;
-}
-
 /** Time-average requests in the batch. */
 export function meanBatchOf(o: Occupancy): number {
-  return meanOf(o.batch);
+  let mean = 0;
+  for (let b = 1; b < o.batch.length; b++) mean += b * o.batch[b]!;
+  return mean;
 }
 
 export interface Latencies {
@@ -177,20 +162,13 @@ export interface Latencies {
 }
 
 /**
- * Mean ITL over tokens: the token-weighted mean of decode(b - 1), measured or, from the time
- * fractions, as follows. An iteration of b requests lasts decode(b - 1) and gives b tokens
+ * Mean ITL over tokens. An iteration of b requests lasts decode(b - 1) and gives b tokens
  * that gap; iterations in state b happen at rate batch[b] / decode(b - 1) per unit time, so
  *   ITL = sum_b batch[b] b / sum_b batch[b] b / decode(b - 1),
  * which weighs the busy moments of a period by the tokens they emit (a mean batch would
  * not: in a period whose load falls, its busy start emits the slow tokens).
  */
 function tokenMeanItl(p: PodParams, w: Workload, o: Occupancy): number {
-  if (o.tokens) {
-    // Measured: each token's gap is the iteration it came from, decode(b - 1).
-    let itl = 0;
-    for (let b = 1; b < o.tokens.length; b++) itl += o.tokens[b]! * decodeMs(p, w, b - 1);
-    return itl;
-  }
   const batch = o.batch;
   let tokens = 0;
   let iterations = 0;
@@ -206,8 +184,8 @@ function tokenMeanItl(p: PodParams, w: Workload, o: Occupancy): number {
 /**
  * The model's latencies at a given occupancy, the one definition the filter and sizing share:
  *   queueMs = measured queue time, else waitMs + residualMs
- *   ttftMs  = queueMs + prefill(mean batch an arrival sees; Poisson: the time average)
- *   itlMs   = the token mean of decode(b - 1)
+ *   ttftMs  = queueMs + prefill(n_bar)     (an arrival sees the time-average batch)
+ *   itlMs   = the token mean of decode(b - 1) over the batch distribution
  */
 export function latencies(p: PodParams, w: Workload, o: Occupancy, queueMs?: number): Latencies {
   const meanBatch = meanBatchOf(o);
@@ -216,12 +194,11 @@ export function latencies(p: PodParams, w: Workload, o: Occupancy, queueMs?: num
   const residual = residualMs(p, w, meanBatch, busy);
   const queue = queueMs ?? waitMs + residual;
   const itlMs = tokenMeanItl(p, w, o);
-  const arrivalBatch = o.arrivals ? meanOf(o.arrivals) : meanBatch;
   return {
     waitMs,
     residualMs: residual,
     queueMs: queue,
-    ttftMs: queue + prefillMs(p, w, arrivalBatch),
+    ttftMs: queue + prefillMs(p, w, meanBatch),
     itlMs,
     iterationMs: iterationMs(p, w, meanBatch),
     decodeIterationMs: itlMs - (decodeMs(p, w, 0) - p.alpha),

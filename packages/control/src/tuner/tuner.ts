@@ -113,10 +113,13 @@ export function filterObservation(obs: PeriodObservation, settings: PodTunerSett
 
 /**
  * `params` x s with s fitted to the observation, when that one factor explains both TTFT and
- * ITL within the observation's noise; null otherwise. The model's ITL and its TTFT beyond the
- * queue are homogeneous of degree 1 in the parameters, so each gives s directly.
+ * ITL within the observation's noise; null otherwise, and without a measured occupancy. At a
+ * measured occupancy the model's ITL and its TTFT beyond the queue are homogeneous of degree 1
+ * in the parameters, so each gives s directly.
  */
 export function rescaled(params: PodParams, obs: Observation): PodParams | null {
+  // At the chain's occupancy (no gauge samples) the scaling does not hold: the chain moves.
+  if (!obs.occupancy) return null;
   const l = predict(params, obs);
   const queue = obs.queueMs ?? l.queueMs;
   const byItl = obs.itlMs / l.itlMs;

@@ -1,3 +1,0 @@
-import { studySlowdown } from './study.js';
-
-console.log(studySlowdown('below', Number(process.argv[2] ?? 10)));
