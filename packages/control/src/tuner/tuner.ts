@@ -117,7 +117,10 @@ export function filterObservation(obs: PeriodObservation, settings: PodTunerSett
  * measured occupancy the model's ITL and its TTFT beyond the queue are homogeneous of degree 1
  * in the parameters, so each gives s directly.
  */
-export function rescaled(params: PodParams, obs: Observation): PodParams | null {
+export function rescaled(
+  params: PodParams,
+  obs: Observation,
+): { factor: number; logStd: number } | null {
   // At the chain's occupancy (no gauge samples) the scaling does not hold: the chain moves.
   if (!obs.occupancy) return null;
   const l = predict(params, obs);
@@ -133,8 +136,23 @@ export function rescaled(params: PodParams, obs: Observation): PodParams | null 
   const ttftShare = obs.ttftMs / Math.max(1e-9, obs.ttftMs - queue);
   const spread = Math.hypot(noiseTtft * ttftShare, noiseItl);
   if (Math.abs(Math.log(byItl / byTtft)) > 2 * spread) return null;
-  const s = Math.sqrt(byItl * byTtft);
-  return { alpha: params.alpha * s, beta: params.beta * s, gamma: params.gamma * s };
+  return { factor: Math.sqrt(byItl * byTtft), logStd: spread / 2 };
+}
+
+/** Floor of the scale's log std in a rescaled filter (one period's estimate of it). */
+export const RESCALE_LOG_STD = 0.05;
+
+/**
+ * The old filter moved by one factor: x s, and its covariance (of ln x, so unchanged by the
+ * scale) plus the scale's own uncertainty along (1, 1, 1). What the old filter knew about
+ * the pod's shape stays: a run of saturated periods after the restart cannot trade alpha
+ * against gamma (a fresh covariance let them drift 10-14% in alpha).
+ */
+function rescaledFilter(old: FilterState, scale: { factor: number; logStd: number }) {
+  const x = old.x.map((v) => v * scale.factor) as [number, number, number];
+  const v = Math.max(RESCALE_LOG_STD, scale.logStd) ** 2;
+  const fresh = initialState({ alpha: x[0], beta: x[1], gamma: x[2] });
+  return { ...fresh, P: old.P.map((row) => row.map((p) => p + v)) };
 }
 
 /** One period of one pod with an observation. */
@@ -155,9 +173,9 @@ export function tunePod(
     // by a 10x gamma. When the old parameters scaled by one factor explain this period within
     // its noise, they are the start (the same pod, faster or slower); else the bootstrap,
     // shaped like the old filter (its gamma / beta).
-    const old = state.filter.x;
-    const scaled = rescaled({ alpha: old[0], beta: old[1], gamma: old[2] }, observation);
-    const filter = scaled ? initialState(scaled) : fresh();
+    const old = state.filter;
+    const scale = rescaled({ alpha: old.x[0], beta: old.x[1], gamma: old.x[2] }, observation);
+    const filter = scale ? rescaledFilter(old, scale) : fresh();
     return {
       state: { ...state, filter, restarted: false, resets: state.resets + 1 },
       event: 'reset',
