@@ -50,7 +50,10 @@ describe('local_share during a Redis outage (3 replicas, budget 30)', () => {
 
   it('keeps the pods within the budget plus the bound, and the weights per replica', async () => {
     const urls = pool.gateways.map((g) => g.url);
-    const perTenant = { urls, concurrency: 12 * REPLICAS, maxMs: 40_000, requestTimeoutMs: 12_000 };
+    // 24 clients per tenant and replica against a share of 10: both tenants stay backlogged even
+    // when a loaded machine slows the clients' turnaround (with 12, paying's queue ran dry in
+    // CI and its share fell to 0.58: DRR then rightly gave the slack to free).
+    const perTenant = { urls, concurrency: 24 * REPLICAS, maxMs: 40_000, requestTimeoutMs: 12_000 };
     const paying = steadyLoad({ ...perTenant, apiKey: TEST_KEYS.paying });
     const free = steadyLoad({ ...perTenant, apiKey: TEST_KEYS.free });
     try {
