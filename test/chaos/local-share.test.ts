@@ -32,7 +32,11 @@ describe('local_share during a Redis outage (3 replicas, budget 30)', () => {
   beforeAll(async () => {
     pool = await startPool({
       replicas: REPLICAS,
-      sims: [{ 'alpha-ms': 20 }, { 'alpha-ms': 20 }],
+      // 60 ms iterations (~240 ms a request): the pods, not the clients, set the pace, so both
+      // tenants stay backlogged when a loaded machine slows the clients' turnaround. At 20 ms
+      // the clients could not keep paying's queue full in CI (its share fell to 0.56-0.58,
+      // DRR rightly giving the slack to free).
+      sims: [{ 'alpha-ms': 60 }, { 'alpha-ms': 60 }],
       budget: BUDGET,
       tenants: [
         { id: 'paying', api_key_sha256: [sha256Hex(TEST_KEYS.paying)], weight: 2, queue_max: 200 },
@@ -50,10 +54,7 @@ describe('local_share during a Redis outage (3 replicas, budget 30)', () => {
 
   it('keeps the pods within the budget plus the bound, and the weights per replica', async () => {
     const urls = pool.gateways.map((g) => g.url);
-    // 24 clients per tenant and replica against a share of 10: both tenants stay backlogged even
-    // when a loaded machine slows the clients' turnaround (with 12, paying's queue ran dry in
-    // CI and its share fell to 0.58: DRR then rightly gave the slack to free).
-    const perTenant = { urls, concurrency: 24 * REPLICAS, maxMs: 40_000, requestTimeoutMs: 12_000 };
+    const perTenant = { urls, concurrency: 12 * REPLICAS, maxMs: 40_000, requestTimeoutMs: 12_000 };
     const paying = steadyLoad({ ...perTenant, apiKey: TEST_KEYS.paying });
     const free = steadyLoad({ ...perTenant, apiKey: TEST_KEYS.free });
     try {
