@@ -70,8 +70,9 @@ describe('tuner harness, traffic shapes', () => {
     'learns alpha, beta and lambda* on %s traffic',
     { timeout: 120_000 },
     (shape) => {
+      // One seed, both pods (CPU time: this file runs beside timing-sensitive suites in CI).
       let within = 0;
-      for (let seed = 1; seed <= 2; seed++) {
+      for (let seed = 1; seed <= 1; seed++) {
         for (let pod = 0; pod < 2; pod++) {
           const o = runPod(shape, seed, pod);
           // At least 80% of the periods with an observation are taken by the filter.
@@ -86,7 +87,7 @@ describe('tuner harness, traffic shapes', () => {
           }
         }
       }
-      expect(within).toBeGreaterThanOrEqual(3);
+      expect(within).toBe(2);
     },
   );
 
