@@ -1,5 +1,5 @@
 import { parseConfig } from '@fairgate/config';
-import { emptyGaugeSums } from '@fairgate/control';
+import { emptyGaugeSums, TUNER_OUTCOMES } from '@fairgate/control';
 import { type Fence, LocalScheduler } from '@fairgate/scheduler';
 import { createGatewayMetrics, type GatewayMetrics } from '@fairgate/telemetry';
 import { sha256Hex } from '@fairgate/testkit';
@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { configGaugeValues } from '../../apps/gateway/src/control/control-plane.js';
 import { PodScraper } from '../../apps/gateway/src/control/pod-scraper.js';
 import { PoolGauges } from '../../apps/gateway/src/control/pool-gauges.js';
-import { TUNER_RESULTS, TunerLoop } from '../../apps/gateway/src/control/tuner-loop.js';
+import { TunerLoop } from '../../apps/gateway/src/control/tuner-loop.js';
 import { OutageMonitor, SchedulerUnavailable } from '../../apps/gateway/src/redis-outage.js';
 import { resilientScheduler } from '../../apps/gateway/src/resilient-scheduler.js';
 
@@ -236,7 +236,7 @@ describe('operations metrics', () => {
     const fence: Fence = { replica: 'r1', epoch: lease.epoch };
     tuner.lead(fence);
     const zero = await samples(metrics, 'fairgate_tuner_updates_total');
-    expect(Object.keys(zero)).toHaveLength(2 * TUNER_RESULTS.length);
+    expect(Object.keys(zero)).toHaveLength(2 * TUNER_OUTCOMES.length);
     expect(Object.values(zero).every((v) => v === 0)).toBe(true);
     await tuner.tick(fence); // baselines only
     await tuner.tick(fence);

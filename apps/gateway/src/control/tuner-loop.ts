@@ -14,7 +14,6 @@ import {
   recordOutcome,
   skipPeriod,
   TUNER_OUTCOMES,
-  type TunerOutcome,
   tunePod,
 } from '@fairgate/control';
 import type { Fence, Scheduler } from '@fairgate/scheduler';
@@ -49,13 +48,6 @@ export interface TunerLoopOptions {
 }
 
 class PeriodDropped extends Error {}
-
-/**
- * fairgate_tuner_updates_total's results: a filter event (updated is `accepted`), or
- * no_observation (too few requests, a counter reset, metrics missing, no fresh scrape).
- */
-export const TUNER_RESULTS = TUNER_OUTCOMES;
-export type TunerResult = TunerOutcome;
 
 function countersOf(scrape: PodScrape): PodCounters {
   const m = scrape.metrics;
@@ -118,7 +110,7 @@ export class TunerLoop {
     this.#period = 0;
     // Every series from 0, so increase() sees a pod's first rejection.
     for (const pod of this.options.config().pods) {
-      for (const result of TUNER_RESULTS) {
+      for (const result of TUNER_OUTCOMES) {
         this.options.metrics.tunerUpdates.inc({ pod: pod.name, result }, 0);
       }
     }
