@@ -4,23 +4,35 @@
  *   npm run bench:overhead -w @fairgate/loadtest
  *
  * A zero-latency sim (alpha = beta = gamma = 0) on loopback, reached directly
- * (the baseline) and through one gateway replica with Redis (and one with the
- * embedded scheduler), non-streaming chat completions of 1 token, at
- * concurrency 1 and 16. Prints p50/p99 latency, req/s, the added latency and
- * the throughput ratio, all measured in the same round, plus the CPU time each
- * process spent per request (Linux /proc), which is far less sensitive to other
- * load on the machine than latency or req/s.
+ * (the baseline), through one gateway replica with Redis (and one with the
+ * embedded scheduler) and, when nginx is installed, through a plain nginx
+ * reverse proxy (the reference: what any proxy hop costs), at concurrency 1 and
+ * 16, for three workloads (BENCH_WORKLOADS, default all):
+ * - plain: non-streaming chat completions of 1 token;
+ * - stream16 / stream256: streaming chat completions ("stream": true,
+ *   ignore_eos) of 16 / 256 tokens, which the sim sends as 16 / 256 content
+ *   chunks (one per token, one engine iteration each; plus the role chunk and
+ *   [DONE]). The count is checked once per workload and path before measuring.
+ * Latency is to the last byte of the response. Prints p50/p99 latency, req/s,
+ * the added latency and the throughput ratio, all measured in the same round,
+ * plus the CPU time each process spent per request (Linux /proc), which is far
+ * less sensitive to other load on the machine than latency or req/s; the
+ * "proxy" column is the gateway process, or nginx's master + worker.
+ * It ends with the issue's acceptance ratios (streams vs plain through Redis,
+ * gateway vs direct) and the goals line.
  *
  * The machine this runs on is usually shared (2 cores for load client,
- * gateway, sim and Redis), so the phases run in rounds (direct, Redis,
- * embedded, per concurrency) and the summary takes the median over rounds.
- * The load client is lean on purpose (undici dispatch, no response stream per
- * request): every microsecond it spends is taken from the processes measured.
+ * gateway, sim and Redis), so the phases run in rounds (per workload and
+ * concurrency: direct, Redis, embedded, nginx) and the summary takes the median
+ * over rounds. The load client is lean on purpose (undici dispatch, no response
+ * stream per request): every microsecond it spends is taken from the processes
+ * measured.
  *
- * Each process is warmed up first (BENCH_JIT_WARMUP requests at c=16): V8
- * keeps optimizing the gateway's hot path for the first ~10,000 requests, and
- * until then a request costs ~40% more CPU than in steady state, which is
- * what a long-running gateway sees. Each phase then has its own short warm-up.
+ * Each process is warmed up first (BENCH_JIT_WARMUP requests at c=16 for
+ * plain, a quarter of that for stream16, a sixteenth for stream256): V8 keeps
+ * optimizing the gateway's hot path for the first ~10,000 requests, and until
+ * then a request costs ~40% more CPU than in steady state, which is what a
+ * long-running gateway sees. Each phase then has its own short warm-up.
  *
  * BENCH_COMPARE_WITH=<another checkout, built> adds that checkout's gateways
  * (Redis and embedded, same sim and Redis) to every round: a before/after
@@ -31,13 +43,32 @@
  * (or with BENCH_CLIENT=undici) from the in-process undici client: a C client
  * spends a fraction of the CPU per request (the Node client takes ~70 us of the
  * two cores' budget at c=16), so the processes measured get the machine, as in
- * the issue's reference figures. With wrk, phases are timed (BENCH_WRK_SECONDS,
- * default 5) rather than counted, and the client's CPU is not reported.
+ * the issue's reference figures. With wrk, phases are timed rather than
+ * counted (1 s warm-up, then BENCH_WRK_SECONDS, default 5, for plain and
+ * BENCH_STREAM_WRK_SECONDS, default 3 (at most BENCH_WRK_SECONDS), for
+ * streams), and the client's CPU is not reported. Default run time with wrk:
+ * 3 rounds x 2 concurrencies x 4 paths x (6 + 4 + 4 s) = 5.6 min, plus
+ * 1-1.5 min of start-up, JIT warm-up and wrk start-up (with 5 s stream phases the
+ * phases alone would take 7.2 min).
  *
- * Environment: BENCH_REQUESTS (per phase, default 6000), BENCH_WARMUP (per
- * phase, default 1000), BENCH_JIT_WARMUP (per process, default 12000),
+ * At zero latency the sim makes one engine iteration (one setImmediate turn)
+ * and one SSE write per token, ~45 us of its CPU per chunk on a 2-core VM: a
+ * 256-chunk stream takes it ~11 ms of CPU, so stream256 is bound by the sim
+ * (~100 req/s at c=16) and its proxy rows mostly show the sim's cost. That is
+ * in the direct baseline as well; a proxy that batches the sim's writes can
+ * even come out ahead of direct there.
+ *
+ * The nginx row: nginx on the PATH (or in /usr/sbin), one worker, unbuffered,
+ * HTTP/1.1 keep-alive (64) to the sim, everything in a temporary prefix (no
+ * root needed); it is stopped at the end and on SIGINT (bench/nginx-proxy.ts).
+ *
+ * Environment: BENCH_WORKLOADS (comma list of plain,stream16,stream256;
+ * default all), BENCH_REQUESTS (per phase, default 6000), BENCH_WARMUP (per
+ * phase, default 1000), BENCH_JIT_WARMUP (per process, default 12000); the
+ * undici client divides these counts by 4 for stream16 and 16 for stream256,
  * BENCH_ROUNDS (default 3), BENCH_TIME_LIMIT_MS (per phase, 15000),
- * BENCH_COMPARE_WITH.
+ * BENCH_WRK_SECONDS, BENCH_STREAM_WRK_SECONDS, BENCH_CLIENT (wrk|undici),
+ * BENCH_NGINX (0: no nginx row), BENCH_COMPARE_WITH.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -59,6 +90,7 @@ import {
 } from '@fairgate/testkit';
 import { Redis } from 'ioredis';
 import { type Dispatcher, Pool } from 'undici';
+import { findNginx, type NginxProxy, startNginxProxy } from './nginx-proxy.js';
 
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 1_000);
 const JIT_WARMUP = Number(process.env.BENCH_JIT_WARMUP ?? 12_000);
@@ -71,18 +103,65 @@ const CLIENT = (process.env.BENCH_CLIENT ?? (findExecutable('wrk') ? 'wrk' : 'un
   | 'wrk'
   | 'undici';
 const WRK_SECONDS = Number(process.env.BENCH_WRK_SECONDS ?? 5);
+const STREAM_WRK_SECONDS = Number(process.env.BENCH_STREAM_WRK_SECONDS ?? Math.min(3, WRK_SECONDS));
+const NGINX = process.env.BENCH_NGINX === '0' ? undefined : findNginx();
 
-const body = JSON.stringify({
-  model: 'sim-model',
-  messages: [{ role: 'user', content: 'hi' }],
-  max_tokens: 1,
-});
+/** One kind of request: its body, the content chunks it must get, its phase sizes. */
+interface Workload {
+  name: 'plain' | 'stream16' | 'stream256';
+  stream: boolean;
+  /** Tokens generated = content chunks of a stream. */
+  tokens: number;
+  body: string;
+  /** The undici client's request counts are divided by this (a request costs more). */
+  scale: number;
+  /** wrk seconds per phase. */
+  seconds: number;
+}
 
-type Path = 'direct' | 'redis' | 'embedded' | 'redis@compare' | 'embedded@compare';
+function workload(name: Workload['name'], tokens: number, scale: number): Workload {
+  const stream = name !== 'plain';
+  return {
+    name,
+    stream,
+    tokens,
+    // ignore_eos: the sim generates exactly max_tokens whatever its --output-len-mode.
+    body: JSON.stringify({
+      model: 'sim-model',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: tokens,
+      ...(stream ? { stream: true, ignore_eos: true } : {}),
+    }),
+    scale,
+    seconds: stream ? STREAM_WRK_SECONDS : WRK_SECONDS,
+  };
+}
+
+const ALL_WORKLOADS = [
+  workload('plain', 1, 1),
+  workload('stream16', 16, 4),
+  workload('stream256', 256, 16),
+];
+const WORKLOADS = (() => {
+  const wanted = (process.env.BENCH_WORKLOADS ?? 'plain,stream16,stream256')
+    .split(',')
+    .map((name) => name.trim())
+    .filter(Boolean);
+  const unknown = wanted.filter((name) => !ALL_WORKLOADS.some((w) => w.name === name));
+  if (unknown.length > 0 || wanted.length === 0) {
+    throw new Error(
+      `BENCH_WORKLOADS: expected a comma list of ${ALL_WORKLOADS.map((w) => w.name).join(',')}, got ${JSON.stringify(process.env.BENCH_WORKLOADS)}`,
+    );
+  }
+  return ALL_WORKLOADS.filter((w) => wanted.includes(w.name));
+})();
+
+type Path = 'direct' | 'redis' | 'embedded' | 'nginx' | 'redis@compare' | 'embedded@compare';
 const PATH_NAMES: Record<Path, string> = {
   direct: 'direct to sim',
   redis: 'gateway, Redis',
   embedded: 'gateway, embedded',
+  nginx: 'nginx (plain proxy)',
   'redis@compare': 'compare, Redis',
   'embedded@compare': 'compare, embedded',
 };
@@ -128,7 +207,7 @@ interface PhaseResult {
   rps: number;
   errors: number;
   /** CPU microseconds per request, per process (NaN where not measurable). */
-  cpu: { gateway: number; sim: number; redis: number; client: number };
+  cpu: { proxy: number; sim: number; redis: number; client: number };
 }
 
 /** One request; resolves with the status once the whole response has arrived. */
@@ -164,7 +243,8 @@ function cpuMicros(pid: number | undefined): number {
 }
 
 interface Pids {
-  gateway?: number;
+  /** The gateway, or nginx's master and worker (summed). */
+  proxy?: number[];
   sim: number;
   redis?: number;
 }
@@ -174,7 +254,7 @@ type ServerCpu = Omit<PhaseResult['cpu'], 'client'>;
 /** CPU microseconds used so far by each server process of a phase. */
 function serverCpu(pids: Pids): ServerCpu {
   return {
-    gateway: cpuMicros(pids.gateway),
+    proxy: pids.proxy ? pids.proxy.reduce((sum, pid) => sum + cpuMicros(pid), 0) : Number.NaN,
     sim: cpuMicros(pids.sim),
     redis: cpuMicros(pids.redis),
   };
@@ -184,26 +264,36 @@ function serverCpu(pids: Pids): ServerCpu {
 function serverCpuPerRequest(pids: Pids, before: ServerCpu, requests: number): ServerCpu {
   const now = serverCpu(pids);
   return {
-    gateway: (now.gateway - before.gateway) / requests,
+    proxy: (now.proxy - before.proxy) / requests,
     sim: (now.sim - before.sim) / requests,
     redis: (now.redis - before.redis) / requests,
   };
 }
 
-async function phase(
-  url: string,
-  concurrency: number,
-  count: number,
-  auth: boolean,
-  pids: Pids,
-): Promise<PhaseResult> {
-  const pool = new Pool(url, { connections: concurrency, pipelining: 1 });
+interface Target {
+  url: string;
+  auth: boolean;
+  pids: Pids;
+}
+
+function requestHeaders(auth: boolean): Record<string, string> {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (auth) headers.authorization = `Bearer ${TEST_KEYS.paying}`;
+  return headers;
+}
+
+async function phase(
+  target: Target,
+  body: string,
+  concurrency: number,
+  count: number,
+): Promise<PhaseResult> {
+  const { url, auth, pids } = target;
+  const pool = new Pool(url, { connections: concurrency, pipelining: 1 });
   const options: Dispatcher.DispatchOptions = {
     method: 'POST',
     path: '/v1/chat/completions',
-    headers,
+    headers: requestHeaders(auth),
     body,
   };
   const latencies: number[] = [];
@@ -246,31 +336,37 @@ function wrkMillis(text: string): number {
   return match[2] === 'us' ? value / 1_000 : match[2] === 's' ? value * 1_000 : value;
 }
 
-let wrkScript: string | undefined;
-/** The POST of this benchmark as a wrk script (headers with or without the API key). */
-function wrkScriptFile(auth: boolean): string {
-  wrkScript ??= mkdtempSync(join(tmpdir(), 'fairgate-wrk-'));
-  const file = join(wrkScript, auth ? 'auth.lua' : 'plain.lua');
+let wrkScriptDir: string | undefined;
+const wrkScripts = new Map<string, string>();
+/** A workload's POST as a wrk script (headers with or without the API key). */
+function wrkScriptFile(load: Workload, auth: boolean): string {
+  const name = `${load.name}-${auth ? 'auth' : 'plain'}.lua`;
+  const known = wrkScripts.get(name);
+  if (known) return known;
+  wrkScriptDir ??= mkdtempSync(join(tmpdir(), 'fairgate-wrk-'));
+  const file = join(wrkScriptDir, name);
   const lines = [
     'wrk.method = "POST"',
-    `wrk.body = ${JSON.stringify(body)}`,
+    `wrk.body = ${JSON.stringify(load.body)}`,
     'wrk.headers["content-type"] = "application/json"',
     ...(auth ? [`wrk.headers["authorization"] = "Bearer ${TEST_KEYS.paying}"`] : []),
   ];
   writeFileSync(file, `${lines.join('\n')}\n`);
+  wrkScripts.set(name, file);
   return file;
 }
 
 /** One timed phase driven by wrk (one thread, `concurrency` connections). */
 async function wrkPhase(
-  url: string,
+  target: Target,
+  load: Workload,
   concurrency: number,
   seconds: number,
-  auth: boolean,
-  pids: Pids,
 ): Promise<PhaseResult> {
+  const { url, auth, pids } = target;
   const before = serverCpu(pids);
-  const args = ['-t1', `-c${concurrency}`, `-d${seconds}s`, '--latency', '-s', wrkScriptFile(auth)];
+  const script = wrkScriptFile(load, auth);
+  const args = ['-t1', `-c${concurrency}`, `-d${seconds}s`, '--latency', '-s', script];
   const output = await new Promise<string>((resolvePromise, reject) => {
     const child = spawn('wrk', [...args, `${url}/v1/chat/completions`], {
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -302,18 +398,71 @@ async function wrkPhase(
   };
 }
 
-async function measure(
-  url: string,
-  concurrency: number,
-  auth: boolean,
-  pids: Pids,
-): Promise<PhaseResult> {
+async function measure(target: Target, load: Workload, concurrency: number): Promise<PhaseResult> {
   if (CLIENT === 'wrk') {
-    await wrkPhase(url, concurrency, 1, auth, pids);
-    return wrkPhase(url, concurrency, WRK_SECONDS, auth, pids);
+    await wrkPhase(target, load, concurrency, 1);
+    return wrkPhase(target, load, concurrency, load.seconds);
   }
-  await phase(url, concurrency, WARMUP, auth, pids);
-  return phase(url, concurrency, REQUESTS, auth, pids);
+  await phase(target, load.body, concurrency, Math.ceil(WARMUP / load.scale));
+  return phase(target, load.body, concurrency, Math.ceil(REQUESTS / load.scale));
+}
+
+/**
+ * One request of the workload through `target`: for a stream, the `data:` lines and how
+ * many of them carry content (the role chunk and [DONE] do not); for a plain request,
+ * usage.completion_tokens.
+ */
+async function checkResponse(
+  target: Target,
+  load: Workload,
+): Promise<{ content: number; dataLines: number }> {
+  const response = await fetch(`${target.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: requestHeaders(target.auth),
+    body: load.body,
+    signal: AbortSignal.timeout(10_000),
+  });
+  const text = await response.text();
+  if (response.status !== 200) throw new Error(`status ${response.status}: ${text.slice(0, 300)}`);
+  if (!load.stream) {
+    const json = JSON.parse(text) as { usage?: { completion_tokens?: number } };
+    return { content: json.usage?.completion_tokens ?? Number.NaN, dataLines: 0 };
+  }
+  let content = 0;
+  let dataLines = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('data:')) continue;
+    dataLines++;
+    const data = line.slice(5).trim();
+    if (data === '[DONE]') continue;
+    const chunk = JSON.parse(data) as { choices?: { delta?: { content?: string } }[] };
+    if (chunk.choices?.[0]?.delta?.content) content++;
+  }
+  return { content, dataLines };
+}
+
+/** Checks every path gives the workload's token/chunk count; returns the line to print. */
+async function verifyWorkload(
+  load: Workload,
+  paths: Path[],
+  targets: Partial<Record<Path, Target>>,
+): Promise<string> {
+  const seen: string[] = [];
+  for (const path of paths) {
+    const { content, dataLines } = await checkResponse(targets[path]!, load);
+    if (content !== load.tokens) {
+      throw new Error(
+        `${load.name} via ${PATH_NAMES[path]}: ${content} ${load.stream ? 'content chunks' : 'completion tokens'}, expected ${load.tokens}`,
+      );
+    }
+    seen.push(
+      load.stream
+        ? `${PATH_NAMES[path]} ${content} (${dataLines} data: lines)`
+        : `${PATH_NAMES[path]} ${content}`,
+    );
+  }
+  const what = load.stream ? 'content chunks' : 'completion token(s)';
+  return `${load.name}: ${what}: ${seen.join(', ')}`;
 }
 
 function median(values: number[]): number {
@@ -336,12 +485,20 @@ async function redisPid(url: string): Promise<number | undefined> {
   }
 }
 
+let nginx: NginxProxy | undefined;
+
 async function main(): Promise<void> {
   const redis = await startRedis();
   let sim: AppHandle | undefined;
   try {
     sim = await startSim({
-      args: { 'alpha-ms': 0, 'beta-ms': 0, 'gamma-ms': 0, model: 'sim-model' },
+      args: {
+        'alpha-ms': 0,
+        'beta-ms': 0,
+        'gamma-ms': 0,
+        model: 'sim-model',
+        'output-len-mode': 'max',
+      },
     });
     const pods = [{ name: 'pod-a', url: sim.url, cap: 64 }];
     // Each gateway runs in its own process (built dist/), as deployed.
@@ -354,20 +511,29 @@ async function main(): Promise<void> {
       replicaId: 'bench-embedded',
     });
     const redisServer = redis.source === 'redis-server' ? await redisPid(redis.url) : undefined;
-    const targets: Partial<Record<Path, { url: string; auth: boolean; pids: Pids }>> = {
+    const targets: Partial<Record<Path, Target>> = {
       direct: { url: sim.url, auth: false, pids: { sim: sim.pid } },
       redis: {
         url: withRedis.url,
         auth: true,
         pids: {
-          gateway: withRedis.pid,
+          proxy: [withRedis.pid],
           sim: sim.pid,
           ...(redisServer ? { redis: redisServer } : {}),
         },
       },
-      embedded: { url: embedded.url, auth: true, pids: { gateway: embedded.pid, sim: sim.pid } },
+      embedded: {
+        url: embedded.url,
+        auth: true,
+        pids: { proxy: [embedded.pid], sim: sim.pid },
+      },
     };
     const paths: Path[] = ['direct', 'redis', 'embedded'];
+    if (NGINX) {
+      nginx = await startNginxProxy(NGINX, sim.url);
+      targets.nginx = { url: nginx.url, auth: false, pids: { proxy: nginx.pids, sim: sim.pid } };
+      paths.push('nginx');
+    }
     if (COMPARE_WITH) {
       const other = await startOtherGateway(
         COMPARE_WITH,
@@ -383,7 +549,7 @@ async function main(): Promise<void> {
         url: other.url,
         auth: true,
         pids: {
-          gateway: other.process.pid,
+          proxy: [other.process.pid],
           sim: sim.pid,
           ...(redisServer ? { redis: redisServer } : {}),
         },
@@ -391,80 +557,175 @@ async function main(): Promise<void> {
       targets['embedded@compare'] = {
         url: otherEmbedded.url,
         auth: true,
-        pids: { gateway: otherEmbedded.process.pid, sim: sim.pid },
+        pids: { proxy: [otherEmbedded.process.pid], sim: sim.pid },
       };
       paths.push('redis@compare', 'embedded@compare');
     }
 
-    for (const path of paths) {
-      const { url, auth, pids } = targets[path]!;
-      await phase(url, 16, JIT_WARMUP, auth, pids);
+    const verified: string[] = [];
+    for (const load of WORKLOADS) {
+      const line = await verifyWorkload(load, paths, targets);
+      verified.push(line);
+      console.error(`verified ${line}`);
+    }
+    for (const load of WORKLOADS) {
+      for (const path of paths) {
+        const started = performance.now();
+        await phase(targets[path]!, load.body, 16, Math.ceil(JIT_WARMUP / load.scale));
+        console.error(
+          `warm-up ${load.name} ${PATH_NAMES[path]}: ${((performance.now() - started) / 1_000).toFixed(1)} s`,
+        );
+      }
     }
     const results = new Map<string, PhaseResult[]>();
-    const key = (c: number, path: Path) => `${c}:${path}`;
+    const key = (load: Workload['name'], c: number, path: Path) => `${load}:${c}:${path}`;
+    const runsOf = (load: Workload['name'], c: number, path: Path) =>
+      results.get(key(load, c, path));
+    const benchStarted = performance.now();
     for (let round = 1; round <= ROUNDS; round++) {
-      for (const concurrency of CONCURRENCY) {
-        for (const path of paths) {
-          const { url, auth, pids } = targets[path]!;
-          const result = await measure(url, concurrency, auth, pids);
-          const list = results.get(key(concurrency, path)) ?? [];
-          list.push(result);
-          results.set(key(concurrency, path), list);
-          console.error(
-            `round ${round}/${ROUNDS} c=${concurrency} ${PATH_NAMES[path]}: p50 ${result.p50.toFixed(3)} ms, ${result.rps.toFixed(0)} req/s`,
-          );
+      for (const load of WORKLOADS) {
+        for (const concurrency of CONCURRENCY) {
+          for (const path of paths) {
+            const result = await measure(targets[path]!, load, concurrency);
+            const list = results.get(key(load.name, concurrency, path)) ?? [];
+            list.push(result);
+            results.set(key(load.name, concurrency, path), list);
+            console.error(
+              `round ${round}/${ROUNDS} ${load.name} c=${concurrency} ${PATH_NAMES[path]}: p50 ${result.p50.toFixed(3)} ms, ${result.rps.toFixed(0)} req/s`,
+            );
+          }
         }
       }
     }
+    const benchSeconds = (performance.now() - benchStarted) / 1_000;
 
     const fmt = (n: number, width = 7) => (Number.isNaN(n) ? '-' : n.toFixed(3)).padStart(width);
     const us = (n: number) => (Number.isNaN(n) ? '-' : n.toFixed(0)).padStart(5);
     const rows = [
-      'c  | path              | p50 ms  | p99 ms  | added p50 | added p99 | req/s | vs direct | cpu us/req: gateway   sim redis client',
+      'workload  | c  | path                | p50 ms  | p99 ms  | added p50 | added p99 | req/s | vs direct | cpu us/req: proxy   sim redis client',
     ];
-    for (const concurrency of CONCURRENCY) {
-      const direct = results.get(key(concurrency, 'direct'))!;
-      for (const path of paths) {
-        const runs = results.get(key(concurrency, path))!;
-        const m = (pick: (r: PhaseResult) => number) => median(runs.map(pick));
-        // Added latency and ratios are taken per round (same conditions), then the median.
-        const added = (pick: (r: PhaseResult) => number) =>
-          median(runs.map((r, i) => pick(r) - pick(direct[i]!)));
-        const ratio = median(runs.map((r, i) => r.rps / direct[i]!.rps));
-        const errors = runs.reduce((sum, r) => sum + r.errors, 0);
-        rows.push(
-          `${String(concurrency).padEnd(2)} | ${PATH_NAMES[path].padEnd(17)} | ${fmt(m((r) => r.p50))} | ${fmt(m((r) => r.p99))} |` +
-            ` ${fmt(added((r) => r.p50))}   | ${fmt(added((r) => r.p99))}   | ${m((r) => r.rps)
-              .toFixed(0)
-              .padStart(5)} |` +
-            ` ${ratio.toFixed(2).padStart(9)} |             ${us(m((r) => r.cpu.gateway))} ${us(m((r) => r.cpu.sim))} ${us(m((r) => r.cpu.redis))} ${us(m((r) => r.cpu.client))}` +
-            (errors > 0 ? `  (${errors} errors)` : ''),
-        );
+    for (const load of WORKLOADS) {
+      for (const concurrency of CONCURRENCY) {
+        const direct = runsOf(load.name, concurrency, 'direct')!;
+        for (const path of paths) {
+          const runs = runsOf(load.name, concurrency, path)!;
+          const m = (pick: (r: PhaseResult) => number) => median(runs.map(pick));
+          // Added latency and ratios are taken per round (same conditions), then the median.
+          const added = (pick: (r: PhaseResult) => number) =>
+            median(runs.map((r, i) => pick(r) - pick(direct[i]!)));
+          const ratio = median(runs.map((r, i) => r.rps / direct[i]!.rps));
+          const errors = runs.reduce((sum, r) => sum + r.errors, 0);
+          rows.push(
+            `${load.name.padEnd(9)} | ${String(concurrency).padEnd(2)} | ${PATH_NAMES[path].padEnd(19)} | ${fmt(m((r) => r.p50))} | ${fmt(m((r) => r.p99))} |` +
+              ` ${fmt(added((r) => r.p50))}   | ${fmt(added((r) => r.p99))}   | ${m((r) => r.rps)
+                .toFixed(0)
+                .padStart(5)} |` +
+              ` ${ratio.toFixed(2).padStart(9)} |             ${us(m((r) => r.cpu.proxy))} ${us(m((r) => r.cpu.sim))} ${us(m((r) => r.cpu.redis))} ${us(m((r) => r.cpu.client))}` +
+              (errors > 0 ? `  (${errors} errors)` : ''),
+          );
+        }
       }
     }
     const perPhase =
       CLIENT === 'wrk'
-        ? `wrk, ${WRK_SECONDS} s of non-streaming requests per phase (after ${JIT_WARMUP} requests + 1 s warm-up)`
-        : `${REQUESTS} non-streaming requests per phase (after ${JIT_WARMUP} + ${WARMUP} warm-up)`;
+        ? `wrk, ${WRK_SECONDS} s per plain phase and ${STREAM_WRK_SECONDS} s per stream phase (each after 1 s of warm-up; every process first served ${JIT_WARMUP} plain requests, ${Math.ceil(JIT_WARMUP / 4)} stream16, ${Math.ceil(JIT_WARMUP / 16)} stream256)`
+        : `${REQUESTS} plain requests per phase, ${Math.ceil(REQUESTS / 4)} stream16, ${Math.ceil(REQUESTS / 16)} stream256 (after the same /1, /4, /16 of ${JIT_WARMUP} + ${WARMUP} warm-up)`;
     console.log(
-      `\noverhead benchmark: ${perPhase}, zero-latency sim, median of ${ROUNDS} round(s)\n`,
+      `\noverhead benchmark: ${perPhase}, zero-latency sim, median of ${ROUNDS} round(s); measured phases took ${benchSeconds.toFixed(0)} s\n`,
+    );
+    console.log(`verified per path (one request each):\n  ${verified.join('\n  ')}\n`);
+    console.log(
+      'latency to the last byte; proxy = the gateway process, or nginx master + worker\n',
     );
     console.log(rows.join('\n'));
-    // The goals (+0.5 ms p50 at c=1, 3,000 req/s at c=16 through Redis: docs/gateway.md), judged on this run's medians through Redis.
-    const c1 = results.get(key(1, 'redis'))!;
-    const c1Direct = results.get(key(1, 'direct'))!;
-    const addedP50 = median(c1.map((r, i) => r.p50 - c1Direct[i]!.p50));
-    const rps16 = median(results.get(key(16, 'redis'))!.map((r) => r.rps));
+
     const verdict = (met: boolean) => (met ? 'met' : 'NOT met');
-    console.log(
-      `\ngoals (gateway with Redis): added p50 at c=1 ${addedP50.toFixed(3)} ms <= 0.5 ms: ${verdict(addedP50 <= 0.5)};` +
-        ` ${rps16.toFixed(0)} req/s at c=16 >= 3,000: ${verdict(rps16 >= 3_000)}`,
+    // Per-round ratios and differences (same conditions), then the median over rounds.
+    const perRound = (
+      a: PhaseResult[] | undefined,
+      b: PhaseResult[] | undefined,
+      f: (x: PhaseResult, y: PhaseResult) => number,
+    ) => (a && b ? median(a.map((x, i) => f(x, b[i]!))) : Number.NaN);
+    const rpsRatio = (x: PhaseResult, y: PhaseResult) => x.rps / y.rps;
+    const line = (label: string, value: number, unit: string, goal: string, met: boolean) =>
+      Number.isNaN(value)
+        ? `  ${label}: n/a (needs that workload and path in BENCH_WORKLOADS)`
+        : `  ${label}: ${value.toFixed(unit === ' ms' ? 3 : 2)}${unit} ${goal}: ${verdict(met)}`;
+    const streamVsPlain = perRound(
+      runsOf('stream16', 16, 'redis'),
+      runsOf('plain', 16, 'redis'),
+      rpsRatio,
     );
+    const streamAdded = perRound(
+      runsOf('stream16', 1, 'redis'),
+      runsOf('stream16', 1, 'direct'),
+      (x, y) => x.p50 - y.p50,
+    );
+    const redisVsDirect = perRound(
+      runsOf('plain', 16, 'redis'),
+      runsOf('plain', 16, 'direct'),
+      rpsRatio,
+    );
+    const embeddedVsDirect = perRound(
+      runsOf('plain', 16, 'embedded'),
+      runsOf('plain', 16, 'direct'),
+      rpsRatio,
+    );
+    console.log(
+      [
+        '\nissue 17 acceptance (this run; per-round ratios and differences, median over rounds):',
+        line(
+          '(1) stream16 c=16 req/s through Redis / plain c=16 through Redis',
+          streamVsPlain,
+          '',
+          '>= 0.8',
+          streamVsPlain >= 0.8,
+        ),
+        line(
+          '    stream16 c=1 added p50 through Redis over direct',
+          streamAdded,
+          ' ms',
+          '<= 0.35 ms',
+          streamAdded <= 0.35,
+        ),
+        line(
+          '(2) plain c=16 req/s, gateway with Redis / direct',
+          redisVsDirect,
+          '',
+          '>= 0.17',
+          redisVsDirect >= 0.17,
+        ),
+        line(
+          '    plain c=16 req/s, gateway embedded / direct',
+          embeddedVsDirect,
+          '',
+          '>= 0.25',
+          embeddedVsDirect >= 0.25,
+        ),
+      ].join('\n'),
+    );
+
+    // The goals (+0.5 ms p50 at c=1, 3,000 req/s at c=16 through Redis: docs/gateway.md), judged on this run's medians through Redis.
+    const c1 = runsOf('plain', 1, 'redis');
+    const c1Direct = runsOf('plain', 1, 'direct');
+    const c16 = runsOf('plain', 16, 'redis');
+    if (c1 && c1Direct && c16) {
+      const addedP50 = median(c1.map((r, i) => r.p50 - c1Direct[i]!.p50));
+      const rps16 = median(c16.map((r) => r.rps));
+      console.log(
+        `\ngoals (gateway with Redis, plain): added p50 at c=1 ${addedP50.toFixed(3)} ms <= 0.5 ms: ${verdict(addedP50 <= 0.5)};` +
+          ` ${rps16.toFixed(0)} req/s at c=16 >= 3,000: ${verdict(rps16 >= 3_000)}`,
+      );
+    }
   } finally {
+    await nginx?.stop();
     await stopAll();
     await redis.stop();
   }
 }
 
-process.once('SIGINT', () => void stopAll().then(() => process.exit(130)));
+process.once('SIGINT', () => {
+  nginx?.killNow(); // synchronously: testkit's own SIGINT hook ends this process right after
+  void stopAll().then(() => process.exit(130));
+});
 await main();
