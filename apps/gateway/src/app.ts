@@ -5,8 +5,8 @@ import type { GatewayDeps } from './context.js';
 import { notFound } from './errors.js';
 import { adminAuth } from './middleware/admin-auth.js';
 import { httpErrorOf, requestContext } from './middleware/request-context.js';
+import { generationHandler, nodeGenerationHandler } from './request/pipeline.js';
 import { adminCapacity } from './routes/capacity.js';
-import { generationHandler, nodeGenerationHandler } from './routes/generate.js';
 import { adminState, healthz, metrics, models, readyz } from './routes/system.js';
 
 /**

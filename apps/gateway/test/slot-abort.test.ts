@@ -24,20 +24,4 @@ describe('SlotAbort', () => {
     slot.addEventListener('abort', listener);
     expect(calls).toBe(0);
   });
-
-  it.each([
-    ['made before the abort', false],
-    ['made after the abort', true],
-  ])('hands out a web AbortSignal that follows it (%s)', (_name, abortFirst) => {
-    const slot = new SlotAbort();
-    const reason = new Error('evicted');
-    if (abortFirst) slot.abort(reason);
-    const signal = slot.webSignal();
-    if (!abortFirst) {
-      expect(signal.aborted).toBe(false);
-      slot.abort(reason);
-    }
-    expect([signal.aborted, signal.reason]).toEqual([true, reason]);
-    expect(slot.webSignal()).toBe(signal);
-  });
 });

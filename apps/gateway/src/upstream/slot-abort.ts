@@ -2,14 +2,13 @@
  * What aborts a granted request's upstream call: the client leaving, or the scheduler
  * evicting it. A plain object with the part of AbortSignal the upstream code uses; a web
  * AbortController per request costs ~15 us of CPU on Node 20 (its signal is built
- * transferable), a measurable share of a non-streaming request. The streaming path hands
- * undici's request() a real AbortSignal, made on first use by `webSignal()` and kept in step.
+ * transferable), a measurable share of a request. upstream/exchange.ts listens to it and
+ * aborts undici's dispatch.
  */
 export class SlotAbort {
   aborted = false;
   reason: Error | undefined = undefined;
   #listeners: Array<() => void> = [];
-  #web: AbortController | undefined;
 
   abort(reason: Error): void {
     if (this.aborted) return;
@@ -18,7 +17,6 @@ export class SlotAbort {
     const listeners = this.#listeners;
     this.#listeners = [];
     for (const listener of listeners) listener();
-    this.#web?.abort(reason);
   }
 
   /** Runs `listener` once on abort (not for an abort already past). */
@@ -29,14 +27,5 @@ export class SlotAbort {
   removeEventListener(_type: 'abort', listener: () => void): void {
     const index = this.#listeners.indexOf(listener);
     if (index >= 0) this.#listeners.splice(index, 1);
-  }
-
-  /** A web AbortSignal that follows this one (for APIs that need one). */
-  webSignal(): AbortSignal {
-    if (!this.#web) {
-      this.#web = new AbortController();
-      if (this.aborted) this.#web.abort(this.reason);
-    }
-    return this.#web.signal;
   }
 }

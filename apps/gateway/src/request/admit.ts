@@ -1,0 +1,114 @@
+import { randomUUID } from 'node:crypto';
+import { RejectCode, rejectionResponse } from '@fairgate/core';
+import type { EnqueueRequest } from '@fairgate/scheduler';
+import type { GatewayDeps, Lane } from '../context.js';
+import { flowControlDrop, noHealthyPod, schedulerUnavailable } from '../errors.js';
+import { SchedulerUnavailable } from '../redis-outage.js';
+import type { Call } from './receive.js';
+
+/**
+ * Stage 2: the scheduler's answer at enqueue. Granted at once when there is room (the
+ * uncontended path: one scheduler call), queued (stage 3 waits for the grant), or refused
+ * (thrown: 429 with the drop reason, 503 when no pod is healthy). While Redis is
+ * unreachable the request goes to this replica's local share (redis.on_outage:
+ * local_share) or is answered 503 scheduler_unavailable at once.
+ */
+export type Admission =
+  | {
+      readonly status: 'granted';
+      readonly pod: string;
+      readonly lane: Lane;
+      readonly request: EnqueueRequest;
+    }
+  | {
+      readonly status: 'queued';
+      readonly lane: Lane;
+      readonly request: EnqueueRequest;
+      /** The broker's promise of the pod (registered before the enqueue was sent). */
+      readonly grant: Promise<string>;
+    };
+
+export async function admit(deps: GatewayDeps, call: Call): Promise<Admission> {
+  if (!deps.pods.hasHealthyPod()) throw noHealthyPod();
+  const { tenant, cls } = call;
+  const request: EnqueueRequest = {
+    id: randomUUID(),
+    tenant: tenant.id,
+    band: cls.priority,
+    replica: deps.replica,
+    sloClass: cls.sloClass,
+    kvBlocks: cls.kvBlocks,
+    ...(cls.bucketTokens > 0 ? { tokens: cls.bucketTokens } : {}),
+    ...(cls.deadlineMs !== undefined
+      ? { deadlineMs: Math.max(0, cls.deadlineMs - call.nowMs) }
+      : {}),
+  };
+  const shared: Lane = { scheduler: deps.scheduler, broker: deps.broker };
+  const lane = deps.outage?.down ? outageLane(deps) : shared;
+  try {
+    return await enqueue(lane, request, call);
+  } catch (error) {
+    if (lane !== shared || !(error instanceof SchedulerUnavailable)) throw error;
+    // Redis went away during this enqueue: the outage mode decides, as for the next request.
+    return enqueue(outageLane(deps), request, call);
+  }
+}
+
+/** The lane of a request that arrives during an outage: the local share, or 503 at once. */
+function outageLane(deps: GatewayDeps): Lane {
+  const local = deps.outage?.localShare();
+  if (!local) throw schedulerUnavailable();
+  return local;
+}
+
+async function enqueue(lane: Lane, request: EnqueueRequest, call: Call): Promise<Admission> {
+  const { id } = request;
+  // Registered before the enqueue is sent: a poll's notice can arrive before its answer.
+  const grant = lane.broker.expect(id);
+  let result: Awaited<ReturnType<typeof lane.scheduler.enqueue>>;
+  try {
+    result = await lane.scheduler.enqueue(request);
+  } catch (error) {
+    lane.broker.forget(id);
+    // A timed-out enqueue may still have run: cancel it (sent again once Redis is back).
+    if (error instanceof SchedulerUnavailable && error.sent) {
+      void lane.scheduler.cancel(id).catch(() => {});
+    }
+    throw error;
+  }
+  if (result.status === 'queued') return { status: 'queued', lane, request, grant };
+  lane.broker.forget(id);
+  if (result.status === 'granted') return { status: 'granted', pod: result.pod, lane, request };
+  const drop = rejectionResponse(result.code);
+  if (drop.status === 503) throw noHealthyPod();
+  throw flowControlDrop(
+    drop.dropReason,
+    dropMessage(drop.dropReason, call),
+    result.code === RejectCode.RateLimited ? (result.retryAfterMs ?? null) : undefined,
+  );
+}
+
+function dropMessage(reason: string, { tenant, cls }: Call): string {
+  switch (reason) {
+    case 'tenant_queue_full':
+      return `Tenant '${tenant.id}' has too many requests waiting`;
+    case 'band_full':
+      return 'Too many requests of this priority are waiting';
+    case 'global_queue_full':
+      return 'The gateway queue is full';
+    case 'quota_concurrency':
+      return `Tenant '${tenant.id}' has no concurrency quota`;
+    case 'quota_kv_blocks':
+      return `The request needs more KV-cache blocks than tenant '${tenant.id}' may hold`;
+    case 'rate_limited':
+      return `Tenant '${tenant.id}' is over its token rate limit (this request costs ${cls.bucketTokens} tokens)`;
+    case 'shed_by_tier':
+      return `The pool is overloaded: class '${cls.sloClass}' is shed`;
+    case 'saturated':
+      return `The pool is saturated: sheddable class '${cls.sloClass}' is refused`;
+    case 'rejected_by_policy':
+      return 'The gateway admits no requests at the moment (admission policy reject-all)';
+    default:
+      return `Request dropped by flow control (${reason})`;
+  }
+}

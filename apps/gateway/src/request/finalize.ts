@@ -1,0 +1,83 @@
+import type { ReleaseOutcome } from '@fairgate/core';
+import type { Usage } from '@fairgate/openai';
+import { Attr, endSpan } from '@fairgate/telemetry';
+import { actualBucketTokens } from '../classify.js';
+import type { GatewayDeps } from '../context.js';
+import type { DrainTicket } from '../drain.js';
+import { EvictedError } from '../grants.js';
+import type { SlotAbort } from '../upstream/slot-abort.js';
+import type { Call } from './receive.js';
+import type { Granted } from './wait-for-grant.js';
+
+/**
+ * Stage 6: t7, the one terminal outcome of a granted request. From the grant (t2) to
+ * `finish` the request holds its slot: the broker tracks it (heartbeats extend its lease;
+ * an eviction aborts it), the drain counts it, the client leaving aborts its upstream call.
+ * `finish` runs once, whatever ended the request: it releases the slot in the scheduler
+ * with the outcome (completed, cancelled, evicted, upstream_error) and the actual usage,
+ * counts it and ends the SERVER span.
+ */
+export class HeldSlot {
+  /** Aborts the upstream call: the client left, the scheduler evicted it, or the drain ended. */
+  readonly abort: SlotAbort;
+  /** t2 - t1 in milliseconds (the `x-fairgate-queue-ms` header). */
+  readonly queueMs: number;
+  #stopAbortOnLeave: () => void;
+  #finished = false;
+
+  constructor(
+    private readonly deps: GatewayDeps,
+    private readonly call: Call,
+    private readonly granted: Granted,
+    private readonly ticket: DrainTicket,
+  ) {
+    const { lane, pod, request } = granted;
+    this.queueMs = performance.now() - call.state.t1;
+    deps.metrics.queueWait.observe(call.labels, this.queueMs / 1_000);
+    call.span.setAttributes({ [Attr.pod]: pod, [Attr.queueMs]: this.queueMs });
+    this.abort = lane.broker.track(request.id, pod, request);
+    ticket.hold(this.abort);
+    this.#stopAbortOnLeave = call.client.onLeave(() =>
+      this.abort.abort(new Error('client closed the connection')),
+    );
+    deps.metrics.inflight.inc();
+  }
+
+  get evicted(): boolean {
+    return this.abort.reason instanceof EvictedError;
+  }
+
+  finish(outcome: ReleaseOutcome, usage: Usage | undefined, status: number, error?: unknown): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    const { deps, call, granted } = this;
+    const { lane, request } = granted;
+    this.ticket.leave();
+    this.#stopAbortOnLeave();
+    lane.broker.untrack(request.id);
+    deps.metrics.inflight.dec();
+    const final: ReleaseOutcome = outcome !== 'completed' && this.evicted ? 'evicted' : outcome;
+    const bucketed = call.cls.bucketTokens > 0;
+    void lane.scheduler
+      .release(request.id, {
+        outcome: final,
+        ...(usage
+          ? {
+              usage: { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens },
+              ...(bucketed ? { actualTokens: actualBucketTokens(call.tenant, usage) } : {}),
+            }
+          : {}),
+      })
+      .catch(() => deps.metrics.redisErrors.inc({ operation: 'release' }));
+    deps.metrics.requests.inc({ ...call.labels, outcome: final });
+    deps.metrics.requestDuration.observe(call.labels, (performance.now() - call.state.t1) / 1_000);
+    if (usage) {
+      call.span.setAttributes({
+        [Attr.inputTokens]: usage.prompt_tokens,
+        [Attr.outputTokens]: usage.completion_tokens,
+      });
+    }
+    call.span.setAttribute(Attr.outcome, final);
+    endSpan(call.span, { status, ...(error && status >= 500 ? { error } : {}) });
+  }
+}

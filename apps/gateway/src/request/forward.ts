@@ -1,0 +1,167 @@
+import { isSheddablePriority, type ReleaseOutcome } from '@fairgate/core';
+import { OpenAIHttpError } from '@fairgate/openai';
+import {
+  Attr,
+  addSpanEvent,
+  endSpan,
+  SpanEvents,
+  SpanKind,
+  startChildSpan,
+  traceHeaders,
+} from '@fairgate/telemetry';
+import type { Span } from '@opentelemetry/api';
+import type { GatewayDeps } from '../context.js';
+import { DrainAborted } from '../drain.js';
+import {
+  CLIENT_GONE_STATUS,
+  draining,
+  flowControlDrop,
+  noticeDrop,
+  upstreamFailure,
+  upstreamTimeout,
+} from '../errors.js';
+import { exchange, type UpstreamResponse, UpstreamUnavailable } from '../upstream/exchange.js';
+import type { PodState } from '../upstream/pods.js';
+import type { HeldSlot } from './finalize.js';
+import type { Call } from './receive.js';
+
+/**
+ * Stage 4: t3..t4(..t5), the request on its pod. A failure before the first upstream
+ * byte (connect error, reset, 5xx or 429 status, headers timeout) is retried
+ * `upstream.retries` times on another healthy pod, holding the slot. The answer is the
+ * pod's response (a collected body, or a stream whose first event is in) with its CLIENT
+ * span and pod, or why there is none: the outcome to release with and the error to answer.
+ */
+export type Forwarded =
+  | {
+      readonly ok: true;
+      readonly upstream: UpstreamResponse;
+      readonly span: Span;
+      readonly pod: PodState;
+    }
+  | {
+      readonly ok: false;
+      readonly outcome: ReleaseOutcome;
+      readonly status: number;
+      /** The answer to send; undefined when the client is gone (nothing is sent). */
+      readonly answer: OpenAIHttpError | undefined;
+      readonly error: unknown;
+    };
+
+export async function forward(
+  deps: GatewayDeps,
+  call: Call,
+  pod: string,
+  held: HeldSlot,
+): Promise<Forwarded> {
+  try {
+    return await attempts(deps, call, pod, held);
+  } catch (error) {
+    return failure(deps, call, held, error);
+  }
+}
+
+async function attempts(
+  deps: GatewayDeps,
+  call: Call,
+  podName: string,
+  held: HeldSlot,
+): Promise<Forwarded> {
+  const { request } = call;
+  const retries = deps.config().upstream.retries;
+  let pod: PodState | undefined = deps.pods.get(podName) ?? deps.pods.alternative(podName);
+  let lastError: unknown; // an Error captures a stack trace: only built when needed
+  for (let attempt = 0; attempt <= retries && pod; attempt++) {
+    const client = startChildSpan(deps.tracer, call.ctx, `chat ${request.model}`, SpanKind.CLIENT, {
+      [Attr.requestModel]: request.model,
+      [Attr.pod]: pod.config.name,
+      [Attr.serverAddress]: pod.config.url,
+    });
+    pod.inflight++;
+    const current = pod;
+    try {
+      const upstream = await exchange(current, {
+        path: call.route,
+        body: request as Record<string, unknown>,
+        stream: request.stream === true,
+        headers: traceHeaders(client.ctx),
+        signal: held.abort,
+        clientWantsUsage: request.stream_options?.include_usage === true,
+        onHeaders: (status) =>
+          addSpanEvent(client.span, SpanEvents.upstreamHeaders, { [Attr.httpStatus]: status }),
+        onFirstToken: () => recordFirstToken(deps, call, held, client.span),
+      });
+      deps.pods.recordHealth(current.config.name, true);
+      return { ok: true, upstream, span: client.span, pod: current };
+    } catch (error) {
+      current.inflight--;
+      endSpan(client.span, { error });
+      if (held.abort.aborted || !(error instanceof UpstreamUnavailable)) throw error;
+      lastError = error;
+      deps.metrics.upstreamErrors.inc({ pod: current.config.name, kind: error.kind });
+      if (error.kind !== 'status') deps.pods.recordHealth(current.config.name, false);
+      pod = deps.pods.alternative(current.config.name);
+    }
+  }
+  throw lastError ?? new UpstreamUnavailable(`pod ${podName} is not configured`, 'connect');
+}
+
+/** t5: the first content token reached the gateway (TTFT metric and span event). */
+function recordFirstToken(deps: GatewayDeps, call: Call, held: HeldSlot, client: Span): void {
+  addSpanEvent(client, SpanEvents.firstToken);
+  const ttftSeconds = (performance.now() - call.state.t1) / 1_000;
+  deps.metrics.ttft.observe(call.labels, ttftSeconds);
+  // The controller's signal: the same gateway TTFT, SLO-protected classes only.
+  if (!isSheddablePriority(call.cls.priority)) {
+    deps.control.recorder.recordTtft(ttftSeconds, held.queueMs / 1_000);
+  }
+}
+
+/** Why the request got no response from any pod, as an outcome and an answer. */
+function failure(deps: GatewayDeps, call: Call, held: HeldSlot, error: unknown): Forwarded {
+  if (held.evicted) {
+    const answer = noticeDrop('evict');
+    return { ok: false, outcome: 'evicted', status: answer.status, answer, error };
+  }
+  if (held.abort.reason instanceof DrainAborted) {
+    const answer = draining('This gateway replica shut down before the request finished; retry');
+    return { ok: false, outcome: 'cancelled', status: answer.status, answer, error };
+  }
+  if (call.client.gone) {
+    return {
+      ok: false,
+      outcome: 'cancelled',
+      status: CLIENT_GONE_STATUS,
+      answer: undefined,
+      error,
+    };
+  }
+  if (!isSheddablePriority(call.cls.priority) && isOverloadSignal(error)) {
+    deps.control.recorder.recordFailure();
+  }
+  const answer = toHttpFailure(error);
+  return { ok: false, outcome: 'upstream_error', status: answer.status, answer, error };
+}
+
+/**
+ * Upstream failures the controller counts as decrease signals: an error status (5xx, 429)
+ * or a timeout. A refused connection or a reset says a pod is gone, which health checks
+ * handle; less concurrency would not fix it.
+ */
+function isOverloadSignal(error: unknown): boolean {
+  return (
+    error instanceof UpstreamUnavailable && (error.kind === 'status' || error.kind === 'timeout')
+  );
+}
+
+function toHttpFailure(error: unknown): OpenAIHttpError {
+  if (error instanceof OpenAIHttpError) return error;
+  if (error instanceof UpstreamUnavailable) {
+    if (error.kind === 'timeout') return upstreamTimeout(error.message);
+    if (error.kind === 'status' && error.status === 429) {
+      return flowControlDrop('upstream_busy', 'The inference pods are saturated');
+    }
+    return upstreamFailure(error.message);
+  }
+  return upstreamFailure(error instanceof Error ? error.message : String(error));
+}

@@ -1,0 +1,160 @@
+import { ENDPOINT_PATHS, type Endpoint, OpenAIHttpError } from '@fairgate/openai';
+import {
+  Attr,
+  endSpan,
+  SpanKind,
+  SpanNames,
+  startChildSpan,
+  startServerSpan,
+} from '@fairgate/telemetry';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
+import type { Context } from 'hono';
+import { type NodeExchange, nodeExchange, nodeHeader } from '../body.js';
+import type { GatewayDeps, RequestState } from '../context.js';
+import { CLIENT_GONE_STATUS } from '../errors.js';
+import {
+  describeError,
+  errorResponse,
+  REQUEST_ID_HEADER,
+  requestIdFrom,
+} from '../middleware/request-context.js';
+import { admit } from './admit.js';
+import { HeldSlot } from './finalize.js';
+import { forward } from './forward.js';
+import { type Arrival, type Call, receive } from './receive.js';
+import { relay } from './relay.js';
+import { ClientGone, type Granted, waitForGrant } from './wait-for-grant.js';
+
+/**
+ * POST /v1/chat/completions and /v1/completions: the request lifecycle t1..t7 of
+ * docs/architecture.md, as a pipeline of stages, one file each, run in this order and
+ * none calling back into an earlier one:
+ *
+ *   receive.ts         t1  authenticate, read and validate the body, classify
+ *   admit.ts               enqueue: granted, queued or refused
+ *   wait-for-grant.ts  t2  the grant (a queued request waits in the GrantBroker)
+ *   finalize.ts            HeldSlot: from the grant on, the request holds its slot ...
+ *   forward.ts         t3  the request on its pod (retried before the first byte)
+ *   relay.ts           t6  the pod's answer to the client (a stream as its bytes come)
+ *   finalize.ts        t7  ... until `finish` releases it with the one terminal outcome
+ *
+ * Every admitted request ends in exactly one release (completed, cancelled, evicted or
+ * upstream_error) unless the scheduler ended it first (expired / reclaimed), which
+ * release treats as a no-op. Responses are written straight to the Node response (the
+ * gateway runs on @hono/node-server); the handlers return RESPONSE_ALREADY_SENT.
+ */
+export function generationHandler(deps: GatewayDeps, endpoint: Endpoint) {
+  const route = ENDPOINT_PATHS[endpoint];
+  return function generation(c: Context): Promise<Response> {
+    const node = nodeExchange(c);
+    if (!node) throw new Error('the generation endpoints are served on a Node HTTP server only');
+    return generate(deps, endpoint, route, c.get('request'), node);
+  };
+}
+
+/**
+ * The same endpoint straight on the Node request and response, for app.ts to call before
+ * Hono routes anything (exact POST paths only): no Hono context, middleware chain or web
+ * Request. It does the request-context middleware's part itself (t1, request id) and
+ * renders errors as app.onError does.
+ */
+export function nodeGenerationHandler(deps: GatewayDeps, endpoint: Endpoint) {
+  const route = ENDPOINT_PATHS[endpoint];
+  return async function nodeGeneration(node: NodeExchange): Promise<Response> {
+    const state: RequestState = {
+      requestId: requestIdFrom(nodeHeader(node.incoming, REQUEST_ID_HEADER)),
+      t1: performance.now(),
+    };
+    try {
+      return await generate(deps, endpoint, route, state, node);
+    } catch (error) {
+      if (node.outgoing.headersSent) {
+        // Failed after the answer was written (bookkeeping): nothing more to send.
+        deps.log(`fairgate: error after the response was sent: ${describeError(error)}`);
+        return RESPONSE_ALREADY_SENT;
+      }
+      return errorResponse(error, state.requestId, deps.log);
+    }
+  };
+}
+
+async function generate(
+  deps: GatewayDeps,
+  endpoint: Endpoint,
+  route: string,
+  state: RequestState,
+  node: NodeExchange,
+): Promise<Response> {
+  // A draining replica refuses here (503 draining, before auth: the client retries
+  // elsewhere); an admitted request leaves when it ends, in HeldSlot.finish or below.
+  const ticket = deps.drain.enter();
+  const server = startServerSpan(deps.tracer, 'POST', route, {
+    traceparent: nodeHeader(node.incoming, 'traceparent'),
+    tracestate: nodeHeader(node.incoming, 'tracestate'),
+  });
+  server.span.setAttribute(Attr.replica, deps.replica);
+  server.span.setAttribute(Attr.requestId, state.requestId);
+  const arrival: Arrival = { endpoint, route, state, node, span: server.span, ctx: server.ctx };
+
+  let call: Call;
+  let granted: Granted;
+  try {
+    call = await receive(deps, arrival);
+    granted = await queue(deps, call);
+  } catch (error) {
+    ticket.leave();
+    if (error instanceof ClientGone) {
+      // Cancelled in the scheduler already (the leave listener); nobody reads this.
+      endSpan(server.span, { status: CLIENT_GONE_STATUS });
+      return clientGone(state);
+    }
+    const status = error instanceof OpenAIHttpError ? error.status : 500;
+    endSpan(server.span, { status, ...(status >= 500 ? { error } : {}) });
+    throw error;
+  }
+
+  const held = new HeldSlot(deps, call, granted, ticket);
+  const forwarded = await forward(deps, call, granted.pod, held);
+  if (!forwarded.ok) {
+    held.finish(forwarded.outcome, undefined, forwarded.status, forwarded.error);
+    if (forwarded.answer) throw forwarded.answer;
+    return clientGone(state);
+  }
+  const relayed = await relay(deps, call, held, forwarded);
+  forwarded.pod.inflight--;
+  held.finish(relayed.outcome, relayed.usage, relayed.status, relayed.error);
+  return RESPONSE_ALREADY_SENT;
+}
+
+/** Stages 2 and 3 under the queue span (t1 -> t2); a drop is counted with its reason. */
+async function queue(deps: GatewayDeps, call: Call): Promise<Granted> {
+  const { span } = startChildSpan(deps.tracer, call.ctx, SpanNames.queue, SpanKind.INTERNAL, {
+    [Attr.tenant]: call.tenant.id,
+    [Attr.sloClass]: call.cls.sloClass,
+  });
+  try {
+    const granted = await waitForGrant(deps, call, await admit(deps, call));
+    span.setAttribute(Attr.pod, granted.pod);
+    return granted;
+  } catch (error) {
+    const reason =
+      error instanceof OpenAIHttpError
+        ? (error.headers['x-fairgate-drop-reason'] ?? error.code)
+        : null;
+    if (reason) {
+      deps.metrics.drops.inc({ ...call.labels, reason });
+      span.setAttribute(Attr.dropReason, reason);
+    }
+    throw error;
+  } finally {
+    endSpan(span);
+  }
+}
+
+/** The answer nobody reads: the client left. */
+function clientGone(state: RequestState): Response {
+  return new Response(null, {
+    status: CLIENT_GONE_STATUS,
+    headers: { [REQUEST_ID_HEADER]: state.requestId },
+  });
+}

@@ -1,0 +1,94 @@
+import type { TenantConfig } from '@fairgate/config';
+import {
+  type Endpoint,
+  type GenerationRequest,
+  parseGenerationRequest,
+  parseJsonBody,
+} from '@fairgate/openai';
+import { ClientLink } from '@fairgate/runtime';
+import { Attr } from '@fairgate/telemetry';
+import type { Context as OtelContext, Span } from '@opentelemetry/api';
+import { type NodeExchange, nodeHeader, readBodyText } from '../body.js';
+import { type Classification, classify, SLO_CLASS_HEADER, SLO_TTFT_HEADER } from '../classify.js';
+import { DEFAULT_MAX_TOKENS, type GatewayDeps, type RequestState } from '../context.js';
+import { unauthorized } from '../errors.js';
+import { bearerToken } from '../tenants.js';
+
+/**
+ * Stage 1 of the request path (request/pipeline.ts): who is asking, for what, at which
+ * class. Authenticates the API key, reads the body within `limits.max_body_bytes`,
+ * validates it (JSON, then the endpoint's zod schema) and classifies it (SLO class,
+ * deadline, token and KV estimates). Throws the OpenAI-shaped 401/400/413; changes nothing.
+ */
+export interface Call {
+  readonly endpoint: Endpoint;
+  /** The path forwarded to the pod. */
+  readonly route: string;
+  readonly state: RequestState;
+  readonly node: NodeExchange;
+  /** The SERVER span and its context (parent of the queue and upstream spans). */
+  readonly span: Span;
+  readonly ctx: OtelContext;
+  /** Whether the client is still there (one 'close' listener on the response). */
+  readonly client: ClientLink;
+  readonly tenant: TenantConfig;
+  readonly request: GenerationRequest;
+  readonly cls: Classification;
+  /** Metric labels of every series of this request. */
+  readonly labels: { tenant: string; class: string };
+  /** Date.now() when it was classified (deadlines are relative to it). */
+  readonly nowMs: number;
+}
+
+export interface Arrival {
+  readonly endpoint: Endpoint;
+  readonly route: string;
+  readonly state: RequestState;
+  readonly node: NodeExchange;
+  readonly span: Span;
+  readonly ctx: OtelContext;
+}
+
+export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call> {
+  const { node, span } = arrival;
+  const config = deps.config();
+  const client = ClientLink.ofResponse(node.outgoing);
+  const tenant = authenticate(deps, node);
+  span.setAttribute(Attr.tenant, tenant.id);
+  const body = await readBodyText(node.incoming, config.limits.max_body_bytes);
+  const request = parseGenerationRequest(arrival.endpoint, parseJsonBody(body));
+  const nowMs = Date.now();
+  const cls = classify({
+    tenant,
+    sloClasses: config.slo_classes,
+    sloTargetsMs: config.scheduler.slo_targets_ms,
+    request,
+    classHeader: nodeHeader(node.incoming, SLO_CLASS_HEADER),
+    ttftHeader: nodeHeader(node.incoming, SLO_TTFT_HEADER),
+    nowMs,
+    blockSize: config.scheduler.kv_block_size,
+    defaultMaxTokens: DEFAULT_MAX_TOKENS,
+  });
+  span.setAttributes({
+    [Attr.sloClass]: cls.sloClass,
+    [Attr.requestModel]: request.model,
+    [Attr.operationName]: arrival.endpoint === 'chat' ? 'chat' : 'text_completion',
+  });
+  return {
+    ...arrival,
+    client,
+    tenant,
+    request,
+    cls,
+    labels: { tenant: tenant.id, class: cls.sloClass },
+    nowMs,
+  };
+}
+
+function authenticate(deps: GatewayDeps, node: NodeExchange): TenantConfig {
+  const token = bearerToken(nodeHeader(node.incoming, 'authorization'));
+  if (!token) throw unauthorized('Missing `Authorization: Bearer <API key>` header');
+  const tenant = deps.tenants().authenticate(token);
+  if (!tenant) throw unauthorized('Incorrect API key provided');
+  return tenant;
+}

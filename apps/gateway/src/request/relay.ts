@@ -1,0 +1,127 @@
+import type { ServerResponse } from 'node:http';
+import type { ReleaseOutcome } from '@fairgate/core';
+import { encodeSseError, type Usage } from '@fairgate/openai';
+import { endSpan } from '@fairgate/telemetry';
+import type { GatewayDeps } from '../context.js';
+import { DrainAborted } from '../drain.js';
+import { draining, noticeDrop, upstreamFailure } from '../errors.js';
+import { QUEUE_MS_HEADER, REQUEST_ID_HEADER } from '../middleware/request-context.js';
+import type { HeldSlot } from './finalize.js';
+import type { Forwarded } from './forward.js';
+import type { Call } from './receive.js';
+
+/**
+ * Stage 5: the pod's answer to the client, written straight to the Node response.
+ * A collected body goes out in one write. A stream goes out as its bytes come (the pod's
+ * own buffers, through the SseFilter: upstream/sse-filter.ts), with backpressure both ways:
+ * when the client's socket takes no more, the pod is not read until it drains, so a slow
+ * client slows its upstream read and nothing buffers without bound. A stream that fails
+ * after its first byte ends with an SSE error event and `[DONE]`: the client already has
+ * its 200. Resolves when the response is complete, with the outcome to release with.
+ */
+export interface Relayed {
+  readonly outcome: ReleaseOutcome;
+  readonly usage: Usage | undefined;
+  readonly status: number;
+  readonly error?: Error;
+}
+
+type Delivered = Extract<Forwarded, { ok: true }>;
+
+export function relay(
+  deps: GatewayDeps,
+  call: Call,
+  held: HeldSlot,
+  forwarded: Delivered,
+): Promise<Relayed> | Relayed {
+  const { outgoing } = call.node;
+  // While the replica drains, every answer closes its connection: a keep-alive client
+  // then reconnects through its balancer to a replica that stays.
+  if (deps.drain.draining) outgoing.shouldKeepAlive = false;
+  const { upstream } = forwarded;
+  const queueHeader = held.queueMs.toFixed(1);
+  if (upstream.kind === 'json') {
+    outgoing.writeHead(upstream.status, {
+      'content-type': upstream.contentType,
+      'content-length': Buffer.byteLength(upstream.text),
+      [REQUEST_ID_HEADER]: call.state.requestId,
+      [QUEUE_MS_HEADER]: queueHeader,
+    });
+    outgoing.end(upstream.text);
+    endSpan(forwarded.span, { status: upstream.status });
+    return { outcome: 'completed', usage: upstream.usage, status: upstream.status };
+  }
+  outgoing.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache',
+    'x-accel-buffering': 'no',
+    [REQUEST_ID_HEADER]: call.state.requestId,
+    [QUEUE_MS_HEADER]: queueHeader,
+  });
+  const { stream } = upstream;
+  return new Promise((resolve) => {
+    const onDrain = () => stream.resume();
+    outgoing.on('drain', onDrain);
+    stream.attach({
+      write: (chunks) => write(outgoing, chunks),
+      end(error) {
+        outgoing.off('drain', onDrain);
+        const ended = streamEnd(stream.filter.done, held, error);
+        if (ended.event) outgoing.write(ended.event);
+        outgoing.end();
+        endSpan(forwarded.span, { status: 200, ...(ended.error ? { error: ended.error } : {}) });
+        resolve({
+          outcome: ended.outcome,
+          usage: stream.filter.usage,
+          status: 200,
+          ...(ended.error ? { error: ended.error } : {}),
+        });
+      },
+    });
+  });
+}
+
+/** Writes `chunks` in one go (one writev); false when the socket's buffer is full. */
+function write(outgoing: ServerResponse, chunks: readonly Buffer[]): boolean {
+  if (chunks.length === 1) return outgoing.write(chunks[0]);
+  outgoing.cork();
+  let flowing = true;
+  for (const chunk of chunks) flowing = outgoing.write(chunk);
+  outgoing.uncork();
+  return flowing;
+}
+
+/** How a stream ended: its outcome, and the SSE error event to send (if any). */
+function streamEnd(
+  done: boolean,
+  held: HeldSlot,
+  error: Error | undefined,
+): { outcome: ReleaseOutcome; event?: string; error?: Error } {
+  if (done) return { outcome: 'completed' };
+  if (held.abort.aborted) {
+    const reason = held.abort.reason;
+    // Flow control took the slot back (in-flight eviction): tell the client why.
+    if (held.evicted)
+      return { outcome: 'cancelled', event: encodeSseError(noticeDrop('evict').toBody()) };
+    if (reason instanceof DrainAborted) {
+      // The replica's drain timeout ended before the stream did.
+      const message = 'This gateway replica shut down before the stream finished';
+      return { outcome: 'cancelled', event: encodeSseError(draining(message).toBody()) };
+    }
+    return { outcome: 'cancelled' }; // the client left: nobody reads
+  }
+  if (error) {
+    const message = `upstream stream failed: ${error.message}`;
+    return {
+      outcome: 'upstream_error',
+      event: encodeSseError(upstreamFailure(message, 'upstream_reset').toBody()),
+      error: new Error(message),
+    };
+  }
+  const message = 'upstream stream ended without [DONE]';
+  return {
+    outcome: 'upstream_error',
+    event: encodeSseError(upstreamFailure(message, 'upstream_truncated').toBody()),
+    error: new Error(message),
+  };
+}

@@ -1,0 +1,48 @@
+import type { EnqueueRequest } from '@fairgate/scheduler';
+import type { GatewayDeps, Lane } from '../context.js';
+import type { Admission } from './admit.js';
+import type { Call } from './receive.js';
+
+/**
+ * Stage 3: t2, the grant. A request granted at enqueue passes straight through; a queued
+ * one waits for its notice in the GrantBroker (grants.ts: the 1 ms poll tick and the
+ * blocking wake-up), which rejects with a 429 on queue TTL expiry or shedding. The client
+ * leaving ends the wait with ClientGone and cancels the request in the scheduler.
+ */
+export interface Granted {
+  readonly pod: string;
+  readonly lane: Lane;
+  /** How it was admitted (the broker re-registers it in a Redis that lost it). */
+  readonly request: EnqueueRequest;
+}
+
+/** The client left while its request waited for a grant: the wait ends, nothing is sent. */
+export class ClientGone extends Error {
+  constructor() {
+    super('the client closed the connection while its request waited');
+    this.name = 'ClientGone';
+  }
+}
+
+export async function waitForGrant(
+  deps: GatewayDeps,
+  call: Call,
+  admission: Admission,
+): Promise<Granted> {
+  if (admission.status === 'granted') return admission;
+  const { lane, request, grant } = admission;
+  const { id } = request;
+  const stopCancelOnLeave = call.client.onLeave(() => {
+    lane.broker.forget(id, new ClientGone());
+    void lane.scheduler
+      .cancel(id)
+      .catch(() => deps.metrics.redisErrors.inc({ operation: 'cancel' }));
+  });
+  deps.metrics.waiting.inc();
+  try {
+    return { pod: await lane.broker.waitForGrant(id, grant, request), lane, request };
+  } finally {
+    deps.metrics.waiting.dec();
+    stopCancelOnLeave();
+  }
+}

@@ -1,0 +1,299 @@
+import type { Usage } from '@fairgate/openai';
+import { type Dispatcher, errors as undiciErrors } from 'undici';
+import type { PodState } from './pods.js';
+import type { SlotAbort } from './slot-abort.js';
+import { SseFilter } from './sse-filter.js';
+
+/**
+ * One HTTP exchange with a pod, on undici's `dispatch()` with a handler of our own: no
+ * Readable stream, web stream, async iterator or body mixin per request. The request body
+ * is forwarded with every field the client sent (vLLM extras included); for streams
+ * `stream_options.include_usage` is forced on so the gateway always learns the actual
+ * usage (the SseFilter hides it again from clients that did not ask).
+ *
+ * The answer is one of:
+ * - `json`: the whole body, collected (a non-stream request, or a stream request the pod
+ *   answered with something other than a 200 event stream);
+ * - `stream`: a 200 event stream, handed back once its first event is in (so a pod that
+ *   fails before any event is still retryable on another pod), its bytes flowing through
+ *   the SseFilter to whatever `UpstreamStream.attach` gives (request/relay.ts).
+ * A failure before that rejects with UpstreamUnavailable (retryable), or with the abort
+ * reason when `signal` was aborted; a 5xx or 429 status is an UpstreamUnavailable too.
+ */
+export interface ExchangeRequest {
+  path: string;
+  body: Record<string, unknown>;
+  stream: boolean;
+  headers: Record<string, string>;
+  /** Aborted when the client goes away, the scheduler evicts the request or the drain ends. */
+  signal: SlotAbort;
+  /** The client's `stream_options.include_usage` (streams). */
+  clientWantsUsage: boolean;
+  /** t4: status and headers received. */
+  onHeaders?: (status: number) => void;
+  /** t5: the first content token arrived (for a collected body: the body). */
+  onFirstToken?: () => void;
+}
+
+export type UpstreamResponse =
+  | { kind: 'json'; status: number; contentType: string; text: string; usage: Usage | undefined }
+  | { kind: 'stream'; stream: UpstreamStream };
+
+/** A failure before any byte reached the client: safe to retry on another pod. */
+export class UpstreamUnavailable extends Error {
+  constructor(
+    message: string,
+    readonly kind: 'connect' | 'timeout' | 'status' | 'reset',
+    readonly status?: number,
+  ) {
+    super(message);
+    this.name = 'UpstreamUnavailable';
+  }
+}
+
+/** Where a stream's bytes go (request/relay.ts writes them to the client's socket). */
+export interface StreamSink {
+  /** Bytes for the client; false when it takes no more now: the pod is not read until resume(). */
+  write(chunks: readonly Buffer[]): boolean;
+  /**
+   * Called once, when the stream ends: `[DONE]` passed (`filter.done`), the pod's body
+   * ended without it, or the exchange failed (`error`: the abort reason, a reset, a timeout).
+   */
+  end(error: Error | undefined): void;
+}
+
+/** A pod's event stream after its first event: attach a sink to receive the rest. */
+export class UpstreamStream {
+  #head: Buffer[] = [];
+  #sink: StreamSink | undefined;
+  #ended = false;
+  #endError: Error | undefined;
+  #controller: Dispatcher.DispatchController | undefined;
+
+  constructor(readonly filter: SseFilter) {}
+
+  /** True while bytes wait for attach() (the first event is in). */
+  get hasHead(): boolean {
+    return this.#head.length > 0;
+  }
+
+  /** Starts the flow to `sink`: what arrived so far first, then the rest as it comes. */
+  attach(sink: StreamSink): void {
+    this.#sink = sink;
+    const head = this.#head;
+    this.#head = [];
+    const flowing = head.length === 0 || sink.write(head);
+    if (this.#ended) sink.end(this.#endError);
+    else if (flowing) this.resume();
+  }
+
+  /** The client took what was written (its 'drain'): read the pod again. */
+  resume(): void {
+    this.#controller?.resume();
+  }
+
+  /** @internal (the exchange's handler) */
+  started(controller: Dispatcher.DispatchController): void {
+    this.#controller = controller;
+  }
+
+  /** @internal */
+  data(out: Buffer[]): void {
+    if (this.#ended) return;
+    if (out.length > 0) {
+      if (!this.#sink) {
+        this.#head.push(...out);
+        this.#controller?.pause(); // until attach()
+      } else if (!this.#sink.write(out)) {
+        this.#controller?.pause(); // until the client drains
+      }
+    }
+    if (this.filter.done) this.end(undefined);
+  }
+
+  /** @internal */
+  end(error: Error | undefined): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#endError = error;
+    this.#sink?.end(error);
+  }
+}
+
+/** Sends one request to `pod`. */
+export function exchange(pod: PodState, request: ExchangeRequest): Promise<UpstreamResponse> {
+  return new Promise((resolve, reject) => {
+    const { signal } = request;
+    if (signal.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    let controller: Dispatcher.DispatchController | undefined;
+    let status = 0;
+    let contentType = 'application/json';
+    let stream: UpstreamStream | undefined;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    const onAbort = () => controller?.abort(signal.reason as Error);
+    signal.addEventListener('abort', onAbort);
+    const fail = (error: Error) => {
+      settled = true;
+      signal.removeEventListener('abort', onAbort);
+      reject(signal.aborted ? signal.reason : classify(error));
+    };
+    const collected = () => {
+      settled = true;
+      signal.removeEventListener('abort', onAbort);
+      if (status >= 500 || status === 429) {
+        reject(
+          new UpstreamUnavailable(
+            `upstream ${pod.config.name} answered ${status}`,
+            'status',
+            status,
+          ),
+        );
+        return;
+      }
+      const text = decodeUtf8(chunks, size);
+      request.onFirstToken?.();
+      resolve({
+        kind: 'json',
+        status,
+        contentType,
+        text,
+        usage: status === 200 ? usageOf(text) : undefined,
+      });
+    };
+    const handler: Dispatcher.DispatchHandler = {
+      onRequestStart(started) {
+        controller = started;
+        if (signal.aborted) started.abort(signal.reason as Error);
+      },
+      onResponseStart(started, statusCode, headers) {
+        if (statusCode < 200) return; // 1xx: the final status follows
+        status = statusCode;
+        const type = headers['content-type'];
+        if (type !== undefined) contentType = String(type);
+        request.onHeaders?.(statusCode);
+        if (request.stream && status === 200 && contentType.includes('text/event-stream')) {
+          stream = new UpstreamStream(
+            new SseFilter(request.clientWantsUsage, request.onFirstToken ?? noop),
+          );
+          stream.started(started);
+        }
+      },
+      onResponseData(_controller, chunk) {
+        if (!stream) {
+          chunks.push(chunk);
+          size += chunk.length;
+          return;
+        }
+        stream.data(stream.filter.push(chunk));
+        if (!settled && (stream.filter.done || stream.hasHead)) {
+          settled = true;
+          resolve({ kind: 'stream', stream });
+        }
+      },
+      onResponseEnd() {
+        if (!stream) {
+          if (!settled) collected();
+          return;
+        }
+        signal.removeEventListener('abort', onAbort);
+        if (!settled) {
+          fail(new UpstreamUnavailable('upstream closed the stream before any event', 'reset'));
+          return;
+        }
+        stream.end(undefined);
+      },
+      onResponseError(_controller, error) {
+        if (stream && settled) {
+          signal.removeEventListener('abort', onAbort);
+          stream.end(signal.aborted ? (signal.reason as Error) : error);
+          return;
+        }
+        if (settled) return;
+        // After an error status the body is ignored anyway: the status decides.
+        if (!stream && (status >= 500 || status === 429)) collected();
+        else fail(error);
+      },
+    };
+    pod.pool.dispatch(
+      {
+        method: 'POST',
+        path: request.path,
+        headers: { 'content-type': 'application/json', ...request.headers },
+        body: upstreamBody(request),
+      },
+      handler,
+    );
+  });
+}
+
+function noop(): void {}
+
+/** Body as sent upstream: usage always requested for streams. */
+export function upstreamBody(request: ExchangeRequest): string {
+  if (!request.stream) return JSON.stringify(request.body);
+  const options = (request.body.stream_options ?? {}) as Record<string, unknown>;
+  return JSON.stringify({ ...request.body, stream_options: { ...options, include_usage: true } });
+}
+
+function classify(error: unknown): UpstreamUnavailable {
+  if (error instanceof UpstreamUnavailable) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  if (
+    error instanceof undiciErrors.HeadersTimeoutError ||
+    error instanceof undiciErrors.ConnectTimeoutError
+  ) {
+    return new UpstreamUnavailable(`upstream timed out: ${message}`, 'timeout');
+  }
+  if (error instanceof undiciErrors.SocketError) {
+    return new UpstreamUnavailable(`upstream connection reset: ${message}`, 'reset');
+  }
+  return new UpstreamUnavailable(`upstream unreachable: ${message}`, 'connect');
+}
+
+/** UTF-8 text of the chunks, a leading BOM dropped (as undici's body.text()). */
+function decodeUtf8(chunks: Buffer[], size: number): string {
+  const buffer = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+  const bom = size >= 3 && buffer[0] === 0xef && buffer[1] === 0xbb && buffer[2] === 0xbf;
+  return buffer.toString('utf8', bom ? 3 : 0, size);
+}
+
+/**
+ * The `usage` of a JSON response body. vLLM and OpenAI put it last, so the
+ * fast path parses only that member: from `"usage":` to the body's final
+ * closing brace. It parses only when usage is the last member of the top-level
+ * object (a nested one leaves unbalanced brackets), and the key must follow a
+ * '{' or ',' (a quote inside a string is escaped); anything else takes the
+ * full parse.
+ */
+export function usageOf(text: string): Usage | undefined {
+  const key = text.lastIndexOf('"usage":');
+  if (key > 0) {
+    let before = key - 1;
+    while (before > 0 && isJsonSpace(text.charCodeAt(before))) before--;
+    let end = text.length - 1;
+    while (end > key && isJsonSpace(text.charCodeAt(end))) end--;
+    const opener = text.charCodeAt(before);
+    if ((opener === 0x2c || opener === 0x7b) && text.charCodeAt(end) === 0x7d) {
+      try {
+        return (JSON.parse(text.slice(key + 8, end)) as Usage | null) ?? undefined;
+      } catch {
+        // not the top-level usage: fall through
+      }
+    }
+  }
+  try {
+    const usage = (JSON.parse(text) as { usage?: Usage }).usage;
+    return usage ?? undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function isJsonSpace(code: number): boolean {
+  return code === 0x20 || code === 0x0a || code === 0x0d || code === 0x09;
+}
