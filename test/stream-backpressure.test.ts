@@ -54,6 +54,16 @@ function writeStream(res: ServerResponse): void {
   more();
 }
 
+/** A short completions stream in one write, `[DONE]` included (content-length framed). */
+function writeWhole(res: ServerResponse): void {
+  const text = (t: string) =>
+    `data: {"id":"c","object":"text_completion","choices":[{"index":0,"text":"${t}","finish_reason":null}],"usage":null}\n\n`;
+  const usage = `data: {"id":"c","object":"text_completion","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}\n\n`;
+  const body = Buffer.from(`${text('a')}${text('b')}${usage}data: [DONE]\n\n`);
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'content-length': body.length });
+  res.end(body);
+}
+
 function rssKb(pid: number): number {
   const line = readFileSync(`/proc/${pid}/status`, 'utf8')
     .split('\n')
@@ -68,7 +78,7 @@ beforeAll(async () => {
       return;
     }
     req.resume();
-    req.once('end', () => writeStream(res));
+    req.once('end', () => (req.url === '/v1/completions' ? writeWhole(res) : writeStream(res)));
   });
   await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
   const { port } = upstream.address() as AddressInfo;
@@ -76,7 +86,7 @@ beforeAll(async () => {
     config: writeGatewayConfig({
       budget: 4,
       pods: [{ name: 'pod-a', url: `http://127.0.0.1:${port}` }],
-      upstream: { body_timeout_ms: 60_000 },
+      upstream: { body_timeout_ms: 60_000, keepalive_connections: 2 },
     }),
     replicaId: 'backpressure',
   });
@@ -144,5 +154,24 @@ describe('a client that stops reading a stream', () => {
     expect(outOfOrder).toBe(0);
     expect(received).toBe(EVENTS + 1);
     expect(written).toBe(STREAM_BYTES);
+  }, 60_000);
+
+  it('hands every pod connection back when the whole stream, [DONE] included, came in one read', async () => {
+    // With 2 pod connections, 60 streams in a row would hang on the third if a stream that
+    // ended at [DONE] left its connection paused.
+    for (let i = 0; i < 60; i++) {
+      const response = await fetch(`${gateway.url}/v1/completions`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          authorization: `Bearer ${TEST_KEYS.paying}`,
+        },
+        body: JSON.stringify({ model: 'sim-model', prompt: 'hi', stream: true }),
+        signal: AbortSignal.timeout(5_000),
+      });
+      const text = await response.text();
+      expect(text).toContain('data: [DONE]');
+      expect(text).not.toContain('usage');
+    }
   }, 60_000);
 });

@@ -101,12 +101,12 @@ export class UpstreamStream {
   data(out: Buffer[]): void {
     if (this.#ended) return;
     if (out.length > 0) {
-      if (!this.#sink) {
-        this.#head.push(...out);
-        this.#controller?.pause(); // until attach()
-      } else if (!this.#sink.write(out)) {
-        this.#controller?.pause(); // until the client drains
-      }
+      let taken = false;
+      if (this.#sink) taken = this.#sink.write(out);
+      else this.#head.push(...out);
+      // Not read further until attach() or the client's 'drain' (after [DONE] the rest
+      // is read and dropped, so the connection goes back to the pool).
+      if (!taken && !this.filter.done) this.#controller?.pause();
     }
     if (this.filter.done) this.end(undefined);
   }
@@ -116,6 +116,7 @@ export class UpstreamStream {
     if (this.#ended) return;
     this.#ended = true;
     this.#endError = error;
+    this.#controller?.resume(); // whatever is left of the body is read and dropped
     this.#sink?.end(error);
   }
 }
