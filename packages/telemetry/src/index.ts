@@ -2,6 +2,7 @@ export {
   type ConfigGaugeValues,
   createGatewayMetrics,
   type GatewayMetrics,
+  type RequestSeries,
 } from './metrics.js';
 export { startTelemetry, type Telemetry, type TelemetryOptions } from './sdk.js';
 export {

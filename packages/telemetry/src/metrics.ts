@@ -19,6 +19,16 @@ export interface ConfigGaugeValues {
   capPerWorkerMax?: number;
 }
 
+/** A request's series of one tenant and class, label values bound (GatewayMetrics.series). */
+export interface RequestSeries {
+  readonly labels: { readonly tenant: string; readonly class: string };
+  readonly ttft: { observe(seconds: number): void };
+  readonly queueWait: { observe(seconds: number): void };
+  readonly requestDuration: { observe(seconds: number): void };
+  /** fairgate_requests_total for one outcome. */
+  outcome(outcome: string): { inc(): void };
+}
+
 /**
  * The gateway's Prometheus metrics (prefix fairgate_), one registry per
  * gateway instance so tests can run several in one process.
@@ -35,23 +45,57 @@ export function createGatewayMetrics(labels: { replica: string }) {
       buckets: LATENCY_BUCKETS,
       registers: [registry],
     });
+  const ttft = latency(
+    'fairgate_ttft_seconds',
+    'Gateway time to first token (t5 - t1), queue wait included.',
+  );
+  const queueWait = latency('fairgate_queue_wait_seconds', 'Time from arrival to grant (t2 - t1).');
+  const requestDuration = latency(
+    'fairgate_request_duration_seconds',
+    'Time from arrival to finalize (t7 - t1).',
+  );
+  const requests = new Counter({
+    name: 'fairgate_requests_total',
+    help: 'Requests by terminal outcome.',
+    labelNames: ['tenant', 'class', 'outcome'],
+    registers: [registry],
+  });
+  const seriesByLabels = new Map<string, RequestSeries>();
   return {
     registry,
-    ttft: latency(
-      'fairgate_ttft_seconds',
-      'Gateway time to first token (t5 - t1), queue wait included.',
-    ),
-    queueWait: latency('fairgate_queue_wait_seconds', 'Time from arrival to grant (t2 - t1).'),
-    requestDuration: latency(
-      'fairgate_request_duration_seconds',
-      'Time from arrival to finalize (t7 - t1).',
-    ),
-    requests: new Counter({
-      name: 'fairgate_requests_total',
-      help: 'Requests by terminal outcome.',
-      labelNames: ['tenant', 'class', 'outcome'],
-      registers: [registry],
-    }),
+    ttft,
+    queueWait,
+    requestDuration,
+    requests,
+    /**
+     * The per-request series of one tenant and class, bound once (prom-client hashes a
+     * label object on every `observe(labels, v)`; a bound child does not). Bounded by
+     * tenants x classes of the config.
+     */
+    series(tenant: string, cls: string): RequestSeries {
+      const key = `${tenant}\u0000${cls}`;
+      let series = seriesByLabels.get(key);
+      if (!series) {
+        const labels = { tenant, class: cls };
+        const outcomes = new Map<string, { inc(): void }>();
+        series = {
+          labels,
+          ttft: ttft.labels(labels),
+          queueWait: queueWait.labels(labels),
+          requestDuration: requestDuration.labels(labels),
+          outcome(outcome) {
+            let counter = outcomes.get(outcome);
+            if (!counter) {
+              counter = requests.labels({ ...labels, outcome });
+              outcomes.set(outcome, counter);
+            }
+            return counter;
+          },
+        };
+        seriesByLabels.set(key, series);
+      }
+      return series;
+    },
     drops: new Counter({
       name: 'fairgate_drops_total',
       help: 'Requests dropped by flow control or admission, by reason.',

@@ -33,7 +33,7 @@ export class HeldSlot {
   ) {
     const { lane, pod, request } = granted;
     this.queueMs = performance.now() - call.state.t1;
-    deps.metrics.queueWait.observe(call.labels, this.queueMs / 1_000);
+    call.series.queueWait.observe(this.queueMs / 1_000);
     call.span.setAttributes({ [Attr.pod]: pod, [Attr.queueMs]: this.queueMs });
     this.abort = lane.broker.track(request.id, pod, request);
     ticket.hold(this.abort);
@@ -69,8 +69,8 @@ export class HeldSlot {
           : {}),
       })
       .catch(() => deps.metrics.redisErrors.inc({ operation: 'release' }));
-    deps.metrics.requests.inc({ ...call.labels, outcome: final });
-    deps.metrics.requestDuration.observe(call.labels, (performance.now() - call.state.t1) / 1_000);
+    call.series.outcome(final).inc();
+    call.series.requestDuration.observe((performance.now() - call.state.t1) / 1_000);
     if (usage) {
       call.span.setAttributes({
         [Attr.inputTokens]: usage.prompt_tokens,

@@ -110,7 +110,7 @@ async function attempts(
 function recordFirstToken(deps: GatewayDeps, call: Call, held: HeldSlot, client: Span): void {
   addSpanEvent(client, SpanEvents.firstToken);
   const ttftSeconds = (performance.now() - call.state.t1) / 1_000;
-  deps.metrics.ttft.observe(call.labels, ttftSeconds);
+  call.series.ttft.observe(ttftSeconds);
   // The controller's signal: the same gateway TTFT, SLO-protected classes only.
   if (!isSheddablePriority(call.cls.priority)) {
     deps.control.recorder.recordTtft(ttftSeconds, held.queueMs / 1_000);

@@ -142,7 +142,7 @@ async function queue(deps: GatewayDeps, call: Call): Promise<Granted> {
         ? (error.headers['x-fairgate-drop-reason'] ?? error.code)
         : null;
     if (reason) {
-      deps.metrics.drops.inc({ ...call.labels, reason });
+      deps.metrics.drops.inc({ ...call.series.labels, reason });
       span.setAttribute(Attr.dropReason, reason);
     }
     throw error;

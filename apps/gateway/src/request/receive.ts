@@ -6,7 +6,7 @@ import {
   parseJsonBody,
 } from '@fairgate/openai';
 import { ClientLink } from '@fairgate/runtime';
-import { Attr } from '@fairgate/telemetry';
+import { Attr, type RequestSeries } from '@fairgate/telemetry';
 import type { Context as OtelContext, Span } from '@opentelemetry/api';
 import { type NodeExchange, nodeHeader, readBodyText } from '../body.js';
 import { type Classification, classify, SLO_CLASS_HEADER, SLO_TTFT_HEADER } from '../classify.js';
@@ -34,8 +34,8 @@ export interface Call {
   readonly tenant: TenantConfig;
   readonly request: GenerationRequest;
   readonly cls: Classification;
-  /** Metric labels of every series of this request. */
-  readonly labels: { tenant: string; class: string };
+  /** The metric series of this request's tenant and class (labels bound once). */
+  readonly series: RequestSeries;
   /** Date.now() when it was classified (deadlines are relative to it). */
   readonly nowMs: number;
 }
@@ -80,7 +80,7 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
     tenant,
     request,
     cls,
-    labels: { tenant: tenant.id, class: cls.sloClass },
+    series: deps.metrics.series(tenant.id, cls.sloClass),
     nowMs,
   };
 }
