@@ -15,7 +15,7 @@ const acceptableId = /^[A-Za-z0-9._:-]{1,128}$/;
  * Stamps t1 and the request id (the client's x-request-id when it is a sane
  * token, else a new UUID), and makes every response — errors included — carry
  * x-request-id and x-fairgate-queue-ms (0 unless the request waited). Handlers
- * that write to the Node response directly (routes/generate.ts) set them
+ * that write to the Node response directly (request/pipeline.ts) set them
  * themselves and return RESPONSE_ALREADY_SENT.
  */
 export function requestContext(): MiddlewareHandler {
