@@ -120,9 +120,18 @@ async function generate(
     if (forwarded.answer) throw forwarded.answer;
     return clientGone(state);
   }
-  const relayed = await relay(deps, call, held, forwarded);
-  forwarded.pod.inflight--;
-  held.finish(relayed.outcome, relayed.usage, relayed.status, relayed.error);
+  try {
+    const relayed = await relay(deps, call, held, forwarded);
+    held.finish(relayed.outcome, relayed.usage, relayed.status, relayed.error);
+  } catch (error) {
+    // Writing the answer failed (e.g. a header value Node refuses): the pod's exchange is
+    // aborted (a stream's connection is freed) and the request still ends in one release.
+    held.abort.abort(error instanceof Error ? error : new Error(String(error)));
+    held.finish('upstream_error', undefined, 502, error);
+    throw error;
+  } finally {
+    forwarded.pod.inflight--;
+  }
   return RESPONSE_ALREADY_SENT;
 }
 
