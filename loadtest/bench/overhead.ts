@@ -3,16 +3,31 @@
  *
  *   npm run bench:overhead -w @fairgate/loadtest
  *
- * A zero-latency sim (alpha = beta = gamma = 0) on loopback, reached directly
- * (the baseline), through one gateway replica with Redis (and one with the
- * embedded scheduler) and, when nginx is installed, through a plain nginx
- * reverse proxy (the reference: what any proxy hop costs), at concurrency 1 and
- * 16, for three workloads (BENCH_WORKLOADS, default all):
+ * A zero-latency OpenAI-shaped upstream on loopback, reached directly (the
+ * baseline), through one gateway replica with Redis (and one with the embedded
+ * scheduler) and, when nginx is installed, through a plain nginx reverse proxy
+ * (the reference: what any proxy hop costs), at concurrency 1 and 16, for three
+ * workloads (BENCH_WORKLOADS, default all):
  * - plain: non-streaming chat completions of 1 token;
  * - stream16 / stream256: streaming chat completions ("stream": true,
- *   ignore_eos) of 16 / 256 tokens, which the sim sends as 16 / 256 content
- *   chunks (one per token, one engine iteration each; plus the role chunk and
- *   [DONE]). The count is checked once per workload and path before measuring.
+ *   ignore_eos) of 16 / 256 tokens, which the upstream sends as 16 / 256
+ *   content chunks (one per token, plus the role chunk and [DONE]). The count
+ *   is checked once per workload and path before measuring.
+ *
+ * The upstream (BENCH_UPSTREAM):
+ * - static (default): bench/static-upstream.ts in its own process, every
+ *   response body built once and sent with one write, so it costs almost
+ *   nothing per request or chunk and the direct row is a floor, as the
+ *   upstream of issue 17's reference figures (2-core VM, wrk, c=16: ~27,000
+ *   plain and ~23,000 stream16 req/s direct, 35-45 us of its CPU per request
+ *   whatever the chunk count: Node's HTTP server);
+ * - sim: apps/vllm-sim at zero latency (alpha = beta = gamma = 0). It makes one
+ *   engine iteration (one setImmediate turn) and one SSE write per token, ~45 us
+ *   of its CPU per chunk on a 2-core VM: a 256-chunk stream takes it ~11 ms of
+ *   CPU, so stream256 is bound by the sim (~100 req/s at c=16), its proxy rows
+ *   mostly show the sim's cost, and a proxy that batches the sim's writes can
+ *   even come out ahead of direct there. Plain direct is ~9,000 req/s, and the
+ *   sim takes CPU the gateway needs on a 2-core machine.
  * Latency is to the last byte of the response. Prints p50/p99 latency, req/s,
  * the added latency and the throughput ratio, all measured in the same round,
  * plus the CPU time each process spent per request (Linux /proc), which is far
@@ -22,7 +37,7 @@
  * gateway vs direct) and the goals line.
  *
  * The machine this runs on is usually shared (2 cores for load client,
- * gateway, sim and Redis), so the phases run in rounds (per workload and
+ * gateway, upstream and Redis), so the phases run in rounds (per workload and
  * concurrency: direct, Redis, embedded, nginx) and the summary takes the median
  * over rounds. The load client is lean on purpose (undici dispatch, no response
  * stream per request): every microsecond it spends is taken from the processes
@@ -35,7 +50,7 @@
  * long-running gateway sees. Each phase then has its own short warm-up.
  *
  * BENCH_COMPARE_WITH=<another checkout, built> adds that checkout's gateways
- * (Redis and embedded, same sim and Redis) to every round: a before/after
+ * (Redis and embedded, same upstream and Redis) to every round: a before/after
  * comparison under the same conditions, which separate runs on a shared
  * machine do not give.
  *
@@ -44,22 +59,15 @@
  * spends a fraction of the CPU per request (the Node client takes ~70 us of the
  * two cores' budget at c=16), so the processes measured get the machine, as in
  * the issue's reference figures. With wrk, phases are timed rather than
- * counted (1 s warm-up, then BENCH_WRK_SECONDS, default 5, for plain and
- * BENCH_STREAM_WRK_SECONDS, default 3 (at most BENCH_WRK_SECONDS), for
- * streams), and the client's CPU is not reported. Default run time with wrk:
- * 3 rounds x 2 concurrencies x 4 paths x (6 + 4 + 4 s) = 5.6 min, plus
- * 1-1.5 min of start-up, JIT warm-up and wrk start-up (with 5 s stream phases the
- * phases alone would take 7.2 min).
- *
- * At zero latency the sim makes one engine iteration (one setImmediate turn)
- * and one SSE write per token, ~45 us of its CPU per chunk on a 2-core VM: a
- * 256-chunk stream takes it ~11 ms of CPU, so stream256 is bound by the sim
- * (~100 req/s at c=16) and its proxy rows mostly show the sim's cost. That is
- * in the direct baseline as well; a proxy that batches the sim's writes can
- * even come out ahead of direct there.
+ * counted (1 s warm-up, then BENCH_WRK_SECONDS, default 4, for plain and
+ * BENCH_STREAM_WRK_SECONDS, default BENCH_WRK_SECONDS, for streams), and the
+ * client's CPU is not reported. Default run time with wrk: 3 rounds x 2
+ * concurrencies x 4 paths x 3 workloads x 5 s = 6 min, plus ~30 s of start-up,
+ * JIT warm-up and wrk start-up with the static upstream (~1 min with the sim,
+ * whose stream256 warm-up is slow).
  *
  * The nginx row: nginx on the PATH (or in /usr/sbin), one worker, unbuffered,
- * HTTP/1.1 keep-alive (64) to the sim, everything in a temporary prefix (no
+ * HTTP/1.1 keep-alive (64) to the upstream, everything in a temporary prefix (no
  * root needed); it is stopped at the end and on SIGINT (bench/nginx-proxy.ts).
  *
  * Environment: BENCH_WORKLOADS (comma list of plain,stream16,stream256;
@@ -68,14 +76,15 @@
  * undici client divides these counts by 4 for stream16 and 16 for stream256,
  * BENCH_ROUNDS (default 3), BENCH_TIME_LIMIT_MS (per phase, 15000),
  * BENCH_WRK_SECONDS, BENCH_STREAM_WRK_SECONDS, BENCH_CLIENT (wrk|undici),
- * BENCH_NGINX (0: no nginx row), BENCH_COMPARE_WITH.
+ * BENCH_NGINX (0: no nginx row), BENCH_COMPARE_WITH, BENCH_UPSTREAM
+ * (static|sim, default static).
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import {
-  type AppHandle,
   findExecutable,
   freePort,
   type ManagedProcess,
@@ -102,9 +111,15 @@ const COMPARE_WITH = process.env.BENCH_COMPARE_WITH;
 const CLIENT = (process.env.BENCH_CLIENT ?? (findExecutable('wrk') ? 'wrk' : 'undici')) as
   | 'wrk'
   | 'undici';
-const WRK_SECONDS = Number(process.env.BENCH_WRK_SECONDS ?? 5);
-const STREAM_WRK_SECONDS = Number(process.env.BENCH_STREAM_WRK_SECONDS ?? Math.min(3, WRK_SECONDS));
+const WRK_SECONDS = Number(process.env.BENCH_WRK_SECONDS ?? 4);
+const STREAM_WRK_SECONDS = Number(process.env.BENCH_STREAM_WRK_SECONDS ?? WRK_SECONDS);
 const NGINX = process.env.BENCH_NGINX === '0' ? undefined : findNginx();
+const UPSTREAM = (process.env.BENCH_UPSTREAM ?? 'static') as 'static' | 'sim';
+if (UPSTREAM !== 'static' && UPSTREAM !== 'sim') {
+  throw new Error(
+    `BENCH_UPSTREAM: expected static or sim, got ${JSON.stringify(process.env.BENCH_UPSTREAM)}`,
+  );
+}
 
 /** One kind of request: its body, the content chunks it must get, its phase sizes. */
 interface Workload {
@@ -125,7 +140,8 @@ function workload(name: Workload['name'], tokens: number, scale: number): Worklo
     name,
     stream,
     tokens,
-    // ignore_eos: the sim generates exactly max_tokens whatever its --output-len-mode.
+    // ignore_eos: the sim generates exactly max_tokens whatever its --output-len-mode
+    // (the static upstream always does).
     body: JSON.stringify({
       model: 'sim-model',
       messages: [{ role: 'user', content: 'hi' }],
@@ -158,7 +174,7 @@ const WORKLOADS = (() => {
 
 type Path = 'direct' | 'redis' | 'embedded' | 'nginx' | 'redis@compare' | 'embedded@compare';
 const PATH_NAMES: Record<Path, string> = {
-  direct: 'direct to sim',
+  direct: `direct to ${UPSTREAM}`,
   redis: 'gateway, Redis',
   embedded: 'gateway, embedded',
   nginx: 'nginx (plain proxy)',
@@ -201,13 +217,44 @@ async function startOtherGateway(
   return { url, process: child };
 }
 
+/** The upstream every path ends at. */
+interface Upstream {
+  url: string;
+  pid: number;
+}
+
+/**
+ * bench/static-upstream.ts in its own process (its CPU is measured apart), through tsx as
+ * this bench runs; ready once it prints its listening line. It exits with this process
+ * (stdin pipe) and is stopped by stopAll().
+ */
+async function startStaticUpstream(): Promise<Upstream> {
+  const entry = fileURLToPath(new URL('./static-upstream.ts', import.meta.url));
+  let url: string | undefined;
+  const child = spawnManaged({
+    name: 'static-upstream',
+    command: process.execPath,
+    args: ['--import', 'tsx', entry],
+    cwd: dirname(entry), // where tsx resolves
+    exitWithStdin: true,
+    onLine: (line) => {
+      url ??= /^static-upstream listening on (http:\/\/\S+)$/.exec(line)?.[1];
+    },
+  });
+  await waitUntil('static upstream', async () => url !== undefined, {
+    process: child,
+    timeoutMs: 15_000,
+  });
+  return { url: url!, pid: child.pid };
+}
+
 interface PhaseResult {
   p50: number;
   p99: number;
   rps: number;
   errors: number;
   /** CPU microseconds per request, per process (NaN where not measurable). */
-  cpu: { proxy: number; sim: number; redis: number; client: number };
+  cpu: { proxy: number; pod: number; redis: number; client: number };
 }
 
 /** One request; resolves with the status once the whole response has arrived. */
@@ -245,7 +292,8 @@ function cpuMicros(pid: number | undefined): number {
 interface Pids {
   /** The gateway, or nginx's master and worker (summed). */
   proxy?: number[];
-  sim: number;
+  /** The upstream (static server or sim). */
+  pod: number;
   redis?: number;
 }
 
@@ -255,7 +303,7 @@ type ServerCpu = Omit<PhaseResult['cpu'], 'client'>;
 function serverCpu(pids: Pids): ServerCpu {
   return {
     proxy: pids.proxy ? pids.proxy.reduce((sum, pid) => sum + cpuMicros(pid), 0) : Number.NaN,
-    sim: cpuMicros(pids.sim),
+    pod: cpuMicros(pids.pod),
     redis: cpuMicros(pids.redis),
   };
 }
@@ -265,7 +313,7 @@ function serverCpuPerRequest(pids: Pids, before: ServerCpu, requests: number): S
   const now = serverCpu(pids);
   return {
     proxy: (now.proxy - before.proxy) / requests,
-    sim: (now.sim - before.sim) / requests,
+    pod: (now.pod - before.pod) / requests,
     redis: (now.redis - before.redis) / requests,
   };
 }
@@ -289,7 +337,13 @@ async function phase(
   count: number,
 ): Promise<PhaseResult> {
   const { url, auth, pids } = target;
-  const pool = new Pool(url, { connections: concurrency, pipelining: 1 });
+  // A request stuck upstream counts as an error after 10 s (undici's default is 300 s).
+  const pool = new Pool(url, {
+    connections: concurrency,
+    pipelining: 1,
+    headersTimeout: 10_000,
+    bodyTimeout: 10_000,
+  });
   const options: Dispatcher.DispatchOptions = {
     method: 'POST',
     path: '/v1/chat/completions',
@@ -489,18 +543,20 @@ let nginx: NginxProxy | undefined;
 
 async function main(): Promise<void> {
   const redis = await startRedis();
-  let sim: AppHandle | undefined;
   try {
-    sim = await startSim({
-      args: {
-        'alpha-ms': 0,
-        'beta-ms': 0,
-        'gamma-ms': 0,
-        model: 'sim-model',
-        'output-len-mode': 'max',
-      },
-    });
-    const pods = [{ name: 'pod-a', url: sim.url, cap: 64 }];
+    const upstream: Upstream =
+      UPSTREAM === 'static'
+        ? await startStaticUpstream()
+        : await startSim({
+            args: {
+              'alpha-ms': 0,
+              'beta-ms': 0,
+              'gamma-ms': 0,
+              model: 'sim-model',
+              'output-len-mode': 'max',
+            },
+          });
+    const pods = [{ name: 'pod-a', url: upstream.url, cap: 64 }];
     // Each gateway runs in its own process (built dist/), as deployed.
     const withRedis = await startGatewayProcess({
       config: writeGatewayConfig({ redisUrl: redis.url, budget: 64, pods }),
@@ -512,26 +568,30 @@ async function main(): Promise<void> {
     });
     const redisServer = redis.source === 'redis-server' ? await redisPid(redis.url) : undefined;
     const targets: Partial<Record<Path, Target>> = {
-      direct: { url: sim.url, auth: false, pids: { sim: sim.pid } },
+      direct: { url: upstream.url, auth: false, pids: { pod: upstream.pid } },
       redis: {
         url: withRedis.url,
         auth: true,
         pids: {
           proxy: [withRedis.pid],
-          sim: sim.pid,
+          pod: upstream.pid,
           ...(redisServer ? { redis: redisServer } : {}),
         },
       },
       embedded: {
         url: embedded.url,
         auth: true,
-        pids: { proxy: [embedded.pid], sim: sim.pid },
+        pids: { proxy: [embedded.pid], pod: upstream.pid },
       },
     };
     const paths: Path[] = ['direct', 'redis', 'embedded'];
     if (NGINX) {
-      nginx = await startNginxProxy(NGINX, sim.url);
-      targets.nginx = { url: nginx.url, auth: false, pids: { proxy: nginx.pids, sim: sim.pid } };
+      nginx = await startNginxProxy(NGINX, upstream.url);
+      targets.nginx = {
+        url: nginx.url,
+        auth: false,
+        pids: { proxy: nginx.pids, pod: upstream.pid },
+      };
       paths.push('nginx');
     }
     if (COMPARE_WITH) {
@@ -550,14 +610,14 @@ async function main(): Promise<void> {
         auth: true,
         pids: {
           proxy: [other.process.pid],
-          sim: sim.pid,
+          pod: upstream.pid,
           ...(redisServer ? { redis: redisServer } : {}),
         },
       };
       targets['embedded@compare'] = {
         url: otherEmbedded.url,
         auth: true,
-        pids: { proxy: [otherEmbedded.process.pid], sim: sim.pid },
+        pids: { proxy: [otherEmbedded.process.pid], pod: upstream.pid },
       };
       paths.push('redis@compare', 'embedded@compare');
     }
@@ -571,9 +631,15 @@ async function main(): Promise<void> {
     for (const load of WORKLOADS) {
       for (const path of paths) {
         const started = performance.now();
-        await phase(targets[path]!, load.body, 16, Math.ceil(JIT_WARMUP / load.scale));
+        const { errors } = await phase(
+          targets[path]!,
+          load.body,
+          16,
+          Math.ceil(JIT_WARMUP / load.scale),
+        );
         console.error(
-          `warm-up ${load.name} ${PATH_NAMES[path]}: ${((performance.now() - started) / 1_000).toFixed(1)} s`,
+          `warm-up ${load.name} ${PATH_NAMES[path]}: ${((performance.now() - started) / 1_000).toFixed(1)} s` +
+            (errors > 0 ? ` (${errors} errors)` : ''),
         );
       }
     }
@@ -602,7 +668,7 @@ async function main(): Promise<void> {
     const fmt = (n: number, width = 7) => (Number.isNaN(n) ? '-' : n.toFixed(3)).padStart(width);
     const us = (n: number) => (Number.isNaN(n) ? '-' : n.toFixed(0)).padStart(5);
     const rows = [
-      'workload  | c  | path                | p50 ms  | p99 ms  | added p50 | added p99 | req/s | vs direct | cpu us/req: proxy   sim redis client',
+      'workload  | c  | path                | p50 ms  | p99 ms  | added p50 | added p99 | req/s | vs direct | cpu us/req: proxy   pod redis client',
     ];
     for (const load of WORKLOADS) {
       for (const concurrency of CONCURRENCY) {
@@ -620,7 +686,7 @@ async function main(): Promise<void> {
               ` ${fmt(added((r) => r.p50))}   | ${fmt(added((r) => r.p99))}   | ${m((r) => r.rps)
                 .toFixed(0)
                 .padStart(5)} |` +
-              ` ${ratio.toFixed(2).padStart(9)} |             ${us(m((r) => r.cpu.proxy))} ${us(m((r) => r.cpu.sim))} ${us(m((r) => r.cpu.redis))} ${us(m((r) => r.cpu.client))}` +
+              ` ${ratio.toFixed(2).padStart(9)} |             ${us(m((r) => r.cpu.proxy))} ${us(m((r) => r.cpu.pod))} ${us(m((r) => r.cpu.redis))} ${us(m((r) => r.cpu.client))}` +
               (errors > 0 ? `  (${errors} errors)` : ''),
           );
         }
@@ -631,7 +697,7 @@ async function main(): Promise<void> {
         ? `wrk, ${WRK_SECONDS} s per plain phase and ${STREAM_WRK_SECONDS} s per stream phase (each after 1 s of warm-up; every process first served ${JIT_WARMUP} plain requests, ${Math.ceil(JIT_WARMUP / 4)} stream16, ${Math.ceil(JIT_WARMUP / 16)} stream256)`
         : `${REQUESTS} plain requests per phase, ${Math.ceil(REQUESTS / 4)} stream16, ${Math.ceil(REQUESTS / 16)} stream256 (after the same /1, /4, /16 of ${JIT_WARMUP} + ${WARMUP} warm-up)`;
     console.log(
-      `\noverhead benchmark: ${perPhase}, zero-latency sim, median of ${ROUNDS} round(s); measured phases took ${benchSeconds.toFixed(0)} s\n`,
+      `\noverhead benchmark: ${perPhase}, upstream ${UPSTREAM === 'static' ? 'static (bench/static-upstream.ts)' : 'vllm-sim at zero latency'}, median of ${ROUNDS} round(s); measured phases took ${benchSeconds.toFixed(0)} s\n`,
     );
     console.log(`verified per path (one request each):\n  ${verified.join('\n  ')}\n`);
     console.log(
