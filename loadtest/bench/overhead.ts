@@ -62,9 +62,9 @@
  * counted (1 s warm-up, then BENCH_WRK_SECONDS, default 4, for plain and
  * BENCH_STREAM_WRK_SECONDS, default BENCH_WRK_SECONDS, for streams), and the
  * client's CPU is not reported. Default run time with wrk: 3 rounds x 2
- * concurrencies x 4 paths x 3 workloads x 5 s = 6 min, plus ~30 s of start-up,
- * JIT warm-up and wrk start-up with the static upstream (~1 min with the sim,
- * whose stream256 warm-up is slow).
+ * concurrencies x 4 paths x 3 workloads x 5 s = 6 min (6.2 min measured), plus
+ * ~1 min of start-up and JIT warm-up: 7.2 min in all with the static upstream
+ * on a busy 2-core VM.
  *
  * The nginx row: nginx on the PATH (or in /usr/sbin), one worker, unbuffered,
  * HTTP/1.1 keep-alive (64) to the upstream, everything in a temporary prefix (no
