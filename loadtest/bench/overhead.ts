@@ -79,11 +79,8 @@
  * BENCH_NGINX (0: no nginx row), BENCH_COMPARE_WITH, BENCH_UPSTREAM
  * (static|sim, default static).
  */
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import {
   findExecutable,
   freePort,
@@ -100,6 +97,7 @@ import {
 import { Redis } from 'ioredis';
 import { type Dispatcher, Pool } from 'undici';
 import { findNginx, type NginxProxy, startNginxProxy } from './nginx-proxy.js';
+import { runWrk, startStaticUpstream, type Upstream, workloadBody } from './wrk.js';
 
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 1_000);
 const JIT_WARMUP = Number(process.env.BENCH_JIT_WARMUP ?? 12_000);
@@ -140,14 +138,7 @@ function workload(name: Workload['name'], tokens: number, scale: number): Worklo
     name,
     stream,
     tokens,
-    // ignore_eos: the sim generates exactly max_tokens whatever its --output-len-mode
-    // (the static upstream always does).
-    body: JSON.stringify({
-      model: 'sim-model',
-      messages: [{ role: 'user', content: 'hi' }],
-      max_tokens: tokens,
-      ...(stream ? { stream: true, ignore_eos: true } : {}),
-    }),
+    body: workloadBody(name),
     scale,
     seconds: stream ? STREAM_WRK_SECONDS : WRK_SECONDS,
   };
@@ -215,37 +206,6 @@ async function startOtherGateway(
     { process: child, timeoutMs: 15_000 },
   );
   return { url, process: child };
-}
-
-/** The upstream every path ends at. */
-interface Upstream {
-  url: string;
-  pid: number;
-}
-
-/**
- * bench/static-upstream.ts in its own process (its CPU is measured apart), through tsx as
- * this bench runs; ready once it prints its listening line. It exits with this process
- * (stdin pipe) and is stopped by stopAll().
- */
-async function startStaticUpstream(): Promise<Upstream> {
-  const entry = fileURLToPath(new URL('./static-upstream.ts', import.meta.url));
-  let url: string | undefined;
-  const child = spawnManaged({
-    name: 'static-upstream',
-    command: process.execPath,
-    args: ['--import', 'tsx', entry],
-    cwd: dirname(entry), // where tsx resolves
-    exitWithStdin: true,
-    onLine: (line) => {
-      url ??= /^static-upstream listening on (http:\/\/\S+)$/.exec(line)?.[1];
-    },
-  });
-  await waitUntil('static upstream', async () => url !== undefined, {
-    process: child,
-    timeoutMs: 15_000,
-  });
-  return { url: url!, pid: child.pid };
 }
 
 interface PhaseResult {
@@ -382,34 +342,6 @@ async function phase(
   return { p50: at(0.5), p99: at(0.99), rps: (n / elapsed) * 1_000, errors, cpu };
 }
 
-/** wrk's latency figure ("123.45us", "1.20ms", "2.00s") in milliseconds. */
-function wrkMillis(text: string): number {
-  const match = /^([\d.]+)(us|ms|s)$/.exec(text);
-  if (!match) return Number.NaN;
-  const value = Number(match[1]);
-  return match[2] === 'us' ? value / 1_000 : match[2] === 's' ? value * 1_000 : value;
-}
-
-let wrkScriptDir: string | undefined;
-const wrkScripts = new Map<string, string>();
-/** A workload's POST as a wrk script (headers with or without the API key). */
-function wrkScriptFile(load: Workload, auth: boolean): string {
-  const name = `${load.name}-${auth ? 'auth' : 'plain'}.lua`;
-  const known = wrkScripts.get(name);
-  if (known) return known;
-  wrkScriptDir ??= mkdtempSync(join(tmpdir(), 'fairgate-wrk-'));
-  const file = join(wrkScriptDir, name);
-  const lines = [
-    'wrk.method = "POST"',
-    `wrk.body = ${JSON.stringify(load.body)}`,
-    'wrk.headers["content-type"] = "application/json"',
-    ...(auth ? [`wrk.headers["authorization"] = "Bearer ${TEST_KEYS.paying}"`] : []),
-  ];
-  writeFileSync(file, `${lines.join('\n')}\n`);
-  wrkScripts.set(name, file);
-  return file;
-}
-
 /** One timed phase driven by wrk (one thread, `concurrency` connections). */
 async function wrkPhase(
   target: Target,
@@ -419,36 +351,13 @@ async function wrkPhase(
 ): Promise<PhaseResult> {
   const { url, auth, pids } = target;
   const before = serverCpu(pids);
-  const script = wrkScriptFile(load, auth);
-  const args = ['-t1', `-c${concurrency}`, `-d${seconds}s`, '--latency', '-s', script];
-  const output = await new Promise<string>((resolvePromise, reject) => {
-    const child = spawn('wrk', [...args, `${url}/v1/chat/completions`], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    let text = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      text += chunk.toString();
-    });
-    child.once('error', reject);
-    child.once('exit', (code) =>
-      code === 0 ? resolvePromise(text) : reject(new Error(`wrk exited ${code}: ${text}`)),
-    );
-  });
-  const count = Number(/(\d+) requests in/.exec(output)?.[1] ?? Number.NaN);
-  const non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(output)?.[1] ?? 0);
-  const socketErrors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(
-    output,
-  );
-  const errors =
-    non2xx + (socketErrors ? socketErrors.slice(1).reduce((sum, n) => sum + Number(n), 0) : 0);
-  const percentile = (label: string) =>
-    wrkMillis(new RegExp(`^\\s+${label}%\\s+(\\S+)`, 'm').exec(output)?.[1] ?? '');
+  const result = await runWrk({ url, body: load.body, auth, concurrency, seconds });
   return {
-    p50: percentile('50'),
-    p99: percentile('99'),
-    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(output)?.[1] ?? Number.NaN),
-    errors,
-    cpu: { ...serverCpuPerRequest(pids, before, count), client: Number.NaN },
+    p50: result.p50,
+    p99: result.p99,
+    rps: result.rps,
+    errors: result.errors,
+    cpu: { ...serverCpuPerRequest(pids, before, result.count), client: Number.NaN },
   };
 }
 

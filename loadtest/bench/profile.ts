@@ -1,0 +1,202 @@
+/**
+ * Benchmark: where one gateway replica's CPU goes, per request.
+ *
+ *   npm run bench:profile -w @fairgate/loadtest
+ *
+ * One gateway process (with Redis, and one on the embedded scheduler) in front of the
+ * static upstream (bench/static-upstream.ts), driven by wrk at c=16 for each workload
+ * (plain: 1 token, not streamed; stream16: 16 chunks). After a JIT warm-up the bench
+ * starts V8's sampling profiler in the gateway over the DevTools protocol (the gateway runs
+ * with `--inspect` on a free loopback port), runs one measured wrk phase and stops it, so
+ * the profile covers the steady state only. It prints the gateway's busy time per request
+ * split by what spent it (loadtest/bench/cpu-profile.ts: Node's HTTP server, undici,
+ * ioredis, the gateway's code, GC...) next to wrk's req/s: the "flame summary" tables of
+ * docs/gateway.md. Sampling costs a few percent, so req/s here is a little below
+ * bench:overhead's.
+ *
+ * BENCH_COMPARE_WITH=<another checkout, built> profiles that checkout's gateway under the
+ * same conditions (same upstream and Redis, in turn), for before/after tables.
+ *
+ * Environment: PROFILE_SECONDS (measured phase, default 6), PROFILE_WARMUP_SECONDS
+ * (default 4), PROFILE_WORKLOADS (default plain,stream16), PROFILE_MODES (default
+ * redis,embedded), BENCH_COMPARE_WITH. Needs wrk (Debian package `wrk`).
+ */
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import {
+  type AppHandle,
+  findExecutable,
+  freePort,
+  spawnManaged,
+  startGatewayProcess,
+  startRedis,
+  stopAll,
+  waitUntil,
+  writeGatewayConfig,
+} from '@fairgate/testkit';
+import { WebSocket } from 'undici';
+import {
+  CATEGORY_NAMES,
+  type CpuProfile,
+  type ProfileSummary,
+  summarizeProfile,
+} from './cpu-profile.js';
+import { runWrk, startStaticUpstream, workloadBody } from './wrk.js';
+
+const SECONDS = Number(process.env.PROFILE_SECONDS ?? 6);
+const WARMUP_SECONDS = Number(process.env.PROFILE_WARMUP_SECONDS ?? 4);
+const WORKLOADS = (process.env.PROFILE_WORKLOADS ?? 'plain,stream16').split(',');
+const MODES = (process.env.PROFILE_MODES ?? 'redis,embedded').split(',') as Array<
+  'redis' | 'embedded'
+>;
+const COMPARE_WITH = process.env.BENCH_COMPARE_WITH;
+const CONCURRENCY = 16;
+
+/** A minimal DevTools protocol session over the inspector's WebSocket. */
+async function inspectorSession(port: number) {
+  const list = (await (await fetch(`http://127.0.0.1:${port}/json/list`)).json()) as Array<{
+    webSocketDebuggerUrl: string;
+  }>;
+  const socket = new WebSocket(list[0]!.webSocketDebuggerUrl);
+  await new Promise<void>((resolveOpen, reject) => {
+    socket.addEventListener('open', () => resolveOpen(), { once: true });
+    socket.addEventListener('error', () => reject(new Error('inspector connection failed')), {
+      once: true,
+    });
+  });
+  let nextId = 1;
+  const pending = new Map<number, (result: unknown) => void>();
+  socket.addEventListener('message', (event) => {
+    const message = JSON.parse(String(event.data)) as { id?: number; result?: unknown };
+    if (message.id !== undefined) pending.get(message.id)?.(message.result);
+  });
+  return {
+    send<T>(method: string, params: Record<string, unknown> = {}): Promise<T> {
+      const id = nextId++;
+      return new Promise((resolveResult) => {
+        pending.set(id, (result) => resolveResult(result as T));
+        socket.send(JSON.stringify({ id, method, params }));
+      });
+    },
+    close: () => socket.close(),
+  };
+}
+
+interface Profiled {
+  rps: number;
+  requests: number;
+  summary: ProfileSummary;
+}
+
+async function profileGateway(
+  gateway: { url: string; inspectPort: number },
+  workload: string,
+): Promise<Profiled> {
+  const body = workloadBody(workload);
+  const wrk = { url: gateway.url, body, auth: true, concurrency: CONCURRENCY };
+  await runWrk({ ...wrk, seconds: WARMUP_SECONDS });
+  const session = await inspectorSession(gateway.inspectPort);
+  await session.send('Profiler.enable');
+  await session.send('Profiler.setSamplingInterval', { interval: 200 });
+  await session.send('Profiler.start');
+  const result = await runWrk({ ...wrk, seconds: SECONDS });
+  const { profile } = await session.send<{ profile: CpuProfile }>('Profiler.stop');
+  session.close();
+  return { rps: result.rps, requests: result.count, summary: summarizeProfile(profile) };
+}
+
+/** A gateway of this checkout (built dist/) or of BENCH_COMPARE_WITH, with --inspect. */
+async function startProfiledGateway(
+  root: string | undefined,
+  config: string,
+  replica: string,
+): Promise<{ url: string; inspectPort: number; stop(): Promise<void> }> {
+  const inspectPort = await freePort();
+  const nodeArgs = [`--inspect=127.0.0.1:${inspectPort}`];
+  if (!root) {
+    const app: AppHandle = await startGatewayProcess({ config, replicaId: replica, nodeArgs });
+    return { url: app.url, inspectPort, stop: () => app.stop() };
+  }
+  const entry = join(resolve(root), 'apps/gateway/dist/main.js');
+  if (!existsSync(entry)) throw new Error(`${entry} is missing: build that checkout first`);
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const child = spawnManaged({
+    name: `compare-gateway:${port}`,
+    command: process.execPath,
+    args: [...nodeArgs, entry, '--config', config, '--host', '127.0.0.1', '--port', String(port)],
+    env: {},
+    exitWithStdin: true,
+  });
+  await waitUntil(
+    `gateway of ${root}`,
+    async () => (await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1_000) })).ok,
+    { process: child, timeoutMs: 15_000 },
+  );
+  return { url, inspectPort, stop: () => child.stop() };
+}
+
+async function main(): Promise<void> {
+  if (!findExecutable('wrk')) throw new Error('bench:profile needs wrk (apt-get install wrk)');
+  const redis = await startRedis();
+  try {
+    const upstream = await startStaticUpstream();
+    const pods = [{ name: 'pod-a', url: upstream.url, cap: 64 }];
+    const trees: Array<[string, string | undefined]> = [['this tree', undefined]];
+    if (COMPARE_WITH) trees.push([`compare (${COMPARE_WITH})`, COMPARE_WITH]);
+    const columns: Array<{ label: string; result: Profiled }> = [];
+    for (const workload of WORKLOADS) {
+      for (const mode of MODES) {
+        for (const [tree, root] of trees) {
+          const config = writeGatewayConfig({
+            budget: 64,
+            pods,
+            ...(mode === 'redis' ? { redisUrl: redis.url } : {}),
+          });
+          const gateway = await startProfiledGateway(root, config, `profile-${mode}`);
+          try {
+            const result = await profileGateway(gateway, workload);
+            columns.push({ label: `${workload} ${mode} ${tree}`, result });
+            console.error(`${workload} ${mode} ${tree}: ${result.rps.toFixed(0)} req/s`);
+          } finally {
+            await gateway.stop();
+          }
+        }
+      }
+    }
+    const width = 20;
+    console.log(
+      `\ngateway CPU per request (µs of busy time, sampled), wrk c=${CONCURRENCY}, ${SECONDS} s after ${WARMUP_SECONDS} s warm-up, static upstream\n`,
+    );
+    console.log(
+      `${'part'.padEnd(34)}|${columns.map((c) => c.label.slice(0, width).padStart(width + 1)).join(' |')}`,
+    );
+    const perRequest = (c: Profiled, micros: number) => micros / c.requests;
+    for (const category of CATEGORY_NAMES) {
+      if (columns.every((c) => (c.result.summary.byCategory.get(category) ?? 0) === 0)) continue;
+      const cells = columns.map((c) =>
+        perRequest(c.result, c.result.summary.byCategory.get(category) ?? 0)
+          .toFixed(1)
+          .padStart(width + 1),
+      );
+      console.log(`${category.padEnd(34)}|${cells.join(' |')}`);
+    }
+    console.log(
+      `${'total busy'.padEnd(34)}|${columns
+        .map((c) =>
+          perRequest(c.result, c.result.summary.busy)
+            .toFixed(1)
+            .padStart(width + 1),
+        )
+        .join(' |')}`,
+    );
+    console.log(
+      `${'req/s (profiler on)'.padEnd(34)}|${columns.map((c) => c.result.rps.toFixed(0).padStart(width + 1)).join(' |')}`,
+    );
+  } finally {
+    await stopAll();
+    await redis.stop();
+  }
+}
+
+await main();
