@@ -23,7 +23,13 @@ export interface ProfileSummary {
 
 const CATEGORIES: Array<[string, (url: string, fn: string) => boolean]> = [
   ['GC', (url, fn) => url === '' && fn === '(garbage collector)'],
-  ['native: syscalls, builtins', (url, fn) => url === '' && fn !== '(program)'],
+  [
+    'socket writes and reads (syscalls)',
+    (url, fn) =>
+      url === '' &&
+      /^(writev|writeBuffer|write\w*String|readStart|readStop|onStreamRead)$/.test(fn),
+  ],
+  ['native builtins', (url, fn) => url === '' && fn !== '(program)'],
   ['V8 (program)', (url, fn) => url === '' && fn === '(program)'],
   ['ioredis', (url) => /node_modules\/(ioredis|redis-parser|denque|cluster-key-slot)\//.test(url)],
   ['undici (pod client)', (url) => /node_modules\/undici\/|node:internal\/deps\/undici/.test(url)],

@@ -97,7 +97,7 @@ async function profileGateway(
   await runWrk({ ...wrk, seconds: WARMUP_SECONDS });
   const session = await inspectorSession(gateway.inspectPort);
   await session.send('Profiler.enable');
-  await session.send('Profiler.setSamplingInterval', { interval: 200 });
+  await session.send('Profiler.setSamplingInterval', { interval: 1_000 });
   await session.send('Profiler.start');
   const result = await runWrk({ ...wrk, seconds: SECONDS });
   const { profile } = await session.send<{ profile: CpuProfile }>('Profiler.stop');
