@@ -8,7 +8,7 @@
 export interface CpuProfile {
   nodes: Array<{
     id: number;
-    callFrame: { functionName: string; url: string };
+    callFrame: { functionName: string; url: string; lineNumber?: number };
     children?: number[];
   }>;
   samples: number[];
@@ -19,6 +19,8 @@ export interface CpuProfile {
 export interface ProfileSummary {
   busy: number;
   byCategory: Map<string, number>;
+  /** Self time per function (`name file:line`). */
+  byFunction: Map<string, number>;
 }
 
 const CATEGORIES: Array<[string, (url: string, fn: string) => boolean]> = [
@@ -60,6 +62,7 @@ export function categoryOf(url: string, functionName: string): string {
 export function summarizeProfile(profile: CpuProfile): ProfileSummary {
   const nodes = new Map(profile.nodes.map((node) => [node.id, node]));
   const byCategory = new Map<string, number>();
+  const byFunction = new Map<string, number>();
   let busy = 0;
   for (let i = 0; i < profile.samples.length; i++) {
     const node = nodes.get(profile.samples[i]!);
@@ -67,9 +70,12 @@ export function summarizeProfile(profile: CpuProfile): ProfileSummary {
     if (!node || node.callFrame.functionName === '(idle)') continue;
     const category = categoryOf(node.callFrame.url, node.callFrame.functionName);
     byCategory.set(category, (byCategory.get(category) ?? 0) + micros);
+    const { functionName, url } = node.callFrame;
+    const where = `${functionName || '(anonymous)'} ${url.replace(/^.*\/(apps|packages|node_modules)\//, '$1/')}`;
+    byFunction.set(where, (byFunction.get(where) ?? 0) + micros);
     busy += micros;
   }
-  return { busy, byCategory };
+  return { busy, byCategory, byFunction };
 }
 
 /** Category names in display order. */

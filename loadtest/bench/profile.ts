@@ -21,7 +21,7 @@
  * (default 4), PROFILE_WORKLOADS (default plain,stream16), PROFILE_MODES (default
  * redis,embedded), BENCH_COMPARE_WITH. Needs wrk (Debian package `wrk`).
  */
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import {
   type AppHandle,
@@ -50,6 +50,10 @@ const MODES = (process.env.PROFILE_MODES ?? 'redis,embedded').split(',') as Arra
   'redis' | 'embedded'
 >;
 const COMPARE_WITH = process.env.BENCH_COMPARE_WITH;
+/** PROFILE_TOP=N also prints each run's N functions with the most self time. */
+const TOP = Number(process.env.PROFILE_TOP ?? 0);
+/** PROFILE_SAVE=<dir> keeps each run's raw profile there (open it in Chrome DevTools). */
+const SAVE_DIR = process.env.PROFILE_SAVE;
 const CONCURRENCY = 16;
 
 /** A minimal DevTools protocol session over the inspector's WebSocket. */
@@ -91,6 +95,7 @@ interface Profiled {
 async function profileGateway(
   gateway: { url: string; inspectPort: number },
   workload: string,
+  label: string,
 ): Promise<Profiled> {
   const body = workloadBody(workload);
   const wrk = { url: gateway.url, body, auth: true, concurrency: CONCURRENCY };
@@ -102,6 +107,10 @@ async function profileGateway(
   const result = await runWrk({ ...wrk, seconds: SECONDS });
   const { profile } = await session.send<{ profile: CpuProfile }>('Profiler.stop');
   session.close();
+  if (SAVE_DIR) {
+    mkdirSync(SAVE_DIR, { recursive: true });
+    writeFileSync(join(SAVE_DIR, `${label}.cpuprofile`), JSON.stringify(profile));
+  }
   return { rps: result.rps, requests: result.count, summary: summarizeProfile(profile) };
 }
 
@@ -155,8 +164,9 @@ async function main(): Promise<void> {
           });
           const gateway = await startProfiledGateway(root, config, `profile-${mode}`);
           try {
-            const result = await profileGateway(gateway, workload);
-            columns.push({ label: `${workload} ${mode} ${tree}`, result });
+            const label = `${workload} ${mode} ${tree}`;
+            const result = await profileGateway(gateway, workload, label.replace(/\W+/g, '-'));
+            columns.push({ label, result });
             console.error(`${workload} ${mode} ${tree}: ${result.rps.toFixed(0)} req/s`);
           } finally {
             await gateway.stop();
@@ -190,6 +200,13 @@ async function main(): Promise<void> {
         )
         .join(' |')}`,
     );
+    for (const { label, result } of TOP > 0 ? columns : []) {
+      console.log(`\ntop ${TOP} functions by self time, ${label} (µs per request):`);
+      const top = [...result.summary.byFunction].sort((a, b) => b[1] - a[1]).slice(0, TOP);
+      for (const [where, micros] of top) {
+        console.log(`  ${(micros / result.requests).toFixed(1).padStart(6)}  ${where}`);
+      }
+    }
     console.log(
       `${'req/s (profiler on)'.padEnd(34)}|${columns.map((c) => c.result.rps.toFixed(0).padStart(width + 1)).join(' |')}`,
     );

@@ -83,6 +83,7 @@ async function attempts(
       const upstream = await exchange(current, {
         path: call.route,
         body: request as Record<string, unknown>,
+        text: call.body,
         stream: request.stream === true,
         headers: traceHeaders(client.ctx),
         signal: held.abort,

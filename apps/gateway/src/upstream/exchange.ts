@@ -22,7 +22,10 @@ import { SseFilter } from './sse-filter.js';
  */
 export interface ExchangeRequest {
   path: string;
+  /** The client's request as validated. */
   body: Record<string, unknown>;
+  /** The client's request body as it came (the same JSON: the schemas are loose, no transforms). */
+  text: string;
   stream: boolean;
   headers: Record<string, string>;
   /** Aborted when the client goes away, the scheduler evicts the request or the drain ends. */
@@ -234,10 +237,18 @@ export function exchange(pod: PodState, request: ExchangeRequest): Promise<Upstr
 
 function noop(): void {}
 
-/** Body as sent upstream: usage always requested for streams. */
+/**
+ * The body sent to the pod: the client's own text (no re-serialisation) unless a stream
+ * needs `stream_options.include_usage` forced on. A stream without stream_options gets the
+ * member added before the object's closing brace; one with stream_options is rebuilt.
+ */
 export function upstreamBody(request: ExchangeRequest): string {
-  if (!request.stream) return JSON.stringify(request.body);
-  const options = (request.body.stream_options ?? {}) as Record<string, unknown>;
+  if (!request.stream) return request.text;
+  const options = request.body.stream_options as Record<string, unknown> | null | undefined;
+  if (options === undefined) {
+    const close = request.text.lastIndexOf('}');
+    return `${request.text.slice(0, close)},"stream_options":{"include_usage":true}}`;
+  }
   return JSON.stringify({ ...request.body, stream_options: { ...options, include_usage: true } });
 }
 
