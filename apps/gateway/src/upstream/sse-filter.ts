@@ -71,8 +71,8 @@ export class SseFilter {
         continue;
       }
       const relayed = this.#relayed(data);
-      if (relayed === data) out.push(event);
-      else if (relayed !== null) out.push(Buffer.from(encodeData(relayed)));
+      if (relayed === 'keep') out.push(event);
+      else if (relayed === 'cut') out.push(...this.#cutNullUsage(event));
     }
     return out;
   }
@@ -92,13 +92,16 @@ export class SseFilter {
     return out;
   }
 
-  /** What to send for an event's data: the same string, a changed one, or null to drop it. */
-  #relayed(data: string): string | null {
+  /**
+   * What becomes of an event with this data: sent as it is, dropped (the usage chunk of a
+   * client that did not ask), or sent with its `,"usage":null` cut.
+   */
+  #relayed(data: string): 'keep' | 'drop' | 'cut' {
     if (data.includes('"usage":{')) {
       try {
         const parsed = JSON.parse(data) as { usage?: Usage; choices?: unknown[] };
         if (parsed.usage) this.usage = parsed.usage;
-        if (!this.clientWantsUsage && parsed.choices?.length === 0) return null; // the usage chunk
+        if (!this.clientWantsUsage && parsed.choices?.length === 0) return 'drop';
       } catch {
         // not JSON: relayed as it is
       }
@@ -107,9 +110,7 @@ export class SseFilter {
       this.#sawFirstToken = true;
       this.onFirstToken();
     }
-    return !this.clientWantsUsage && data.endsWith(NULL_USAGE_SUFFIX)
-      ? `${data.slice(0, -NULL_USAGE_SUFFIX.length)}}`
-      : data;
+    return !this.clientWantsUsage && data.endsWith(NULL_USAGE_SUFFIX) ? 'cut' : 'keep';
   }
 
   /** The `\r`-framed path: decoded event by event, re-encoded as `data: ...\n\n`. */
@@ -123,7 +124,10 @@ export class SseFilter {
           return;
         }
         const relayed = this.#relayed(data);
-        if (relayed !== null) this.#genericOut.push(encodeData(relayed));
+        if (relayed === 'keep') this.#genericOut.push(encodeData(data));
+        else if (relayed === 'cut') {
+          this.#genericOut.push(encodeData(`${data.slice(0, -NULL_USAGE_SUFFIX.length)}}`));
+        }
       });
     }
     this.#generic!.feed(chunk);
@@ -174,16 +178,19 @@ function encodeData(data: string): string {
   return `data: ${data.replaceAll('\n', '\ndata: ')}\n\n`;
 }
 
-/** True when a chunk's JSON carries generated text (chat delta content or completion text). */
+/**
+ * True when a chunk carries generated text: a `"content"` (chat delta) or `"text"`
+ * (completion) string member that is not empty. In a chunk those keys hold only the
+ * generated text (logprobs' `"content"` is an array), and a quote inside a JSON string is
+ * escaped, so the raw text tells without parsing.
+ */
 function hasContent(data: string): boolean {
-  if (!data.includes('"content":"') && !data.includes('"text":"')) return false;
-  try {
-    const chunk = JSON.parse(data) as {
-      choices?: Array<{ delta?: { content?: string }; text?: string }>;
-    };
-    const choice = chunk.choices?.[0];
-    return Boolean(choice?.delta?.content || choice?.text);
-  } catch {
-    return false;
+  return hasNonEmptyString(data, '"content":"') || hasNonEmptyString(data, '"text":"');
+}
+
+function hasNonEmptyString(data: string, key: string): boolean {
+  for (let at = data.indexOf(key); at >= 0; at = data.indexOf(key, at + key.length)) {
+    if (data.charCodeAt(at + key.length) !== 0x22) return true;
   }
+  return false;
 }
