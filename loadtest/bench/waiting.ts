@@ -1,0 +1,564 @@
+/**
+ * Benchmark: 10,000 waiting streams on one gateway replica (issue 17).
+ *
+ *   npm run bench:waiting -w @fairgate/loadtest
+ *
+ * One gateway process with Redis (budget BENCH_BUDGET, default 2; queue TTL 10 minutes;
+ * one tenant whose queue and the pool's queue caps admit them all), in front of an
+ * upstream written here: a node:http server on 127.0.0.1 in a worker thread (its own event
+ * loop, so the client's 10,000 sockets do not delay its clocks) that answers an
+ * OpenAI-shaped SSE stream (role chunk, content chunk, usage chunk, `data: [DONE]`) after
+ * BENCH_HOLD_MS (5 ms), and records per request its arrival, its finish and the sequence
+ * number the client put in the `user` field.
+ *
+ * 1. Warm-up: BENCH_WARMUP streams through the gateway (JIT, pools, connections).
+ * 2. The upstream holds from now on: `budget` blocker streams take every slot.
+ *    Idle baseline: the gateway's VmRSS and its CPU over BENCH_WINDOW_S (10 s).
+ * 3. BENCH_WAITING (10,000) streaming chat requests are sent in order, one per connection,
+ *    in batches of BENCH_BATCH: a batch's connections are opened, its requests written in
+ *    sequence order, then the client waits until the gateway's `fairgate_waiting` gauge
+ *    counts the whole batch before it sends the next (so batch k is enqueued before batch
+ *    k+1: order across batches is exact; inside a batch, enqueue order may race).
+ * 4. While all wait and nothing changes: (a) VmRSS growth over the baseline, (b) the
+ *    gateway's CPU (utime + stime from /proc) over BENCH_WINDOW_S.
+ * 5. The upstream lets the blockers finish and serves every request after BENCH_HOLD_MS:
+ *    (c) the order in which requests reach the upstream (against the client's order) and
+ *    the next-grant latency = arrival at the upstream of the next request minus the finish
+ *    of the one whose slot it took (the k-th finish frees the slot of the (k+budget)-th
+ *    arrival; it includes the release, the dispatch, the notice and the forward).
+ *
+ * The gateway's config differs from the defaults in: scheduler.budget, queue_ttl_ms
+ * (600,000), max_queue_depth and band_capacity (20,000: defaults 10,000 and 5,000), the
+ * tenant's queue_max (20,000: default 100) and server.max_connections (12,000: the default
+ * 10,000 leaves no room for 10,000 waiting streams plus the blockers and the client's
+ * /metrics probes).
+ *
+ * Every loop is bounded in count and time; all traffic stays on 127.0.0.1. Needs Linux
+ * (/proc), `npm run build` and redis-server (or REDIS_URL).
+ *
+ * Environment: BENCH_WAITING (10000), BENCH_BUDGET (2), BENCH_HOLD_MS (5), BENCH_BATCH
+ * (50), BENCH_WARMUP (300), BENCH_WINDOW_S (10), BENCH_DRAIN_LIMIT_S (300),
+ * BENCH_GATEWAY_NODE_ARGS (extra node flags for the gateway, e.g. `--cpu-prof`).
+ */
+
+import { readFileSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import { Worker } from 'node:worker_threads';
+import {
+  sha256Hex,
+  startGatewayProcess,
+  startRedis,
+  stopAll,
+  TEST_KEYS,
+  writeGatewayConfig,
+} from '@fairgate/testkit';
+
+const WAITING = Number(process.env.BENCH_WAITING ?? 10_000);
+const BUDGET = Number(process.env.BENCH_BUDGET ?? 2);
+const HOLD_MS = Number(process.env.BENCH_HOLD_MS ?? 5);
+const BATCH = Number(process.env.BENCH_BATCH ?? 50);
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 300);
+const WINDOW_S = Number(process.env.BENCH_WINDOW_S ?? 10);
+const DRAIN_LIMIT_S = Number(process.env.BENCH_DRAIN_LIMIT_S ?? 300);
+const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(Boolean);
+
+/** Goals of the issue. */
+const GOAL_RSS_MB = 150;
+const GOAL_CPU_PERCENT = 10;
+const GOAL_NEXT_GRANT_P99_MS = 2;
+
+/**
+ * The upstream, in a worker thread (CommonJS, evaluated). Messages in: {mode: 'serve' |
+ * 'hold'}, {go: true} (finish what is held, serve from now on), {report: true}, {reset:
+ * true}. Out: {port}, {report: {arrivals, finishes}} as flat [seq, ms, seq, ms, ...].
+ */
+const UPSTREAM_SOURCE = String.raw`
+const { parentPort, workerData } = require('node:worker_threads');
+const http = require('node:http');
+const holdMs = workerData.holdMs;
+let holding = false;
+let held = [];
+let arrivals = [];
+let finishes = [];
+let running = 0;
+const id = 'chatcmpl-bench';
+const created = Math.floor(Date.now() / 1000);
+function event(object) { return 'data: ' + JSON.stringify(object) + '\n\n'; }
+function chunk(delta, finish) {
+  return event({ id, object: 'chat.completion.chunk', created, model: 'bench-model',
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], usage: null });
+}
+const usage = { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6 };
+const streamBody =
+  chunk({ role: 'assistant', content: '' }, null) +
+  chunk({ content: 'ok' }, null) +
+  chunk({ content: '.' }, 'stop');
+const usageEvent = event({ id, object: 'chat.completion.chunk', created, model: 'bench-model',
+  choices: [], usage });
+function respond(res, seq, includeUsage) {
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+  res.end(streamBody + (includeUsage ? usageEvent : '') + 'data: [DONE]\n\n');
+  running--;
+  finishes.push(seq, performance.now());
+}
+const server = http.createServer((req, res) => {
+  if (req.method === 'GET') {
+    if (req.url === '/health') return res.end('ok');
+    if (req.url === '/metrics') {
+      return res.end('vllm:num_requests_running{model_name="bench-model"} ' + running +
+        '\nvllm:num_requests_waiting{model_name="bench-model"} 0' +
+        '\nvllm:kv_cache_usage_perc{model_name="bench-model"} 0\n');
+    }
+    if (req.url === '/v1/models') {
+      res.setHeader('content-type', 'application/json');
+      return res.end(JSON.stringify({ object: 'list', data: [{ id: 'bench-model', object: 'model' }] }));
+    }
+    res.statusCode = 404;
+    return res.end();
+  }
+  const at = performance.now();
+  const parts = [];
+  req.on('data', (c) => parts.push(c));
+  req.on('end', () => {
+    let body = {};
+    try { body = JSON.parse(Buffer.concat(parts).toString('utf8')); } catch {}
+    const seq = Number(String(body.user ?? 'seq-NaN').slice(4));
+    const includeUsage = body.stream_options?.include_usage === true;
+    arrivals.push(seq, at);
+    running++;
+    if (holding) held.push([res, seq, includeUsage]);
+    else setTimeout(respond, holdMs, res, seq, includeUsage);
+  });
+});
+server.keepAliveTimeout = 60000;
+server.listen(0, '127.0.0.1', () => parentPort.postMessage({ port: server.address().port }));
+parentPort.on('message', (m) => {
+  if (m.mode) holding = m.mode === 'hold';
+  if (m.reset) { arrivals = []; finishes = []; }
+  if (m.go) {
+    holding = false;
+    const now = held; held = [];
+    for (const [res, seq, includeUsage] of now) respond(res, seq, includeUsage);
+  }
+  if (m.report) parentPort.postMessage({ report: { arrivals, finishes } });
+  if (m.close) { server.closeAllConnections(); server.close(() => process.exit(0)); }
+});
+`;
+
+interface Upstream {
+  url: string;
+  send(message: Record<string, unknown>): void;
+  report(): Promise<{ arrivals: number[]; finishes: number[] }>;
+  close(): Promise<void>;
+}
+
+async function startUpstream(): Promise<Upstream> {
+  // No loader flags: the worker runs plain CommonJS.
+  const worker = new Worker(UPSTREAM_SOURCE, {
+    eval: true,
+    workerData: { holdMs: HOLD_MS },
+    execArgv: [],
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    worker.once('error', reject);
+    worker.once('message', (m: { port: number }) => resolve(m.port));
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    send: (message) => worker.postMessage(message),
+    report: () =>
+      new Promise((resolve) => {
+        const onMessage = (m: { report?: { arrivals: number[]; finishes: number[] } }) => {
+          if (!m.report) return;
+          worker.off('message', onMessage);
+          resolve(m.report);
+        };
+        worker.on('message', onMessage);
+        worker.postMessage({ report: true });
+      }),
+    close: async () => {
+      worker.postMessage({ close: true });
+      const exited = new Promise((resolve) => worker.once('exit', resolve));
+      await Promise.race([exited, sleep(2_000)]);
+      await worker.terminate();
+    },
+  };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** utime + stime of a process in ms (Linux, USER_HZ = 100). */
+function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/** VmRSS of a process in MB. */
+function rssMb(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? Number.NaN);
+  return kb / 1024;
+}
+
+/** Percent of one core the process used over `seconds`, with its RSS sampled each second. */
+async function cpuWindow(pid: number, seconds: number): Promise<{ cpu: number; rss: number[] }> {
+  const rss: number[] = [];
+  const start = cpuMs(pid);
+  const t0 = performance.now();
+  for (let i = 0; i < seconds; i++) {
+    await sleep(1_000);
+    rss.push(rssMb(pid));
+  }
+  const elapsed = performance.now() - t0;
+  return { cpu: ((cpuMs(pid) - start) / elapsed) * 100, rss };
+}
+
+/** One streaming request on its own connection, read just enough to know how it ended. */
+class Stream {
+  status = 0;
+  done = false;
+  sawDone = false;
+  error: string | undefined;
+  #socket: Socket | undefined;
+  #head = '';
+  #tail = '';
+  #contentLength = -1;
+  #bodyBytes = 0;
+  #chunked = false;
+  readonly #finished: Promise<void>;
+  #resolve!: () => void;
+
+  constructor() {
+    this.#finished = new Promise((resolve) => {
+      this.#resolve = resolve;
+    });
+  }
+
+  get finished(): Promise<void> {
+    return this.#finished;
+  }
+
+  open(port: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const socket = connect({ host: '127.0.0.1', port }, () => resolve());
+      this.#socket = socket;
+      socket.setNoDelay(true);
+      socket.once('error', (error) => {
+        this.#end(error.message);
+        reject(error);
+      });
+      socket.on('data', (data: Buffer) => this.#onData(data));
+      socket.once('close', () => this.#end(this.done ? undefined : 'closed'));
+    });
+  }
+
+  send(request: string): void {
+    this.#socket?.write(request);
+  }
+
+  close(): void {
+    this.#socket?.destroy();
+  }
+
+  #onData(data: Buffer): void {
+    let text = data.toString('latin1');
+    if (!this.status) {
+      this.#head += text;
+      const end = this.#head.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const head = this.#head.slice(0, end);
+      this.status = Number(head.slice(9, 12));
+      const length = /\r\ncontent-length:\s*(\d+)/i.exec(head);
+      if (length) this.#contentLength = Number(length[1]);
+      this.#chunked = /\r\ntransfer-encoding:\s*chunked/i.test(head);
+      text = this.#head.slice(end + 4);
+      this.#head = '';
+    }
+    if (text.includes('[DONE]')) this.sawDone = true;
+    this.#bodyBytes += text.length;
+    this.#tail = (this.#tail + text).slice(-16);
+    if (
+      (this.#contentLength >= 0 && this.#bodyBytes >= this.#contentLength) ||
+      (this.#chunked && this.#tail.endsWith('\r\n0\r\n\r\n'))
+    ) {
+      this.done = true;
+      this.#end(undefined);
+    }
+  }
+
+  #end(error: string | undefined): void {
+    if (this.error === undefined && !this.done && error) this.error = error;
+    this.#resolve();
+  }
+}
+
+function requestText(port: number, seq: number): string {
+  const body = JSON.stringify({
+    model: 'bench-model',
+    messages: [{ role: 'user', content: 'hi' }],
+    max_tokens: 2,
+    stream: true,
+    user: `seq-${seq}`,
+  });
+  return (
+    `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n` +
+    `authorization: Bearer ${TEST_KEYS.paying}\r\ncontent-type: application/json\r\n` +
+    `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+  );
+}
+
+/** The gateway's fairgate_waiting and fairgate_inflight gauges. */
+async function gauges(url: string): Promise<{ waiting: number; inflight: number }> {
+  const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+  const read = (name: string) =>
+    Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+  return { waiting: read('fairgate_waiting'), inflight: read('fairgate_inflight') };
+}
+
+async function waitFor(
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs: number,
+  everyMs = 5,
+): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) {
+    if (await check()) return;
+    await sleep(everyMs);
+  }
+  throw new Error(`${what}: not within ${timeoutMs} ms`);
+}
+
+function quantile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
+
+/** Pairs [seq, ms, ...] sorted by time. */
+function byTime(flat: number[]): Array<[number, number]> {
+  const pairs: Array<[number, number]> = [];
+  for (let i = 0; i + 1 < flat.length; i += 2) pairs.push([flat[i]!, flat[i + 1]!]);
+  return pairs.sort((a, b) => a[1] - b[1]);
+}
+
+async function main(): Promise<void> {
+  const redis = await startRedis();
+  const upstream = await startUpstream();
+  const streams: Stream[] = [];
+  const blockers: Stream[] = [];
+  try {
+    const config = writeGatewayConfig({
+      redisUrl: redis.url,
+      budget: BUDGET,
+      pods: [{ name: 'pod-a', url: upstream.url, cap: 64 }],
+      tenants: [
+        {
+          id: 'paying',
+          api_key_sha256: [sha256Hex(TEST_KEYS.paying)],
+          default_class: 'standard',
+          queue_max: 20_000,
+        },
+      ],
+      scheduler: {
+        queue_ttl_ms: 600_000,
+        max_queue_depth: 20_000,
+        band_capacity: 20_000,
+      },
+      sections: { server: { max_connections: 12_000 } },
+    });
+    const gateway = await startGatewayProcess({
+      config,
+      replicaId: 'bench-waiting',
+      ...(GATEWAY_NODE_ARGS.length > 0 ? { nodeArgs: GATEWAY_NODE_ARGS } : {}),
+    });
+    const pid = gateway.pid;
+    if (pid === undefined) throw new Error('gateway has no pid');
+    const port = gateway.port;
+    await waitFor(
+      'the upstream is healthy',
+      async () => (await fetch(`${gateway.url}/readyz`)).ok,
+      15_000,
+      100,
+    );
+
+    // 1. Warm-up, 16 at a time.
+    const warmupStart = performance.now();
+    let warmupErrors = 0;
+    for (let i = 0; i < WARMUP; i += 16) {
+      const batch = Array.from({ length: Math.min(16, WARMUP - i) }, () => new Stream());
+      await Promise.all(batch.map((s) => s.open(port)));
+      for (const [j, s] of batch.entries()) s.send(requestText(port, -1_000_000 - i - j));
+      await Promise.race([Promise.all(batch.map((s) => s.finished)), sleep(10_000)]);
+      for (const s of batch) {
+        if (s.status !== 200 || !s.sawDone) warmupErrors++;
+        s.close();
+      }
+    }
+    console.error(
+      `warm-up: ${WARMUP} streams in ${((performance.now() - warmupStart) / 1_000).toFixed(1)} s, ${warmupErrors} errors`,
+    );
+
+    // 2. Blockers take every slot; idle baseline.
+    upstream.send({ mode: 'hold', reset: true });
+    blockers.push(...Array.from({ length: BUDGET }, () => new Stream()));
+    for (const [i, s] of blockers.entries()) {
+      await s.open(port);
+      s.send(requestText(port, -BUDGET + i));
+    }
+    await waitFor(
+      'blockers in flight',
+      async () => (await gauges(gateway.url)).inflight >= BUDGET,
+      10_000,
+    );
+    await sleep(2_000);
+    const idleRss = rssMb(pid);
+    const idle = await cpuWindow(pid, WINDOW_S);
+    console.error(
+      `idle: RSS ${idleRss.toFixed(1)} MB, CPU ${idle.cpu.toFixed(2)}% over ${WINDOW_S} s`,
+    );
+
+    // 3. Ramp: batches in order; each batch acknowledged by the waiting gauge.
+    const rampStart = performance.now();
+    for (let first = 0; first < WAITING; first += BATCH) {
+      const batch = Array.from({ length: Math.min(BATCH, WAITING - first) }, () => new Stream());
+      await Promise.all(batch.map((s) => s.open(port)));
+      for (const [j, s] of batch.entries()) s.send(requestText(port, first + j));
+      streams.push(...batch);
+      const expected = first + batch.length;
+      await waitFor(
+        `batch at ${first} enqueued`,
+        async () => {
+          const failed = batch.find((s) => s.status !== 0 || s.error !== undefined);
+          if (failed) {
+            throw new Error(
+              `request refused while ramping: status ${failed.status} ${failed.error ?? ''}`,
+            );
+          }
+          return (await gauges(gateway.url)).waiting >= expected;
+        },
+        30_000,
+        2,
+      );
+    }
+    const rampS = (performance.now() - rampStart) / 1_000;
+    console.error(`ramp: ${WAITING} waiting after ${rampS.toFixed(1)} s`);
+
+    // 4. Everything waits, nothing changes.
+    await sleep(2_000);
+    const waitingNow = await gauges(gateway.url);
+    const busy = await cpuWindow(pid, WINDOW_S);
+    const stillWaiting = await gauges(gateway.url);
+    const waitRss = Math.max(...busy.rss);
+    if (process.env.BENCH_HEAP_SIGNAL) {
+      // With BENCH_GATEWAY_NODE_ARGS=--heapsnapshot-signal=SIGUSR2: a heap snapshot of the
+      // gateway while everything waits (written to its working directory).
+      process.kill(pid, process.env.BENCH_HEAP_SIGNAL as NodeJS.Signals);
+      await sleep(Number(process.env.BENCH_HEAP_WAIT_MS ?? 15_000));
+    }
+    console.error(
+      `waiting: ${stillWaiting.waiting} (before ${waitingNow.waiting}); RSS ${waitRss.toFixed(1)} MB, CPU ${busy.cpu.toFixed(2)}%`,
+    );
+
+    // 5. Capacity frees.
+    const drainStart = performance.now();
+    upstream.send({ go: true });
+    const drainDeadline = drainStart + DRAIN_LIMIT_S * 1_000;
+    await Promise.race([
+      Promise.all([...blockers, ...streams].map((s) => s.finished)),
+      sleep(DRAIN_LIMIT_S * 1_000),
+    ]);
+    const drainS = (performance.now() - drainStart) / 1_000;
+    const timedOut = performance.now() >= drainDeadline;
+    const report = await upstream.report();
+
+    // Order: the arrival order of the waiting requests against the client's.
+    const arrivals = byTime(report.arrivals);
+    const finishes = byTime(report.finishes);
+    const order = arrivals.map(([seq]) => seq).filter((seq) => seq >= 0);
+    let inversions = 0;
+    let crossBatch = 0;
+    let maxSoFar = -1;
+    let displaced = 0;
+    for (const seq of order) {
+      if (seq < maxSoFar) {
+        displaced++;
+        if (Math.floor(seq / BATCH) < Math.floor(maxSoFar / BATCH)) crossBatch++;
+      }
+      maxSoFar = Math.max(maxSoFar, seq);
+    }
+    // Pairwise inversions, O(n log n) by merge counting.
+    const countInversions = (values: number[]): number => {
+      if (values.length < 2) return 0;
+      const mid = values.length >> 1;
+      const left = values.slice(0, mid);
+      const right = values.slice(mid);
+      let count = countInversions(left) + countInversions(right);
+      let i = 0;
+      let j = 0;
+      let k = 0;
+      while (i < left.length && j < right.length) {
+        if (left[i]! <= right[j]!) values[k++] = left[i++]!;
+        else {
+          values[k++] = right[j++]!;
+          count += left.length - i;
+        }
+      }
+      while (i < left.length) values[k++] = left[i++]!;
+      while (j < right.length) values[k++] = right[j++]!;
+      return count;
+    };
+    inversions = countInversions([...order]);
+
+    // Next grant after a release: the k-th finish frees the slot of the (k+budget)-th arrival.
+    // The first `budget` grants follow the blockers, which the bench released together.
+    const gaps: number[] = [];
+    for (let k = BUDGET; k + BUDGET < arrivals.length && k < finishes.length; k++) {
+      gaps.push(arrivals[k + BUDGET]![1] - finishes[k]![1]);
+    }
+    gaps.sort((a, b) => a - b);
+    const served = streams.filter((s) => s.status === 200 && s.sawDone).length;
+    const failed = streams.length - served;
+
+    const rssGrowth = waitRss - idleRss;
+    const p50 = quantile(gaps, 0.5);
+    const p99 = quantile(gaps, 0.99);
+    const verdict = (met: boolean) => (met ? 'met' : 'NOT met');
+    const orderMet = crossBatch === 0 && served === WAITING && order.length === WAITING;
+    console.log(
+      `\nwaiting benchmark: ${WAITING} streaming chat requests queued on one gateway replica (Redis),` +
+        ` budget ${BUDGET}, one tenant and class, queue TTL 600 s, upstream hold ${HOLD_MS} ms,` +
+        ` ramp in batches of ${BATCH} (${rampS.toFixed(1)} s), ${WINDOW_S} s windows\n`,
+    );
+    console.log(
+      [
+        'phase                         | gateway RSS MB | gateway CPU % of one core',
+        `idle (${BUDGET} in flight, 0 waiting)    | ${idleRss.toFixed(1).padStart(14)} | ${idle.cpu.toFixed(2).padStart(6)}`,
+        `${String(stillWaiting.waiting).padStart(5)} waiting, nothing changes | ${waitRss.toFixed(1).padStart(14)} | ${busy.cpu.toFixed(2).padStart(6)}`,
+      ].join('\n'),
+    );
+    console.log(
+      `\ndrain: ${served}/${WAITING} streams served in ${drainS.toFixed(1)} s${timedOut ? ' (time limit reached)' : ''}, ${failed} failed;` +
+        ` ${order.length} reached the upstream; next grant after a release (${gaps.length} grants):` +
+        ` p50 ${p50.toFixed(3)} ms, p99 ${p99.toFixed(3)} ms, max ${(gaps.at(-1) ?? Number.NaN).toFixed(3)} ms;` +
+        ` order against the client's: ${inversions} pairwise inversions, ${displaced} requests behind a later one` +
+        ` (${crossBatch} across ramp batches, the rest inside a batch of ${BATCH}: enqueue-order races)`,
+    );
+    console.log(
+      `\ngoals: (a) RSS growth ${rssGrowth.toFixed(1)} MB <= ${GOAL_RSS_MB} MB: ${verdict(rssGrowth <= GOAL_RSS_MB)};` +
+        ` (b) CPU while waiting ${busy.cpu.toFixed(2)}% <= ${GOAL_CPU_PERCENT}%: ${verdict(busy.cpu <= GOAL_CPU_PERCENT)};` +
+        ` (c) in order (no inversion across batches, all served): ${verdict(orderMet)},` +
+        ` next grant p99 ${p99.toFixed(3)} ms <= ${GOAL_NEXT_GRANT_P99_MS} ms: ${verdict(p99 <= GOAL_NEXT_GRANT_P99_MS)}`,
+    );
+  } finally {
+    for (const s of [...blockers, ...streams]) s.close();
+    await upstream.close();
+    await stopAll();
+    await redis.stop();
+  }
+}
+
+process.once('SIGINT', () => void stopAll().then(() => process.exit(130)));
+await main();
