@@ -1,6 +1,12 @@
 import { rejectionResponse } from '@fairgate/core';
 import type { OpenAIHttpError } from '@fairgate/openai';
-import type { EnqueueRequest, Notice, Scheduler } from '@fairgate/scheduler';
+import {
+  type EnqueueRequest,
+  type Notice,
+  type PolledNotices,
+  QUIET_MS,
+  type Scheduler,
+} from '@fairgate/scheduler';
 import { flowControlDrop, noticeDrop } from './errors.js';
 import { SchedulerUnavailable } from './redis-outage.js';
 import { SlotAbort } from './upstream/slot-abort.js';
@@ -9,7 +15,10 @@ import { SlotAbort } from './upstream/slot-abort.js';
  * This replica's side of the grant protocol. A request that was queued at
  * enqueue waits here for its notice:
  * - a 1 ms tick calls scheduler.poll(replica) (a dispatch pass + this
- *   replica's notices) while anything waits, and stops when nothing does;
+ *   replica's notices) while anything waits, and stops when nothing does; when
+ *   the poll says the pool is quiet (QUIET_MS: waiting on a full budget, nothing
+ *   time-driven due) the next tick comes that much later, or at once after this
+ *   replica's own release, cancel, new waiter or a notice;
  * - a blocking wait on a dedicated connection wakes a waiter at once when a
  *   release on another replica granted it;
  * - a heartbeat every heartbeat_ms keeps the replica alive and extends the
@@ -57,9 +66,12 @@ export class GrantBroker {
   /** Granted, not yet released requests of this replica -> abort on eviction. */
   readonly #inflight = new Map<string, Held>();
   #tickTimer: NodeJS.Timeout | undefined;
+  /** When (performance.now()) the scheduled tick runs. */
+  #tickAt = 0;
   #heartbeatTimer: NodeJS.Timeout | undefined;
   #blockingWait = false;
   #polling = false;
+  #nudgedWhilePolling = false;
   #closed = false;
   /** Set by handBack (the replica drains): the answer of every queued request from then on. */
   #handBack: (() => OpenAIHttpError) | undefined;
@@ -104,6 +116,8 @@ export class GrantBroker {
 
   untrack(id: string): void {
     if (this.#inflight.delete(id)) this.onUntrack?.(id);
+    // Its release follows: the next poll may grant the slot it frees.
+    this.#nudge();
   }
 
   /** Called when a tracked request is untracked (the local share mirrors releases with it). */
@@ -144,7 +158,10 @@ export class GrantBroker {
       waiter.queued = request;
       waiter.enqueued = true;
       if (this.#handBack) this.#handBackOne(id, waiter, this.#handBack);
-      else this.#ensureLoops();
+      else {
+        this.#ensureLoops();
+        this.#nudge();
+      }
     }
     return grant;
   }
@@ -246,30 +263,48 @@ export class GrantBroker {
     const waiter = this.#waiters.get(id);
     this.#waiters.delete(id);
     if (waiter && reason) waiter.reject(reason);
+    // The caller cancels it next, which may free room or change the queue.
+    if (waiter) this.#nudge();
   }
 
   #ensureLoops(): void {
-    if (!this.#tickTimer && !this.#closed) {
-      this.#tickTimer = setTimeout(() => this.#tick(), this.options.tickMs);
-    }
+    if (!this.#tickTimer && !this.#closed) this.#scheduleTick(this.options.tickMs);
     if (!this.#blockingWait && !this.#closed) void this.#blockingLoop();
+  }
+
+  #scheduleTick(delayMs: number): void {
+    this.#tickAt = performance.now() + delayMs;
+    this.#tickTimer = setTimeout(() => this.#tick(), delayMs);
+  }
+
+  /** Something this replica did may let a pass grant: a quiet wait ends with the next tick. */
+  #nudge(): void {
+    if (this.#polling) this.#nudgedWhilePolling = true;
+    if (!this.#tickTimer || this.#closed) return;
+    if (this.#tickAt - performance.now() <= this.options.tickMs) return;
+    clearTimeout(this.#tickTimer);
+    this.#scheduleTick(this.options.tickMs);
   }
 
   async #tick(): Promise<void> {
     this.#tickTimer = undefined;
     if (this.#waiters.size === 0 || this.#closed) return;
+    let quietMs = 0;
     if (!this.#polling) {
       this.#polling = true;
+      this.#nudgedWhilePolling = false;
       try {
-        this.#deliver(await this.options.scheduler.poll(this.options.replica));
+        const notices: PolledNotices = await this.options.scheduler.poll(this.options.replica);
+        quietMs = this.#nudgedWhilePolling ? 0 : (notices[QUIET_MS] ?? 0);
+        this.#deliver(notices);
       } catch (error) {
         this.options.onError?.('poll', error);
       } finally {
         this.#polling = false;
       }
     }
-    if (this.#waiters.size > 0 && !this.#closed) {
-      this.#tickTimer = setTimeout(() => this.#tick(), this.options.tickMs);
+    if (this.#waiters.size > 0 && !this.#closed && !this.#tickTimer) {
+      this.#scheduleTick(Math.max(this.options.tickMs, quietMs));
     }
   }
 
@@ -291,6 +326,7 @@ export class GrantBroker {
   }
 
   #deliver(notices: readonly Notice[]): void {
+    if (notices.length > 0) this.#nudge();
     for (const notice of notices) {
       const waiter = this.#waiters.get(notice.id);
       if (notice.kind === 'grant') {

@@ -56,6 +56,15 @@ export type EnqueueResult =
    */
   | { status: 'rejected'; code: RejectCode; retryAfterMs?: number };
 
+/**
+ * Key of the optional hint on poll()'s answer (an array property, so the answer stays a
+ * plain Notice[] through wrappers): ms the pool stays quiet (RedisScheduler.poll).
+ */
+export const QUIET_MS: unique symbol = Symbol('fairgate.pollQuietMs');
+
+/** poll()'s answer with its optional quiet hint. */
+export type PolledNotices = Notice[] & { [QUIET_MS]?: number };
+
 /** What a replica learns on poll(): addressed to the request's owner replica only. */
 export type Notice =
   | { kind: 'grant'; id: RequestId; pod: PodName }
@@ -197,7 +206,12 @@ export interface Scheduler {
 
   /** Admits a request: granted now, queued for a later grant notice, or rejected. */
   enqueue(request: EnqueueRequest): Promise<EnqueueResult>;
-  /** Dispatch pass + janitor, then this replica's pending notices (oldest first). */
+  /**
+   * Dispatch pass + janitor, then this replica's pending notices (oldest first). The answer
+   * may carry `[QUIET_MS]`: for that many ms nothing but this process's own writes, a notice
+   * or a change made elsewhere (seen within the bound the implementation documents) can
+   * grant or expire anything, so the caller may poll less often meanwhile.
+   */
   poll(replica: ReplicaId): Promise<Notice[]>;
   /** Pending notices, waiting up to timeoutMs for the first one (instant grant wake-up). */
   waitForNotices(replica: ReplicaId, timeoutMs: number): Promise<Notice[]>;

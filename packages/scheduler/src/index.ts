@@ -11,12 +11,14 @@ export type {
   Notice,
   PodLoadReport,
   PodSnapshot,
+  PolledNotices,
   ReclaimReport,
   ReleaseOptions,
   Scheduler,
   SchedulerSnapshot,
   TenantSnapshot,
 } from './contract.js';
+export { QUIET_MS } from './contract.js';
 export { type PoolKeys, poolKeys } from './keys.js';
 export { LocalScheduler, type LocalSchedulerOptions } from './local/local-scheduler.js';
 export {

@@ -126,7 +126,7 @@ function boundCommand(connection: RedisConnection, command: Command, bound: Comm
   if (bounded.has(command)) return;
   bounded.add(command);
   const blocking =
-    bound.kind === 'blocking' && /^(blpop|brpop|blmove|bzpopmin)$/i.test(command.name);
+    bound.kind === 'blocking' && /^(blpop|brpop|blmove|blmpop|bzpopmin)$/i.test(command.name);
   if (bound.kind === 'blocking' && !blocking) return;
   let settled = false;
   const waitMs = bound.kind === 'reply' ? bound.timeoutMs : blockingWaitMs(command) + bound.graceMs;
@@ -144,9 +144,10 @@ function boundCommand(connection: RedisConnection, command: Command, bound: Comm
   command.promise.then(settle, settle);
 }
 
-/** A blocking command's own timeout in ms: its last argument, in seconds. */
+/** A blocking command's own timeout in ms: its last argument (BLMPOP: its first), in seconds. */
 function blockingWaitMs(command: Command): number {
-  const seconds = Number(String(command.args[command.args.length - 1]));
+  const at = /^blmpop$/i.test(command.name) ? 0 : command.args.length - 1;
+  const seconds = Number(String(command.args[at]));
   return Number.isFinite(seconds) && seconds > 0 ? seconds * 1_000 : BLOCKING_UNBOUNDED_MS;
 }
 
