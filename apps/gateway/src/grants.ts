@@ -16,9 +16,12 @@ import { SlotAbort } from './upstream/slot-abort.js';
  * enqueue waits here for its notice:
  * - a 1 ms tick calls scheduler.poll(replica) (a dispatch pass + this
  *   replica's notices) while anything waits, and stops when nothing does; when
- *   the poll says the pool is quiet (QUIET_MS: waiting on a full budget, nothing
- *   time-driven due) the next tick comes that much later, or at once after this
- *   replica's own release, cancel, new waiter or a notice;
+ *   the poll says the pool is quiet (QUIET_MS: waiting on a full budget with
+ *   nothing time-driven due, at most 20 ms) the next tick comes that much later.
+ *   That delays no grant of a release (the release's own dispatch pass grants,
+ *   and its notice comes through the blocking wait) nor an expiry (the quiet
+ *   time ends at the earliest queue TTL, lease or liveness expiry); a budget
+ *   raise or a config change reaches the next pass within the quiet time;
  * - a blocking wait on a dedicated connection wakes a waiter at once when a
  *   release on another replica granted it;
  * - a heartbeat every heartbeat_ms keeps the replica alive and extends the
@@ -66,12 +69,9 @@ export class GrantBroker {
   /** Granted, not yet released requests of this replica -> abort on eviction. */
   readonly #inflight = new Map<string, Held>();
   #tickTimer: NodeJS.Timeout | undefined;
-  /** When (performance.now()) the scheduled tick runs. */
-  #tickAt = 0;
   #heartbeatTimer: NodeJS.Timeout | undefined;
   #blockingWait = false;
   #polling = false;
-  #nudgedWhilePolling = false;
   #closed = false;
   /** Set by handBack (the replica drains): the answer of every queued request from then on. */
   #handBack: (() => OpenAIHttpError) | undefined;
@@ -116,8 +116,6 @@ export class GrantBroker {
 
   untrack(id: string): void {
     if (this.#inflight.delete(id)) this.onUntrack?.(id);
-    // Its release follows: the next poll may grant the slot it frees.
-    this.#nudge();
   }
 
   /** Called when a tracked request is untracked (the local share mirrors releases with it). */
@@ -158,10 +156,7 @@ export class GrantBroker {
       waiter.queued = request;
       waiter.enqueued = true;
       if (this.#handBack) this.#handBackOne(id, waiter, this.#handBack);
-      else {
-        this.#ensureLoops();
-        this.#nudge();
-      }
+      else this.#ensureLoops();
     }
     return grant;
   }
@@ -263,8 +258,6 @@ export class GrantBroker {
     const waiter = this.#waiters.get(id);
     this.#waiters.delete(id);
     if (waiter && reason) waiter.reject(reason);
-    // The caller cancels it next, which may free room or change the queue.
-    if (waiter) this.#nudge();
   }
 
   #ensureLoops(): void {
@@ -273,17 +266,7 @@ export class GrantBroker {
   }
 
   #scheduleTick(delayMs: number): void {
-    this.#tickAt = performance.now() + delayMs;
     this.#tickTimer = setTimeout(() => this.#tick(), delayMs);
-  }
-
-  /** Something this replica did may let a pass grant: a quiet wait ends with the next tick. */
-  #nudge(): void {
-    if (this.#polling) this.#nudgedWhilePolling = true;
-    if (!this.#tickTimer || this.#closed) return;
-    if (this.#tickAt - performance.now() <= this.options.tickMs) return;
-    clearTimeout(this.#tickTimer);
-    this.#scheduleTick(this.options.tickMs);
   }
 
   async #tick(): Promise<void> {
@@ -292,10 +275,9 @@ export class GrantBroker {
     let quietMs = 0;
     if (!this.#polling) {
       this.#polling = true;
-      this.#nudgedWhilePolling = false;
       try {
         const notices: PolledNotices = await this.options.scheduler.poll(this.options.replica);
-        quietMs = this.#nudgedWhilePolling ? 0 : (notices[QUIET_MS] ?? 0);
+        quietMs = notices[QUIET_MS] ?? 0;
         this.#deliver(notices);
       } catch (error) {
         this.options.onError?.('poll', error);
@@ -326,7 +308,6 @@ export class GrantBroker {
   }
 
   #deliver(notices: readonly Notice[]): void {
-    if (notices.length > 0) this.#nudge();
     for (const notice of notices) {
       const waiter = this.#waiters.get(notice.id);
       if (notice.kind === 'grant') {
