@@ -22,7 +22,10 @@
  * 4. While all wait and nothing changes: (a) VmRSS growth over the baseline, (b) the
  *    gateway's CPU (utime + stime from /proc) over BENCH_WINDOW_S.
  * 5. The upstream lets the blockers finish and serves every request after BENCH_HOLD_MS:
- *    (c) the order in which requests reach the upstream (against the client's order) and
+ *    (c) the order in which requests reach the upstream against the client's (an inversion
+ *    inside a ramp batch is an enqueue race; across batches, one between two requests that
+ *    reached the upstream less than the hold apart is a race of two grants forwarded
+ *    together; any other is out of queue order and fails the goal) and
  *    the next-grant latency = arrival at the upstream of the next request minus the finish
  *    of the one whose slot it took (the k-th finish frees the slot of the (k+budget)-th
  *    arrival; it includes the release, the dispatch, the notice and the forward).
@@ -414,6 +417,12 @@ async function main(): Promise<void> {
       10_000,
     );
     await sleep(2_000);
+    if (process.env.BENCH_HEAP_SIGNAL) {
+      // With BENCH_GATEWAY_NODE_ARGS=--heapsnapshot-signal=SIGUSR2: a heap snapshot of the
+      // idle gateway, to compare with the one taken while everything waits (below).
+      process.kill(pid, process.env.BENCH_HEAP_SIGNAL as NodeJS.Signals);
+      await sleep(Number(process.env.BENCH_HEAP_WAIT_MS ?? 15_000));
+    }
     const idleRss = rssMb(pid);
     const idle = await cpuWindow(pid, WINDOW_S);
     console.error(
@@ -474,20 +483,32 @@ async function main(): Promise<void> {
     const timedOut = performance.now() >= drainDeadline;
     const report = await upstream.report();
 
-    // Order: the arrival order of the waiting requests against the client's.
+    // Order: the arrival order of the waiting requests against the client's. Inside a ramp
+    // batch the enqueue order itself may race. Across batches the queue order is exact, so a
+    // request arriving after a later one is either a race of two grants forwarded together
+    // (the later one's arrival less than the hold before it: both in flight at once, their
+    // slots freed by one pass) or a FIFO violation.
     const arrivals = byTime(report.arrivals);
     const finishes = byTime(report.finishes);
-    const order = arrivals.map(([seq]) => seq).filter((seq) => seq >= 0);
+    const waitingArrivals = arrivals.filter(([seq]) => seq >= 0);
+    const order = waitingArrivals.map(([seq]) => seq);
     let inversions = 0;
     let crossBatch = 0;
+    let forwardRaces = 0;
     let maxSoFar = -1;
+    let maxSoFarAt = 0;
     let displaced = 0;
-    for (const seq of order) {
+    for (const [seq, at] of waitingArrivals) {
       if (seq < maxSoFar) {
         displaced++;
-        if (Math.floor(seq / BATCH) < Math.floor(maxSoFar / BATCH)) crossBatch++;
+        if (Math.floor(seq / BATCH) < Math.floor(maxSoFar / BATCH)) {
+          if (at - maxSoFarAt < HOLD_MS) forwardRaces++;
+          else crossBatch++;
+        }
+      } else {
+        maxSoFar = seq;
+        maxSoFarAt = at;
       }
-      maxSoFar = Math.max(maxSoFar, seq);
     }
     // Pairwise inversions, O(n log n) by merge counting.
     const countInversions = (values: number[]): number => {
@@ -544,12 +565,14 @@ async function main(): Promise<void> {
         ` ${order.length} reached the upstream; next grant after a release (${gaps.length} grants):` +
         ` p50 ${p50.toFixed(3)} ms, p99 ${p99.toFixed(3)} ms, max ${(gaps.at(-1) ?? Number.NaN).toFixed(3)} ms;` +
         ` order against the client's: ${inversions} pairwise inversions, ${displaced} requests behind a later one` +
-        ` (${crossBatch} across ramp batches, the rest inside a batch of ${BATCH}: enqueue-order races)`,
+        ` (inside a ramp batch of ${BATCH}, enqueue-order races: ${displaced - crossBatch - forwardRaces};` +
+        ` across batches: ${forwardRaces} forwarded together with the later one, less than the ${HOLD_MS} ms hold apart;` +
+        ` ${crossBatch} out of queue order)`,
     );
     console.log(
       `\ngoals: (a) RSS growth ${rssGrowth.toFixed(1)} MB <= ${GOAL_RSS_MB} MB: ${verdict(rssGrowth <= GOAL_RSS_MB)};` +
         ` (b) CPU while waiting ${busy.cpu.toFixed(2)}% <= ${GOAL_CPU_PERCENT}%: ${verdict(busy.cpu <= GOAL_CPU_PERCENT)};` +
-        ` (c) in order (no inversion across batches, all served): ${verdict(orderMet)},` +
+        ` (c) in order (none out of queue order, all served): ${verdict(orderMet)},` +
         ` next grant p99 ${p99.toFixed(3)} ms <= ${GOAL_NEXT_GRANT_P99_MS} ms: ${verdict(p99 <= GOAL_NEXT_GRANT_P99_MS)}`,
     );
   } finally {
