@@ -145,7 +145,7 @@ export class GrantBroker {
       this.#waiters.set(id, { resolve, reject });
     });
     // Observed by waitForGrant; one forgotten unobserved is no unhandled rejection.
-    grant.catch(() => {});
+    grant.catch(ignore);
     return grant;
   }
 
@@ -347,3 +347,6 @@ export class GrantBroker {
     if (this.#heartbeatTimer) clearTimeout(this.#heartbeatTimer);
   }
 }
+
+/** Marks a promise's rejection handled (one function for every request). */
+function ignore(): void {}

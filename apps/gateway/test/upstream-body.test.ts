@@ -7,9 +7,9 @@ function sent(text: string): unknown {
   const body = JSON.parse(text) as Record<string, unknown>;
   const request: ExchangeRequest = {
     path: '/v1/chat/completions',
-    body,
     text,
     stream: body.stream === true,
+    hasStreamOptions: 'stream_options' in body,
     headers: {},
     signal: new SlotAbort(),
     clientWantsUsage: false,

@@ -43,7 +43,7 @@ export async function admit(deps: GatewayDeps, call: Call): Promise<Admission> {
       ? { deadlineMs: Math.max(0, cls.deadlineMs - call.nowMs) }
       : {}),
   };
-  const shared: Lane = { scheduler: deps.scheduler, broker: deps.broker };
+  const shared: Lane = deps; // the shared scheduler and its broker (no object per request)
   const lane = deps.outage?.down ? outageLane(deps) : shared;
   try {
     return await enqueue(lane, request, call);

@@ -67,27 +67,33 @@ async function attempts(
   podName: string,
   held: HeldSlot,
 ): Promise<Forwarded> {
-  const { request } = call;
+  const { forwarding } = call;
   const retries = deps.config().upstream.retries;
   let pod: PodState | undefined = deps.pods.get(podName) ?? deps.pods.alternative(podName);
   let lastError: unknown; // an Error captures a stack trace: only built when needed
   for (let attempt = 0; attempt <= retries && pod; attempt++) {
-    const client = startChildSpan(deps.tracer, call.ctx, `chat ${request.model}`, SpanKind.CLIENT, {
-      [Attr.requestModel]: request.model,
-      [Attr.pod]: pod.config.name,
-      [Attr.serverAddress]: pod.config.url,
-    });
+    const client = startChildSpan(
+      deps.tracer,
+      call.ctx,
+      `chat ${forwarding.model}`,
+      SpanKind.CLIENT,
+      {
+        [Attr.requestModel]: forwarding.model,
+        [Attr.pod]: pod.config.name,
+        [Attr.serverAddress]: pod.config.url,
+      },
+    );
     pod.inflight++;
     const current = pod;
     try {
       const upstream = await exchange(current, {
         path: call.route,
-        body: request as Record<string, unknown>,
         text: call.body,
-        stream: request.stream === true,
+        stream: forwarding.stream,
+        hasStreamOptions: forwarding.hasStreamOptions,
         headers: traceHeaders(client.ctx),
         signal: held.abort,
-        clientWantsUsage: request.stream_options?.include_usage === true,
+        clientWantsUsage: forwarding.clientWantsUsage,
         onHeaders: (status) =>
           addSpanEvent(client.span, SpanEvents.upstreamHeaders, { [Attr.httpStatus]: status }),
         onFirstToken: () => recordFirstToken(deps, call, held, client.span),

@@ -1,10 +1,5 @@
 import type { TenantConfig } from '@fairgate/config';
-import {
-  type Endpoint,
-  type GenerationRequest,
-  parseGenerationRequest,
-  parseJsonBody,
-} from '@fairgate/openai';
+import { type Endpoint, parseGenerationRequest, parseJsonBody } from '@fairgate/openai';
 import { ClientLink } from '@fairgate/runtime';
 import { Attr, type RequestSeries } from '@fairgate/telemetry';
 import type { Context as OtelContext, Span } from '@opentelemetry/api';
@@ -32,7 +27,11 @@ export interface Call {
   /** Whether the client is still there (one 'close' listener on the response). */
   readonly client: ClientLink;
   readonly tenant: TenantConfig;
-  readonly request: GenerationRequest;
+  /**
+   * What forwarding needs of the validated request; the parsed body is not kept (a
+   * waiting request holds only this and the text).
+   */
+  readonly forwarding: Forwarding;
   /** The body as the client sent it (forwarded as is when nothing in it changes). */
   readonly body: string;
   readonly cls: Classification;
@@ -40,6 +39,15 @@ export interface Call {
   readonly series: RequestSeries;
   /** Date.now() when it was classified (deadlines are relative to it). */
   readonly nowMs: number;
+}
+
+export interface Forwarding {
+  readonly model: string;
+  readonly stream: boolean;
+  /** The client's `stream_options.include_usage`. */
+  readonly clientWantsUsage: boolean;
+  /** Whether the body has a `stream_options` member (a stream's is then rebuilt). */
+  readonly hasStreamOptions: boolean;
 }
 
 export interface Arrival {
@@ -86,7 +94,12 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
     ctx: arrival.ctx,
     client,
     tenant,
-    request,
+    forwarding: {
+      model: request.model,
+      stream: request.stream === true,
+      clientWantsUsage: request.stream_options?.include_usage === true,
+      hasStreamOptions: request.stream_options !== undefined,
+    },
     body,
     cls,
     series: deps.metrics.series(tenant.id, cls.sloClass),

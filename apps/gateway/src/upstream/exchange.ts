@@ -22,11 +22,11 @@ import { SseFilter } from './sse-filter.js';
  */
 export interface ExchangeRequest {
   path: string;
-  /** The client's request as validated. */
-  body: Record<string, unknown>;
-  /** The client's request body as it came (the same JSON: the schemas are loose, no transforms). */
+  /** The client's request body as it came (validated; the schemas are loose, no transforms). */
   text: string;
   stream: boolean;
+  /** Whether the body has a `stream_options` member. */
+  hasStreamOptions: boolean;
   headers: Record<string, string>;
   /** Aborted when the client goes away, the scheduler evicts the request or the drain ends. */
   signal: SlotAbort;
@@ -244,12 +244,15 @@ function noop(): void {}
  */
 export function upstreamBody(request: ExchangeRequest): string {
   if (!request.stream) return request.text;
-  const options = request.body.stream_options as Record<string, unknown> | null | undefined;
-  if (options === undefined) {
+  if (!request.hasStreamOptions) {
     const close = request.text.lastIndexOf('}');
     return `${request.text.slice(0, close)},"stream_options":{"include_usage":true}}`;
   }
-  return JSON.stringify({ ...request.body, stream_options: { ...options, include_usage: true } });
+  const body = JSON.parse(request.text) as { stream_options: Record<string, unknown> | null };
+  return JSON.stringify({
+    ...body,
+    stream_options: { ...body.stream_options, include_usage: true },
+  });
 }
 
 function classify(error: unknown): UpstreamUnavailable {
