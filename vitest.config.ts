@@ -16,6 +16,7 @@ const TIMING_SENSITIVE = [
   'test/chaos/local-share.test.ts',
   'test/chaos/sentinel.test.ts',
   'test/dispatch-order.test.ts',
+  'test/admission-policies.test.ts',
   'test/controller-closed-loop.test.ts',
   'test/slow-clients.test.ts',
   'test/stream-backpressure.test.ts',
