@@ -79,25 +79,26 @@
  * BENCH_NGINX (0: no nginx row), BENCH_COMPARE_WITH, BENCH_UPSTREAM
  * (static|sim, default static).
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
 import {
   findExecutable,
-  freePort,
-  type ManagedProcess,
-  spawnManaged,
   startGatewayProcess,
   startRedis,
   startSim,
   stopAll,
   TEST_KEYS,
-  waitUntil,
   writeGatewayConfig,
 } from '@fairgate/testkit';
 import { Redis } from 'ioredis';
 import { type Dispatcher, Pool } from 'undici';
 import { findNginx, type NginxProxy, startNginxProxy } from './nginx-proxy.js';
-import { runWrk, startStaticUpstream, type Upstream, workloadBody } from './wrk.js';
+import {
+  runWrk,
+  startCheckoutGateway,
+  startStaticUpstream,
+  type Upstream,
+  workloadBody,
+} from './wrk.js';
 
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 1_000);
 const JIT_WARMUP = Number(process.env.BENCH_JIT_WARMUP ?? 12_000);
@@ -172,41 +173,6 @@ const PATH_NAMES: Record<Path, string> = {
   'redis@compare': 'compare, Redis',
   'embedded@compare': 'compare, embedded',
 };
-
-/** A gateway replica from another checkout's built dist/ (BENCH_COMPARE_WITH). */
-async function startOtherGateway(
-  root: string,
-  config: string,
-  replica: string,
-): Promise<{ url: string; process: ManagedProcess }> {
-  const entry = join(resolve(root), 'apps/gateway/dist/main.js');
-  if (!existsSync(entry)) throw new Error(`${entry} is missing: build that checkout first`);
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
-  const child = spawnManaged({
-    name: `compare-gateway:${port}`,
-    command: process.execPath,
-    args: [
-      entry,
-      '--config',
-      config,
-      '--host',
-      '127.0.0.1',
-      '--port',
-      String(port),
-      '--replica-id',
-      replica,
-    ],
-    env: {},
-    exitWithStdin: true,
-  });
-  await waitUntil(
-    `gateway of ${root} at ${url}`,
-    async () => (await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1_000) })).ok,
-    { process: child, timeoutMs: 15_000 },
-  );
-  return { url, process: child };
-}
 
 interface PhaseResult {
   p50: number;
@@ -504,12 +470,12 @@ async function main(): Promise<void> {
       paths.push('nginx');
     }
     if (COMPARE_WITH) {
-      const other = await startOtherGateway(
+      const other = await startCheckoutGateway(
         COMPARE_WITH,
         writeGatewayConfig({ redisUrl: redis.url, budget: 64, pods }),
         'bench-redis-compare',
       );
-      const otherEmbedded = await startOtherGateway(
+      const otherEmbedded = await startCheckoutGateway(
         COMPARE_WITH,
         writeGatewayConfig({ budget: 64, pods }),
         'bench-embedded-compare',
@@ -518,7 +484,7 @@ async function main(): Promise<void> {
         url: other.url,
         auth: true,
         pids: {
-          proxy: [other.process.pid],
+          proxy: [other.pid],
           pod: upstream.pid,
           ...(redisServer ? { redis: redisServer } : {}),
         },
@@ -526,7 +492,7 @@ async function main(): Promise<void> {
       targets['embedded@compare'] = {
         url: otherEmbedded.url,
         auth: true,
-        pids: { proxy: [otherEmbedded.process.pid], pod: upstream.pid },
+        pids: { proxy: [otherEmbedded.pid], pod: upstream.pid },
       };
       paths.push('redis@compare', 'embedded@compare');
     }

@@ -21,17 +21,15 @@
  * (default 4), PROFILE_WORKLOADS (default plain,stream16), PROFILE_MODES (default
  * redis,embedded), BENCH_COMPARE_WITH. Needs wrk (Debian package `wrk`).
  */
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import {
   type AppHandle,
   findExecutable,
   freePort,
-  spawnManaged,
   startGatewayProcess,
   startRedis,
   stopAll,
-  waitUntil,
   writeGatewayConfig,
 } from '@fairgate/testkit';
 import { WebSocket } from 'undici';
@@ -41,7 +39,7 @@ import {
   type ProfileSummary,
   summarizeProfile,
 } from './cpu-profile.js';
-import { runWrk, startStaticUpstream, workloadBody } from './wrk.js';
+import { runWrk, startCheckoutGateway, startStaticUpstream, workloadBody } from './wrk.js';
 
 const SECONDS = Number(process.env.PROFILE_SECONDS ?? 6);
 const WARMUP_SECONDS = Number(process.env.PROFILE_WARMUP_SECONDS ?? 4);
@@ -126,23 +124,8 @@ async function startProfiledGateway(
     const app: AppHandle = await startGatewayProcess({ config, replicaId: replica, nodeArgs });
     return { url: app.url, inspectPort, stop: () => app.stop() };
   }
-  const entry = join(resolve(root), 'apps/gateway/dist/main.js');
-  if (!existsSync(entry)) throw new Error(`${entry} is missing: build that checkout first`);
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
-  const child = spawnManaged({
-    name: `compare-gateway:${port}`,
-    command: process.execPath,
-    args: [...nodeArgs, entry, '--config', config, '--host', '127.0.0.1', '--port', String(port)],
-    env: {},
-    exitWithStdin: true,
-  });
-  await waitUntil(
-    `gateway of ${root}`,
-    async () => (await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1_000) })).ok,
-    { process: child, timeoutMs: 15_000 },
-  );
-  return { url, inspectPort, stop: () => child.stop() };
+  const other = await startCheckoutGateway(root, config, replica, nodeArgs);
+  return { url: other.url, inspectPort, stop: () => other.stop() };
 }
 
 async function main(): Promise<void> {

@@ -25,7 +25,6 @@ import {
   maxRate,
   observePeriod,
   type PeriodObservation,
-  type PodCounters,
   type PodParams,
   type PodTunerState,
   tunePod,

@@ -4,11 +4,11 @@
  * upstream (bench/static-upstream.ts) in its own process.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { spawnManaged, TEST_KEYS, waitUntil } from '@fairgate/testkit';
+import { freePort, spawnManaged, TEST_KEYS, waitUntil } from '@fairgate/testkit';
 
 export type WorkloadName = 'plain' | 'stream16' | 'stream256';
 
@@ -151,4 +151,44 @@ export async function startStaticUpstream(): Promise<Upstream> {
     timeoutMs: 15_000,
   });
   return { url: url!, pid: child.pid };
+}
+
+/**
+ * A gateway replica of another checkout, from its built dist/ (BENCH_COMPARE_WITH), on a
+ * free port; ready once /healthz answers. `nodeArgs` go before the entry point.
+ */
+export async function startCheckoutGateway(
+  root: string,
+  config: string,
+  replica: string,
+  nodeArgs: string[] = [],
+): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
+  const entry = join(resolve(root), 'apps/gateway/dist/main.js');
+  if (!existsSync(entry)) throw new Error(`${entry} is missing: build that checkout first`);
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const child = spawnManaged({
+    name: `compare-gateway:${port}`,
+    command: process.execPath,
+    args: [
+      ...nodeArgs,
+      entry,
+      '--config',
+      config,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--replica-id',
+      replica,
+    ],
+    env: {},
+    exitWithStdin: true,
+  });
+  await waitUntil(
+    `gateway of ${root} at ${url}`,
+    async () => (await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1_000) })).ok,
+    { process: child, timeoutMs: 15_000 },
+  );
+  return { url, pid: child.pid, stop: () => child.stop() };
 }

@@ -95,21 +95,3 @@ export function readBodyText(incoming: IncomingMessage, limit: number): Promise<
     );
   });
 }
-
-/**
- * The body of a request as text, within `limit` bytes: read from the Node
- * request under @hono/node-server, or from the web Request under app.request()
- * (tests without a socket), with the same limit semantics.
- */
-export async function readRequestBody(
-  c: Context,
-  limit: number,
-  node: NodeExchange | undefined = nodeExchange(c),
-): Promise<string> {
-  if (node) return readBodyText(node.incoming, limit);
-  const declared = c.req.header('content-length');
-  if (declared !== undefined && Number(declared) > limit) throw payloadTooLarge(limit);
-  const buffer = await c.req.arrayBuffer();
-  if (buffer.byteLength > limit) throw payloadTooLarge(limit);
-  return new TextDecoder().decode(buffer);
-}

@@ -15,15 +15,7 @@ import { bearerToken } from '../tenants.js';
  * validates it (JSON, then the endpoint's zod schema) and classifies it (SLO class,
  * deadline, token and KV estimates). Throws the OpenAI-shaped 401/400/413; changes nothing.
  */
-export interface Call {
-  readonly endpoint: Endpoint;
-  /** The path forwarded to the pod. */
-  readonly route: string;
-  readonly state: RequestState;
-  readonly node: NodeExchange;
-  /** The SERVER span and its context (parent of the queue and upstream spans). */
-  readonly span: Span;
-  readonly ctx: OtelContext;
+export interface Call extends Arrival {
   /** Whether the client is still there (one 'close' listener on the response). */
   readonly client: ClientLink;
   readonly tenant: TenantConfig;
@@ -50,11 +42,14 @@ export interface Forwarding {
   readonly hasStreamOptions: boolean;
 }
 
+/** The request as it arrived: endpoint, Node exchange, t1 and the SERVER span. */
 export interface Arrival {
   readonly endpoint: Endpoint;
+  /** The path forwarded to the pod. */
   readonly route: string;
   readonly state: RequestState;
   readonly node: NodeExchange;
+  /** The SERVER span and its context (parent of the queue and upstream spans). */
   readonly span: Span;
   readonly ctx: OtelContext;
 }
