@@ -8,13 +8,15 @@ import { createSseDecoder, SSE_DONE, SSE_DONE_DATA, type Usage } from '@fairgate
  * bytes handed on are slices of the pod's buffers (no decoding, no re-serialisation)
  * unless an event is changed.
  *
- * How cheap: events are framed on `\n\n` (vLLM's framing). Once the first token was
- * seen, a chunk costs a few native `indexOf` scans: for `data: [DONE]`, for
- * `"usage":{` (only the final chunk has it; that one event is parsed) and, for a client
- * that did not ask for usage, for `,"usage":null}` at an event's end, which is cut (it
- * can only be the top-level object's last member there: inside JSON strings quotes are
- * escaped and newlines are `\n` escapes). Before the first token each event is looked at
- * (one or two events). A stream framed with `\r` (CRLF or CR line ends, allowed by the
+ * How cheap: a read of the pod's body is turned into latin1 text once (a native copy;
+ * byte offsets are then string offsets) and events are framed on `\n\n` (vLLM's framing)
+ * with plain string searches. Only the events before the first token (one or two) and the
+ * one carrying `"usage":{` (the final chunk) are decoded, and that one is parsed; any other
+ * event is only checked, for a client that did not ask for usage, for an event-final
+ * `,"usage":null}`, which is cut to `}` (it can only be the top-level object's last member
+ * there: inside JSON strings quotes are escaped and newlines are `\n` escapes). A read
+ * that changes nothing goes on as one slice of the pod's buffer; one with cuts as one new
+ * buffer of the kept bytes. A stream framed with `\r` (CRLF or CR line ends, allowed by the
  * SSE spec, sent by no known OpenAI-compatible server) is decoded event by event from
  * then on and re-encoded as `data: ...\n\n`.
  */
@@ -39,57 +41,62 @@ export class SseFilter {
     if (this.#generic) return this.#pushGeneric(chunk);
     const bytes = this.#carry ? Buffer.concat([this.#carry, chunk]) : chunk;
     this.#carry = undefined;
-    if (bytes.includes(CR)) return this.#pushGeneric(bytes, true);
-    const last = bytes.lastIndexOf(EVENT_END);
+    // Scanned as latin1 text: one native copy, then byte offsets are string offsets and
+    // every search is a plain string search (no native call, no Buffer per event).
+    const text = bytes.toString('latin1');
+    if (text.includes('\r')) return this.#pushGeneric(bytes, true);
+    const last = text.lastIndexOf(EVENT_END);
     if (last < 0) {
       this.#carry = bytes;
       return [];
     }
-    const end = last + EVENT_END.length;
+    let end = last + EVENT_END.length;
     if (end < bytes.length) this.#carry = bytes.subarray(end);
-    return this.#events(bytes.subarray(0, end));
-  }
-
-  /** Complete events (`region` ends with `\n\n`). */
-  #events(region: Buffer): Buffer[] {
-    const doneAt = indexOfEventStart(region, DONE_EVENT);
+    const doneAt = indexOfEventStart(text, SSE_DONE);
     if (doneAt >= 0) {
-      region = region.subarray(0, doneAt + DONE_EVENT.length);
+      end = doneAt + SSE_DONE.length;
       this.done = true;
       this.#carry = undefined;
     }
-    if (this.#sawFirstToken && !region.includes(USAGE_OBJECT)) return this.#cutNullUsage(region);
-    const out: Buffer[] = [];
-    let start = 0;
-    while (start < region.length) {
-      const end = region.indexOf(EVENT_END, start) + EVENT_END.length;
-      const event = region.subarray(start, end);
-      start = end;
-      const data = eventData(event);
-      if (data === undefined) {
-        out.push(event); // no data field (a comment, a blank line): as it came
-        continue;
-      }
-      const relayed = this.#relayed(data);
-      if (relayed === 'keep') out.push(event);
-      else if (relayed === 'cut') out.push(...this.#cutNullUsage(event));
-    }
-    return out;
+    return this.#events(bytes, text, end);
   }
 
-  /** `region` with every event-final `,"usage":null}` cut to `}` (clients that did not ask). */
-  #cutNullUsage(region: Buffer): Buffer[] {
-    if (this.clientWantsUsage) return [region];
-    const out: Buffer[] = [];
-    let from = 0;
-    for (;;) {
-      const at = region.indexOf(NULL_USAGE_END, from);
-      if (at < 0) break;
-      out.push(region.subarray(from, at));
-      from = at + NULL_USAGE_CUT; // keeps the closing brace and the event end
+  /**
+   * The complete events of bytes[0, end) (`text` is the same bytes as latin1), as the
+   * ranges kept: an unchanged region is one slice of the pod's buffer; cuts and drops make
+   * one new buffer of the kept ranges. Only the events before the first token and the one
+   * carrying a usage object are decoded; any other is only searched for its null usage.
+   */
+  #events(bytes: Buffer, text: string, end: number): Buffer[] {
+    const kept = new KeptRanges();
+    let nextUsage = text.indexOf(USAGE_OBJECT);
+    for (let start = 0; start < end; ) {
+      const eventEnd = text.indexOf(EVENT_END, start) + EVENT_END.length;
+      if (nextUsage >= 0 && nextUsage < start) nextUsage = text.indexOf(USAGE_OBJECT, start);
+      const decode = !this.#sawFirstToken || (nextUsage >= 0 && nextUsage < eventEnd);
+      const relayed = decode ? this.#relayedEvent(bytes.subarray(start, eventEnd)) : 'cut';
+      if (relayed === 'keep') kept.add(start, eventEnd);
+      else if (relayed === 'cut') this.#cutNullUsage(text, start, eventEnd, kept);
+      start = eventEnd;
     }
-    out.push(from === 0 ? region : region.subarray(from));
-    return out;
+    return kept.from(bytes);
+  }
+
+  /** What becomes of one event: its data decides; an event with no data field is kept. */
+  #relayedEvent(event: Buffer): 'keep' | 'drop' | 'cut' {
+    const data = eventData(event);
+    return data === undefined ? 'keep' : this.#relayed(data);
+  }
+
+  /** Keeps text[start, end) (one event) with an event-final `,"usage":null}` cut to `}`. */
+  #cutNullUsage(text: string, start: number, end: number, kept: KeptRanges): void {
+    const at = end - NULL_USAGE_END.length;
+    if (this.clientWantsUsage || at < start || !text.startsWith(NULL_USAGE_END, at)) {
+      kept.add(start, end);
+      return;
+    }
+    kept.add(start, at);
+    kept.add(at + NULL_USAGE_CUT, end); // the closing brace and the event end stay
   }
 
   /**
@@ -138,21 +145,52 @@ export class SseFilter {
   }
 }
 
-const CR = 0x0d;
-const EVENT_END = Buffer.from('\n\n');
-const DONE_EVENT = Buffer.from(SSE_DONE);
-const USAGE_OBJECT = Buffer.from('"usage":{');
+const EVENT_END = '\n\n';
+const USAGE_OBJECT = '"usage":{';
 const NULL_USAGE_SUFFIX = ',"usage":null}';
-const NULL_USAGE_END = Buffer.from(`${NULL_USAGE_SUFFIX}\n\n`);
+const NULL_USAGE_END = `${NULL_USAGE_SUFFIX}${EVENT_END}`;
 /** Bytes cut from NULL_USAGE_END: `,"usage":null` (the brace and the event end stay). */
 const NULL_USAGE_CUT = NULL_USAGE_SUFFIX.length - 1;
 const DATA_FIELD = Buffer.from('data:');
 
-/** Where `event` starts an event of `region` (at its start or after a `\n`), or -1. */
-function indexOfEventStart(region: Buffer, event: Buffer): number {
-  let at = region.indexOf(event);
-  while (at > 0 && region[at - 1] !== 0x0a) at = region.indexOf(event, at + 1);
+/** Where `event` starts an event of `text` (at its start or after a `\n`), or -1. */
+function indexOfEventStart(text: string, event: string): number {
+  let at = text.indexOf(event);
+  while (at > 0 && text.charCodeAt(at - 1) !== 0x0a) at = text.indexOf(event, at + 1);
   return at;
+}
+
+/**
+ * Byte ranges of one read kept for the client, in order; touching ranges merge, so an
+ * unchanged read is one range.
+ */
+class KeptRanges {
+  readonly #bounds: number[] = [];
+
+  add(start: number, end: number): void {
+    if (end <= start) return;
+    const bounds = this.#bounds;
+    if (bounds.length > 0 && bounds[bounds.length - 1] === start) bounds[bounds.length - 1] = end;
+    else bounds.push(start, end);
+  }
+
+  /** The kept bytes of `bytes`: one slice when one range, else one buffer of them all. */
+  from(bytes: Buffer): Buffer[] {
+    const bounds = this.#bounds;
+    if (bounds.length === 0) return [];
+    if (bounds.length === 2) {
+      const [start, end] = bounds as [number, number];
+      return [start === 0 && end === bytes.length ? bytes : bytes.subarray(start, end)];
+    }
+    let length = 0;
+    for (let i = 0; i < bounds.length; i += 2) length += bounds[i + 1]! - bounds[i]!;
+    const out = Buffer.allocUnsafe(length);
+    let offset = 0;
+    for (let i = 0; i < bounds.length; i += 2) {
+      offset += bytes.copy(out, offset, bounds[i]!, bounds[i + 1]!);
+    }
+    return [out];
+  }
 }
 
 /**

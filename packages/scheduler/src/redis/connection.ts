@@ -45,6 +45,12 @@ export function createRedisConnection(options: RedisConnectionOptions): RedisCon
     return connection;
   };
   const main = make({ kind: 'reply', timeoutMs: options.commandTimeoutMs });
+  if (main instanceof Cluster) {
+    for (const node of main.nodes()) coalesceWrites(node);
+    main.on('+node', (node: Redis) => coalesceWrites(node));
+  } else {
+    coalesceWrites(main);
+  }
   blockingTwins.set(main, () => make({ kind: 'blocking', graceMs: BLOCKING_GRACE_MS }));
   return main;
 }
@@ -164,6 +170,37 @@ function boundEveryCommand<C extends RedisConnection>(connection: C, bound: Comm
   };
   return connection;
 }
+
+/**
+ * Commands sent in one turn of the event loop leave in one socket write: the first command
+ * of a turn corks the socket and the check phase (setImmediate) uncorks it. Under load the
+ * enqueues and releases of the requests read in one poll phase share a writev instead of
+ * one syscall each (on a 2-core VM a loopback write costs 20-40 µs, as much as the command's
+ * own work in the gateway), and Redis reads them in one go. Each command keeps its own
+ * reply, timeout and order: unlike ioredis's enableAutoPipelining, nothing waits for an
+ * earlier batch's replies before it is sent. On a Cluster each node connection coalesces its
+ * own writes.
+ */
+function coalesceWrites(connection: Redis): void {
+  if (coalescing.has(connection)) return;
+  coalescing.add(connection);
+  const send = connection.sendCommand.bind(connection) as (...args: unknown[]) => unknown;
+  let corked = false;
+  connection.sendCommand = (command: Command, stream?: unknown) => {
+    const socket = connection.stream;
+    if (!corked && stream === undefined && connection.status === 'ready' && socket) {
+      corked = true;
+      socket.cork();
+      setImmediate(() => {
+        corked = false;
+        socket.uncork();
+      });
+    }
+    return send(command, stream);
+  };
+}
+
+const coalescing = new WeakSet<Redis>();
 
 /** The blocking twin of each connection made by createRedisConnection. */
 const blockingTwins = new WeakMap<RedisConnection, () => RedisConnection>();

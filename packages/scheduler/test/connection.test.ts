@@ -1,0 +1,88 @@
+import { Worker } from 'node:worker_threads';
+import { type RedisHandle, startRedis } from '@fairgate/testkit';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { createRedisConnection } from '../src/index.js';
+
+/**
+ * createRedisConnection's write coalescing, against a real redis-server behind a TCP relay
+ * that counts the client's socket writes as they reach it: the relay runs in a worker
+ * thread (its own event loop, blocked in epoll, reads each write as it lands; in this
+ * thread it would only read once the test yields, after every write). The commands sent in
+ * one turn of the event loop leave in one write, and each still gets its own reply, in
+ * order.
+ */
+const RELAY = `
+const { parentPort, workerData } = require('node:worker_threads');
+const net = require('node:net');
+const relay = net.createServer((client) => {
+  const server = net.createConnection(workerData.port, workerData.host);
+  client.on('data', (chunk) => {
+    parentPort.postMessage(chunk.length);
+    server.write(chunk);
+  });
+  server.pipe(client);
+  client.on('close', () => server.destroy());
+  server.on('close', () => client.destroy());
+});
+relay.listen(0, '127.0.0.1', () => parentPort.postMessage({ port: relay.address().port }));
+`;
+
+let redis: RedisHandle;
+let relay: Worker;
+let relayUrl: string;
+/** Sizes of the reads the relay got from its client, in arrival order. */
+const reads: number[] = [];
+
+beforeAll(async () => {
+  redis = await startRedis();
+  const target = new URL(redis.url);
+  relay = new Worker(RELAY, {
+    eval: true,
+    workerData: { host: target.hostname, port: Number(target.port) },
+  });
+  relayUrl = await new Promise<string>((resolve) => {
+    relay.on('message', (message: number | { port: number }) => {
+      if (typeof message === 'number') reads.push(message);
+      else resolve(`redis://127.0.0.1:${message.port}`);
+    });
+  });
+});
+
+afterAll(async () => {
+  await relay.terminate();
+  await redis.stop();
+});
+
+/** Lets the relay's messages for what was sent so far arrive. */
+const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
+
+it('sends the commands of one event-loop turn in one write, each with its own reply', async () => {
+  const connection = createRedisConnection({
+    topology: { kind: 'standalone', url: relayUrl },
+    commandTimeoutMs: 5_000,
+  }) as Redis;
+  try {
+    await connection.ping(); // connected and ready
+    await settle();
+    reads.length = 0;
+    const replies = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => connection.incrby('coalesce:counter', i + 1)),
+    );
+    // Each command got the counter after its own increment, in the order sent.
+    const expected = Array.from({ length: 50 }, (_, i) => ((i + 1) * (i + 2)) / 2);
+    expect(replies).toEqual(expected);
+    // 50 commands, one write (at most two reads should the kernel split it).
+    await settle();
+    expect(reads.length).toBeGreaterThanOrEqual(1);
+    expect(reads.length).toBeLessThanOrEqual(2);
+
+    // Commands of different turns are not held back for one another.
+    reads.length = 0;
+    for (let i = 0; i < 3; i++) await connection.get('coalesce:counter');
+    await settle();
+    expect(reads.length).toBe(3);
+  } finally {
+    connection.disconnect();
+  }
+});
