@@ -1,11 +1,11 @@
-import type { Server } from 'node:http';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { ConfigWatcher, type FairgateConfig } from '@fairgate/config';
 import type { Scheduler } from '@fairgate/scheduler';
 import { createGatewayMetrics, startTelemetry, type Telemetry } from '@fairgate/telemetry';
-import { type ServerType, serve } from '@hono/node-server';
 import type { Hono } from 'hono';
-import { createGatewayApp } from './app.js';
+import { createGatewayApp, gatewayRequestListener } from './app.js';
 import type { GatewayDeps } from './context.js';
 import { ControlPlane } from './control/control-plane.js';
 import { Drain } from './drain.js';
@@ -229,22 +229,16 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
 
   const host = options.host ?? config.listen.host;
   const requestedPort = options.port ?? config.listen.port;
-  const { server, port } = await new Promise<{ server: ServerType; port: number }>(
-    (resolve, reject) => {
-      const started = serve(
-        {
-          fetch: app.fetch,
-          hostname: host,
-          port: requestedPort,
-          serverOptions: httpServerOptions(config.server),
-        },
-        (info) => resolve({ server: started, port: info.port }),
-      );
-      started.once('error', reject);
-    },
-  );
+  const server = createServer(httpServerOptions(config.server), gatewayRequestListener(deps, app));
+  const port = await new Promise<number>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(requestedPort, host, () => {
+      server.off('error', reject);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
   const refused = (reason: string) => metrics.connectionsRefused.inc({ reason });
-  guardHttpEdge(server as Server, config.server, { onRefused: refused, log });
+  guardHttpEdge(server, config.server, { onRefused: refused, log });
   installClientErrorHandler(server, (phase) => refused(`${phase}_timeout`));
   const shownHost = host === '0.0.0.0' ? '127.0.0.1' : host;
   const url = `http://${shownHost}:${port}`;
@@ -315,7 +309,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
         await new Promise<void>((resolve) => {
           server.close(() => resolve());
           const deadline = setTimeout(() => {
-            (server as { closeAllConnections?: () => void }).closeAllConnections?.();
+            server.closeAllConnections();
           }, graceMs);
           deadline.unref();
         });

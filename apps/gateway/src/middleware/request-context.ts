@@ -1,10 +1,10 @@
-import { randomUUID } from 'node:crypto';
 import { OpenAIHttpError } from '@fairgate/openai';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { MiddlewareHandler } from 'hono';
 import { nodeExchange, requestHeader } from '../body.js';
 import { internalError, schedulerUnavailable } from '../errors.js';
 import { SchedulerUnavailable } from '../redis-outage.js';
+import { flatUuid } from '../uuid.js';
 
 export const REQUEST_ID_HEADER = 'x-request-id';
 export const QUEUE_MS_HEADER = 'x-fairgate-queue-ms';
@@ -33,7 +33,7 @@ export function requestContext(): MiddlewareHandler {
 
 /** The client's x-request-id when it is a sane token, else a new UUID. */
 export function requestIdFrom(header: string | undefined): string {
-  return header && acceptableId.test(header) ? header : randomUUID();
+  return header && acceptableId.test(header) ? header : flatUuid();
 }
 
 /**

@@ -1,9 +1,9 @@
-import { randomUUID } from 'node:crypto';
 import { RejectCode, rejectionResponse } from '@fairgate/core';
 import type { EnqueueRequest } from '@fairgate/scheduler';
 import type { GatewayDeps, Lane } from '../context.js';
 import { flowControlDrop, noHealthyPod, schedulerUnavailable } from '../errors.js';
 import { SchedulerUnavailable } from '../redis-outage.js';
+import { flatUuid } from '../uuid.js';
 import type { Call } from './receive.js';
 
 /**
@@ -32,7 +32,7 @@ export async function admit(deps: GatewayDeps, call: Call): Promise<Admission> {
   if (!deps.pods.hasHealthyPod()) throw noHealthyPod();
   const { tenant, cls } = call;
   const request: EnqueueRequest = {
-    id: randomUUID(),
+    id: flatUuid(),
     tenant: tenant.id,
     band: cls.priority,
     replica: deps.replica,
