@@ -7,7 +7,7 @@ import type { NodeExchange } from './body.js';
 import type { GatewayDeps } from './context.js';
 import { notFound } from './errors.js';
 import { adminAuth } from './middleware/admin-auth.js';
-import { httpErrorOf, requestContext } from './middleware/request-context.js';
+import { describeError, httpErrorOf, requestContext } from './middleware/request-context.js';
 import { generationHandler, nodeGenerationHandler } from './request/pipeline.js';
 import { adminCapacity } from './routes/capacity.js';
 import { adminState, healthz, metrics, models, readyz } from './routes/system.js';
@@ -75,15 +75,15 @@ export function gatewayRequestListener(
       void honoListener(incoming, outgoing);
       return;
     }
-    handler({ incoming, outgoing }).then(
-      (response) => writeResponse(outgoing, response),
-      (error: unknown) => {
-        // nodeGenerationHandler renders its own errors: this is a bug; never leave the client hanging.
-        deps.log(`fairgate: generation handler failed: ${String(error)}`);
+    handler({ incoming, outgoing })
+      .then((response) => writeResponse(outgoing, response))
+      .catch((error: unknown) => {
+        // The handler renders its own errors, so this is a bug (or the answer could not be
+        // written): logged, and the client is never left hanging.
+        deps.log(`fairgate: generation request failed: ${describeError(error)}`);
         if (!outgoing.headersSent) outgoing.writeHead(500);
         outgoing.end();
-      },
-    );
+      });
   };
 }
 
@@ -91,10 +91,6 @@ export function gatewayRequestListener(
 async function writeResponse(outgoing: ServerResponse, response: Response): Promise<void> {
   if (response === RESPONSE_ALREADY_SENT) return;
   const body = response.body ? Buffer.from(await response.arrayBuffer()) : undefined;
-  if (outgoing.headersSent) {
-    outgoing.end();
-    return;
-  }
   const headers: Record<string, string> = {};
   response.headers.forEach((value, name) => {
     headers[name] = value;

@@ -45,12 +45,10 @@ export function createRedisConnection(options: RedisConnectionOptions): RedisCon
     return connection;
   };
   const main = make({ kind: 'reply', timeoutMs: options.commandTimeoutMs });
-  if (main instanceof Cluster) {
-    for (const node of main.nodes()) coalesceWrites(node);
-    main.on('+node', (node: Redis) => coalesceWrites(node));
-  } else {
-    coalesceWrites(main);
-  }
+  // A Cluster makes its node connections once its startup nodes resolve (never in the
+  // constructor), each announced once with '+node'.
+  if (main instanceof Cluster) main.on('+node', coalesceWrites);
+  else coalesceWrites(main);
   blockingTwins.set(main, () => make({ kind: 'blocking', graceMs: BLOCKING_GRACE_MS }));
   return main;
 }
@@ -182,8 +180,6 @@ function boundEveryCommand<C extends RedisConnection>(connection: C, bound: Comm
  * own writes.
  */
 function coalesceWrites(connection: Redis): void {
-  if (coalescing.has(connection)) return;
-  coalescing.add(connection);
   const send = connection.sendCommand.bind(connection) as (...args: unknown[]) => unknown;
   let corked = false;
   connection.sendCommand = (command: Command, stream?: unknown) => {
@@ -199,8 +195,6 @@ function coalesceWrites(connection: Redis): void {
     return send(command, stream);
   };
 }
-
-const coalescing = new WeakSet<Redis>();
 
 /** The blocking twin of each connection made by createRedisConnection. */
 const blockingTwins = new WeakMap<RedisConnection, () => RedisConnection>();
