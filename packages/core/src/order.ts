@@ -26,7 +26,7 @@ export function compareOrderKeys(a: OrderKey, b: OrderKey): number {
 
 /**
  * The score of a newly waiting request in its tenant queue (the one place the order key is
- * computed; lua/enqueue-18.lua computes the same). priority and fifo: the pool-wide arrival
+ * computed; lua/enqueue-1.lua computes the same). priority and fifo: the pool-wide arrival
  * sequence. slo-deadline: the absolute deadline in server milliseconds; a request without one
  * uses its queue expiry, so it still gets served before it would time out instead of starving
  * behind deadlines.

@@ -2,7 +2,8 @@
  * The pool keyspace (docs/architecture.md, *Shared state*). Every key starts with the hash tag
  * `{fg:<pool>}` so one pool lives in one Redis Cluster slot; only the pool name is inside
  * the braces, never user text. Data-dependent keys (req:<id>, q:<band>:<tenant>, ...) are
- * built inside the scripts from the *Prefix names below, which are passed as KEYS.
+ * built inside the scripts from the *Prefix names below. Engine scripts take the tag as their
+ * one KEY and derive the names from it (ENGINE_KEY_NAMES); the others take theirs as KEYS.
  */
 const POOL_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -73,8 +74,11 @@ export function poolKeys(pool: string): PoolKeys {
   };
 }
 
-/** KEYS of every engine script, in the order of lua/includes/engineKeys.lua. */
-export const ENGINE_KEY_ORDER = [
+/**
+ * The names an engine script derives from its one KEY, the pool's tag, in the order of
+ * lua/includes/engineKeys.lua (a test compares the two: same names, same suffixes).
+ */
+export const ENGINE_KEY_NAMES = [
   'config',
   'ctl',
   'pods',

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { library, scripts } from '../src/generated/scripts.js';
 import { ScriptCode } from '../src/index.js';
-import { ENGINE_KEY_ORDER } from '../src/keys.js';
+import { ENGINE_KEY_NAMES, poolKeys } from '../src/keys.js';
 
 /**
  * Static checks of the flattened scripts: every key a script
@@ -46,8 +46,11 @@ describe.each(entries)('lua script $name-$keys', (script) => {
       /(?:local\s+)?(\w+(?:Key|Prefix))\s*=\s*([^\n]+)/g,
     )) {
       const declared = /^KEYS\[(\d+)\]$/.exec((rhs as string).trim());
-      if (declared) {
-        expect(Number(declared[1])).toBeLessThanOrEqual(script.keys);
+      // The engine scripts' names: the tag (KEYS[1], the pool's hash tag) and a literal suffix.
+      const fromTag = /^tag \.\. '[^']*'/.test((rhs as string).trim());
+      if (declared || fromTag) {
+        if (declared) expect(Number(declared[1])).toBeLessThanOrEqual(script.keys);
+        if (fromTag) expect(script.code).toMatch(/local tag = KEYS\[1\]\n/);
         (name?.endsWith('Prefix') ? prefixes : keys).add(name as string);
         continue;
       }
@@ -95,21 +98,25 @@ describe('lua and TypeScript agree', () => {
     expect(lua).toEqual(ts);
   });
 
-  it('the engine KEYS order equals ENGINE_KEY_ORDER', () => {
-    const lua = [...include('engineKeys').matchAll(/^\s*(\w+) = KEYS\[(\d+)\]/gm)].map(
-      ([, name, index]) => [Number(index), name],
+  it('the engine scripts derive the names of poolKeys from the tag, in ENGINE_KEY_NAMES order', () => {
+    const lua = [...include('engineKeys').matchAll(/^\s*(\w+) = tag \.\. '([^']*)'/gm)].map(
+      ([, name, suffix]) => [name, suffix],
     );
-    const ts = ENGINE_KEY_ORDER.map((name, i) => [
-      i + 1,
+    const keys = poolKeys('p');
+    const ts = ENGINE_KEY_NAMES.map((name) => [
       name.endsWith('Prefix') ? name : `${name}Key`,
+      keys[name].slice(keys.tag.length),
     ]);
     expect(lua).toEqual(ts);
+    for (const [, suffix] of ts) expect(`${keys.tag}${suffix}`.startsWith('{fg:p}:')).toBe(true);
   });
 
-  it('every engine script takes exactly the engine keys', () => {
-    for (const script of entries.filter((s) => s.content.includes('>>> includes/engineKeys'))) {
-      expect(script.keys, script.name).toBe(ENGINE_KEY_ORDER.length);
-    }
+  it('every engine script takes one key, the tag', () => {
+    const engine = entries.filter((s) => s.content.includes('>>> includes/engineKeys'));
+    expect(engine.map((s) => s.name).sort()).toEqual(
+      ['enqueue', 'heartbeat', 'poll', 'reclaim', 'release'].sort(),
+    );
+    for (const script of engine) expect(script.keys, script.name).toBe(1);
   });
 });
 

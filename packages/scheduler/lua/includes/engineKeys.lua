@@ -1,13 +1,16 @@
 --[[
-  The engine keyspace: every script that can run a dispatch pass takes these 18 KEYS in
-  this order (ENGINE_KEY_ORDER in src/keys.ts; a test compares the two). Static keys are
-  used as they are; a *Prefix key is a declared key name that carries the pool hash tag,
-  and a data-dependent key is always `somePrefix .. suffix`, so every key a script touches
-  is derived from KEYS and lands in the pool's slot.
+  The engine keyspace: every script that can run a dispatch pass takes one KEY, the pool's
+  tag `{fg:<pool>}:` (PoolKeys.tag in src/keys.ts), and derives every key name from it, as
+  poolKeys does (a test compares the two). Redis Cluster routes the call by the tag's slot,
+  and every key a script touches starts with the tag, so it lands in that slot; a
+  data-dependent key is always `somePrefix .. suffix`. One declared key instead of one per
+  name: ioredis builds, and Redis parses, 17 arguments fewer per call (~10 us of the
+  gateway's CPU and ~3 us of Redis's per call on the 2-core VM, docs/gateway.md).
 
-  The names live at the function library's top level, shared by every helper; each call
-  binds them to its own KEYS first (the `@percall` line: the build puts it at the top of
-  every function that includes this file).
+  The names live at the function library's top level, shared by every helper. Each call
+  binds them to its own tag first (the `@percall` line: the build puts it at the top of
+  every function that includes this file); they are derived again only when the tag differs
+  from the previous call's (another pool on the same server), being a function of the tag.
 ]]
 local configKey
 local ctlKey
@@ -27,29 +30,39 @@ local waitingByReplicaPrefix
 local evictableKey
 local sheddableKey
 local sheddableByTenantPrefix
+local boundTag
 local function bindEngineKeys(KEYS)
-  configKey = KEYS[1]               -- hash: pool settings
-  ctlKey = KEYS[2]                  -- hash: budget and controller state (fenced writes),
-                                    -- gauges inflight, waiting, waiting:<band>, seq,
-                                    -- grantSeq, gateEvictedScrape
-  podsKey = KEYS[3]                 -- hash: cap:<pod>, healthy:<pod>, inflight:<pod>,
-                                    -- scraped waiting:/running:/kv:/scrapedAt:<pod>
-  bandsKey = KEYS[4]                -- zset: bands whose ring is non-empty, score = band
-  deficitKey = KEYS[5]              -- hash: <band>:<tenant> -> DRR deficit (iff in ring)
-  leasesKey = KEYS[6]               -- zset: granted ids, score = lease expiry (ms)
-  queueDeadlinesKey = KEYS[7]       -- zset: waiting ids, score = queue expiry (ms)
-  replicasKey = KEYS[8]             -- zset: replica -> liveness expiry (ms)
-  statsKey = KEYS[9]                -- hash: outcome counters
-  requestPrefix = KEYS[10]          -- req:<id> hash
-  queuePrefix = KEYS[11]            -- q:<band>:<tenant> zset
-  ringPrefix = KEYS[12]             -- band:<band>:ring list
-  tenantPrefix = KEYS[13]           -- tenant:<tenant> hash
-  noticesPrefix = KEYS[14]          -- grants:<replica> list
-  waitingByReplicaPrefix = KEYS[15] -- queued:<replica> zset, score = arrival seq
-  evictableKey = KEYS[16]           -- zset: granted ids of bands < 0, score = sheddableScore
-                                    -- (lowest band, then newest grant first)
-  sheddableKey = KEYS[17]           -- zset: waiting ids of bands < 0, score = sheddableScore
-                                    -- (lowest band, then newest arrival first)
-  sheddableByTenantPrefix = KEYS[18] -- sheddable:<tenant> zset, the same per tenant
+  local tag = KEYS[1]
+  if tag == boundTag then return end
+  configKey = tag .. 'config'                   -- hash: pool settings
+  ctlKey = tag .. 'ctl'                         -- hash: budget and controller state (fenced
+                                                -- writes), gauges inflight, waiting,
+                                                -- waiting:<band>, seq, grantSeq,
+                                                -- gateEvictedScrape
+  podsKey = tag .. 'pods'                       -- hash: cap:<pod>, healthy:<pod>,
+                                                -- inflight:<pod>, scraped waiting:/running:/
+                                                -- kv:/scrapedAt:<pod>
+  bandsKey = tag .. 'bands'                     -- zset: bands whose ring is non-empty,
+                                                -- score = band
+  deficitKey = tag .. 'deficit'                 -- hash: <band>:<tenant> -> DRR deficit (iff
+                                                -- in ring)
+  leasesKey = tag .. 'leases'                   -- zset: granted ids, score = lease expiry (ms)
+  queueDeadlinesKey = tag .. 'qttl'             -- zset: waiting ids, score = queue expiry (ms)
+  replicasKey = tag .. 'replicas'               -- zset: replica -> liveness expiry (ms)
+  statsKey = tag .. 'stats'                     -- hash: outcome counters
+  requestPrefix = tag .. 'req:'                 -- req:<id> hash
+  queuePrefix = tag .. 'q:'                     -- q:<band>:<tenant> zset
+  ringPrefix = tag .. 'band:'                   -- band:<band>:ring list
+  tenantPrefix = tag .. 'tenant:'               -- tenant:<tenant> hash
+  noticesPrefix = tag .. 'grants:'              -- grants:<replica> list
+  waitingByReplicaPrefix = tag .. 'queued:'     -- queued:<replica> zset, score = arrival seq
+  evictableKey = tag .. 'evictable'             -- zset: granted ids of bands < 0, score =
+                                                -- sheddableScore (lowest band, then newest
+                                                -- grant first)
+  sheddableKey = tag .. 'sheddable'             -- zset: waiting ids of bands < 0, score =
+                                                -- sheddableScore (lowest band, then newest
+                                                -- arrival first)
+  sheddableByTenantPrefix = tag .. 'sheddable:' -- sheddable:<tenant> zset, the same per tenant
+  boundTag = tag
 end
 --- @percall bindEngineKeys(KEYS)

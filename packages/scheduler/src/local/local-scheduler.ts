@@ -132,7 +132,7 @@ export class LocalScheduler implements Scheduler {
     }
   }
 
-  /** Mirrors lua/enqueue-18.lua. */
+  /** Mirrors lua/enqueue-1.lua. */
   async enqueue(request: EnqueueRequest): Promise<EnqueueResult> {
     const r = normalizeEnqueue(request);
     const e = this.engine;
@@ -244,7 +244,7 @@ export class LocalScheduler implements Scheduler {
     return { status: 'queued', retried: false };
   }
 
-  /** Mirrors lua/poll-18.lua. */
+  /** Mirrors lua/poll-1.lua. */
   async poll(replica: ReplicaId): Promise<Notice[]> {
     assertValidName('replica', replica);
     const now = this.clock();
@@ -279,7 +279,7 @@ export class LocalScheduler implements Scheduler {
     return this.release(id, { outcome: 'cancelled' });
   }
 
-  /** Mirrors lua/release-18.lua. */
+  /** Mirrors lua/release-1.lua. */
   async release(id: RequestId, options: ReleaseOptions): Promise<EndResult> {
     const r = normalizeRelease(id, options);
     const req = this.engine.requests.get(id);
@@ -301,7 +301,7 @@ export class LocalScheduler implements Scheduler {
     return { was };
   }
 
-  /** Mirrors lua/heartbeat-18.lua. */
+  /** Mirrors lua/heartbeat-1.lua. */
   async heartbeat(replica: ReplicaId, ids: readonly RequestId[] = []): Promise<HeartbeatResult> {
     assertValidName('replica', replica);
     for (const id of ids) assertValidName('heartbeat id', id);
@@ -317,7 +317,7 @@ export class LocalScheduler implements Scheduler {
     return { lost };
   }
 
-  /** Mirrors lua/reclaim-18.lua. */
+  /** Mirrors lua/reclaim-1.lua. */
   async reclaim(): Promise<ReclaimReport> {
     const now = this.clock();
     const settings = this.settingsOr('reclaim');

@@ -19,7 +19,7 @@ import type {
   SchedulerSnapshot,
 } from '../contract.js';
 import { QUIET_MS } from '../contract.js';
-import { ENGINE_KEY_ORDER, type PoolKeys, poolKeys } from '../keys.js';
+import { type PoolKeys, poolKeys } from '../keys.js';
 import { parseNotice } from '../notices.js';
 import { normalizeEnqueue, normalizePodLoads, normalizeRelease } from '../requests.js';
 import {
@@ -50,7 +50,7 @@ export interface RedisSchedulerOptions {
 /** Most notices one poll returns; the rest wait for the next poll. */
 const MAX_NOTICES_PER_POLL = 1_000;
 /**
- * Most ms a poll may be skipped while the pool is quiet (lua/poll-18.lua): the bound on how
+ * Most ms a poll may be skipped while the pool is quiet (lua/poll-1.lua): the bound on how
  * late a change this process cannot see (another replica's budget write or config) reaches a
  * dispatch pass of this replica's polls.
  */
@@ -87,7 +87,7 @@ export class RedisScheduler implements Scheduler {
   /**
    * Until when (performance.now()) poll() may answer [] without a Redis call: the last
    * poll found the pool waiting on its budget with nothing time-driven due before then
-   * (lua/poll-18.lua). Every write of this process that could let a pass grant or expire
+   * (lua/poll-1.lua). Every write of this process that could let a pass grant or expire
    * something (release, cancel, reclaim, configure, tenants, pods, a budget write) and every
    * notice clears it; a change made elsewhere is seen within MAX_QUIET_MS. With thousands of
    * requests waiting on a full budget this turns the 1 ms tick's round trips (~120 us of
@@ -101,7 +101,7 @@ export class RedisScheduler implements Scheduler {
     this.redis =
       typeof options.connection === 'string' ? new Redis(options.connection) : options.connection;
     this.run = functionRunner(this.redis);
-    this.engineKeys = ENGINE_KEY_ORDER.map((name) => this.keys[name]);
+    this.engineKeys = [this.keys.tag];
     this.latencyRetentionMs = options.latencyRetentionMs ?? 300_000;
     assertInteger('latencyRetentionMs', this.latencyRetentionMs, 1_000);
   }
@@ -178,7 +178,7 @@ export class RedisScheduler implements Scheduler {
 
   async enqueue(request: EnqueueRequest): Promise<EnqueueResult> {
     const r = normalizeEnqueue(request);
-    // FCALL lua/enqueue-18.lua
+    // FCALL lua/enqueue-1.lua
     const reply = await this.engine('enqueue', [
       r.id,
       r.tenant,
@@ -213,7 +213,7 @@ export class RedisScheduler implements Scheduler {
     if (sent < this.quietUntil) return quietFor(this.quietUntil - sent, []);
     this.quietUntil = 0;
     const changesBefore = this.changes;
-    // FCALL lua/poll-18.lua
+    // FCALL lua/poll-1.lua
     const reply = this.expectList(
       await this.engine('poll', [replica, MAX_NOTICES_PER_POLL, MAX_QUIET_MS]),
       `poll ${replica}`,
@@ -264,7 +264,7 @@ export class RedisScheduler implements Scheduler {
   async release(id: RequestId, options: ReleaseOptions): Promise<EndResult> {
     this.wake();
     const r = normalizeRelease(id, options);
-    // FCALL lua/release-18.lua
+    // FCALL lua/release-1.lua
     const reply = await this.engine('release', [
       id,
       r.outcome,
@@ -280,14 +280,14 @@ export class RedisScheduler implements Scheduler {
   async heartbeat(replica: ReplicaId, ids: readonly RequestId[] = []): Promise<HeartbeatResult> {
     assertValidName('replica', replica);
     for (const id of ids) assertValidName('heartbeat id', id);
-    // FCALL lua/heartbeat-18.lua
+    // FCALL lua/heartbeat-1.lua
     const reply = await this.engine('heartbeat', [replica, ...ids]);
     return { lost: this.expectList(reply, `heartbeat ${replica}`) };
   }
 
   async reclaim(): Promise<ReclaimReport> {
     this.wake();
-    // FCALL lua/reclaim-18.lua
+    // FCALL lua/reclaim-1.lua
     const reply = await this.engine('reclaim', []);
     const [expired, evicted, cancelled] = this.expectList(reply, 'reclaim').map(Number);
     return { expired: expired ?? 0, evicted: evicted ?? 0, cancelled: cancelled ?? 0 };

@@ -7,7 +7,7 @@
   release never counts twice. Used for cancel too (outcome 'cancelled').
 
   Input:
-    KEYS[1..18]  the engine keyspace (includes/engineKeys.lua)
+    KEYS[1]  the pool's tag {fg:<pool>}: (includes/engineKeys.lua derives every key)
     ARGV[1]  request id
     ARGV[2]  outcome: completed | cancelled | evicted | upstream_error
     ARGV[3]  input tokens used, '' if unknown

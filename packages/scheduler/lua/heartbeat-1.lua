@@ -5,7 +5,7 @@
   lost: the replica must abort them (their lease lapsed, or the replica was reclaimed).
 
   Input:
-    KEYS[1..18]  the engine keyspace (includes/engineKeys.lua)
+    KEYS[1]  the pool's tag {fg:<pool>}: (includes/engineKeys.lua derives every key)
     ARGV[1]      replica
     ARGV[2..n]   request ids the replica holds (granted or waiting)
 

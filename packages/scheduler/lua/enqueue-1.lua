@@ -9,7 +9,7 @@
   token bucket; then queue, dispatch pass, queue caps (with queue shedding).
 
   Input:
-    KEYS[1..18]  the engine keyspace (includes/engineKeys.lua)
+    KEYS[1]  the pool's tag {fg:<pool>}: (includes/engineKeys.lua derives every key)
     ARGV[1]  request id
     ARGV[2]  tenant
     ARGV[3]  band (integer; higher dispatches first)

@@ -5,7 +5,7 @@
   that freed up.
 
   Input:
-    KEYS[1..18]  the engine keyspace (includes/engineKeys.lua)
+    KEYS[1]  the pool's tag {fg:<pool>}: (includes/engineKeys.lua derives every key)
 
   Output:
     {expired, evicted, cancelled}  how many requests each part ended

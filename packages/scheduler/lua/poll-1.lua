@@ -12,7 +12,7 @@
   and after a notice (RedisScheduler.poll). Never quiet on a pool with a test clock.
 
   Input:
-    KEYS[1..18]  the engine keyspace (includes/engineKeys.lua)
+    KEYS[1]  the pool's tag {fg:<pool>}: (includes/engineKeys.lua derives every key)
     ARGV[1]  replica
     ARGV[2]  most notices to return
     ARGV[3]  optional: most ms to stay quiet (the reply then starts with the quiet ms)
