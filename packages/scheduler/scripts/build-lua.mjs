@@ -2,7 +2,7 @@
 // includes they pull in with `--- @include "includes/<name>"` lines, into
 // src/generated/scripts.ts, so nothing reads the filesystem at runtime.
 //
-// One library (`#!lua name=fairgate_<version>`, loaded with FUNCTION LOAD) holds every
+// One library (`#!lua name=fairgate_<version>_<hash>`, loaded with FUNCTION LOAD) holds every
 // include once, at its top level, and registers one function per entry script. The helpers
 // are so defined once per load instead of once per call, as EVALSHA scripts redefine them:
 // ~17 us of Redis CPU per engine call (docs/scheduler.md).
@@ -12,8 +12,13 @@
 // includes it starts with that statement. Includes are resolved recursively and each is
 // emitted once (first use wins), which lets an include pull in what it depends on.
 //
+// The name carries the package version and a hash of the library's code, so two builds whose
+// Lua differs (a rolling deploy, a before/after benchmark on one Redis) never load over each
+// other's functions, even at the same version: each calls its own.
+//
 // Each entry is also emitted flattened (its includes, per-call statements and body, in the
 // order the function runs them) for the static checks in test/scripts.test.ts.
+import { createHash } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,7 +28,8 @@ const luaDir = join(packageDir, 'lua');
 const outFile = join(packageDir, 'src', 'generated', 'scripts.ts');
 const { version } = JSON.parse(readFileSync(join(packageDir, 'package.json'), 'utf8'));
 const versionTag = version.replace(/[^A-Za-z0-9]/g, '_');
-const libraryName = `fairgate_${versionTag}`;
+/** Stands for the library's name until the code it names is known (it is part of it). */
+const NAME_PLACEHOLDER = '@LIBRARY@';
 
 const ENTRY_NAME = /^([a-z][A-Za-z]*)-(\d+)\.lua$/;
 const INCLUDE_LINE = /^---\s*@include\s+"([^"]+)"\s*$/;
@@ -105,7 +111,7 @@ for (const fileName of readdirSync(luaDir).sort()) {
   entries.push({ name, keys: Number(keys), ...parseEntry(fileName) });
 }
 
-const functionName = (name) => `${libraryName}_${name}`;
+const functionName = (name) => `${NAME_PLACEHOLDER}_${name}`;
 const registrations = entries.map((entry) => {
   const flags = entry.flags.length
     ? `, flags = { ${entry.flags.map((f) => `'${f}'`).join(', ')} }`
@@ -119,17 +125,21 @@ const registrations = entries.map((entry) => {
   ];
 });
 // redis.call is not reachable while a library loads: rcall is bound by every call.
-const library = nonEmpty([
-  `#!lua name=${libraryName}`,
+const unnamedLibrary = nonEmpty([
+  `#!lua name=${NAME_PLACEHOLDER}`,
   'local rcall',
   ...libraryLines,
   ...registrations.flat(),
 ]).join('\n');
+const codeHash = createHash('sha256').update(unnamedLibrary).digest('hex').slice(0, 10);
+const libraryName = `fairgate_${versionTag}_${codeHash}`;
+const named = (text) => text.replaceAll(NAME_PLACEHOLDER, libraryName);
+const library = named(unnamedLibrary);
 
 const scripts = entries.map((entry) => ({
   name: entry.name,
   keys: entry.keys,
-  function: functionName(entry.name),
+  function: named(functionName(entry.name)),
   content: nonEmpty([
     entry.shebang,
     RCALL_LINE,
