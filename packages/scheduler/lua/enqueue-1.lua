@@ -91,14 +91,15 @@ req.seq = 0
 
 -- Fast path: with nothing waiting anywhere the pass would pick this request first, so
 -- grant it without touching queues or rings (same state as the long way round).
-local gauges = rcall('HMGET', ctlKey, 'waiting', 'inflight', 'budget')
+local gauges = rcall('HMGET', ctlKey, 'waiting', 'inflight', 'budget', 'peakInflight')
 if (tonumber(gauges[1]) or 0) == 0 and not tenantAtQuota(tenant, req.kvBlocks)
   and (tonumber(gauges[2]) or 0) < (tonumber(gauges[3]) or 0)
   and gateOpen(newGate(cfg, pods, now), band) then
   local pod = choosePod(pods, req.hint)
   if pod then
     storeRequest(req, 'granted', pod.name)
-    holdLease(req, pod, now, cfg, now + cfg.leaseTtlMs)
+    holdLease(req, pod, now, cfg, now + cfg.leaseTtlMs,
+      { peakInflight = tonumber(gauges[4]) or 0 })
     countFlow('admitted', req.tenant, req.class)
     return { 1, pod.name, 0 }
   end

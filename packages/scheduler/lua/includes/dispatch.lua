@@ -71,7 +71,7 @@ local function grantWaiting(pass, req, band, fifo)
   unlinkWaiting(req)
   local requestKey = requestPrefix .. req.id
   rcall('HSET', requestKey, 'state', 'granted', 'pod', pod.name)
-  holdLease(req, pod, pass.now, pass.cfg, req.ownerLiveness)
+  holdLease(req, pod, pass.now, pass.cfg, req.ownerLiveness, pass)
   local queueKey = queuePrefix .. band .. ':' .. req.tenant
   local queueEmptyNow = rcall('ZCARD', queueKey) == 0
   if fifo then
@@ -153,7 +153,7 @@ local function fifoPass(pass)
 end
 
 local function dispatchPass(now, cfg, selfId)
-  local gauges = rcall('HMGET', ctlKey, 'waiting', 'inflight', 'budget')
+  local gauges = rcall('HMGET', ctlKey, 'waiting', 'inflight', 'budget', 'peakInflight')
   if (tonumber(gauges[1]) or 0) <= 0 then return nil end
   local inflight = tonumber(gauges[2]) or 0
   local budget = tonumber(gauges[3]) or 0
@@ -168,6 +168,7 @@ local function dispatchPass(now, cfg, selfId)
   local pass = {
     now = now, cfg = cfg, pods = pods, gate = newGate(cfg, pods, now), selfId = selfId,
     inflight = inflight, budget = budget, grants = 0, evictions = 0, gateTried = false,
+    peakInflight = tonumber(gauges[4]) or 0,
   }
   if cfg.dispatchOrder == 'fifo' then fifoPass(pass) else priorityPass(pass) end
   return pass.selfPod

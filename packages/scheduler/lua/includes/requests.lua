@@ -94,13 +94,16 @@ end
 -- eviction index (by grant order). A lease never outlives its owner's liveness: a grant made
 -- to a replica that has just gone quiet lapses when the replica is declared dead, not a
 -- whole lease TTL later.
-local function holdLease(req, pod, now, cfg, ownerLiveness)
+-- gauges.peakInflight is ctl.peakInflight as the caller read it (with the gauges it reads
+-- anyway, so a grant costs no HGET), kept current here.
+local function holdLease(req, pod, now, cfg, ownerLiveness, gauges)
   rcall('ZADD', leasesKey, math.min(now + cfg.leaseTtlMs, ownerLiveness), req.id)
   -- peakInflight: the most in flight at once since the leader last took it (the
   -- controller's "not app-limited" gate); exact, because every grant passes here.
   local inflight = rcall('HINCRBY', ctlKey, 'inflight', 1)
-  if inflight > (tonumber(rcall('HGET', ctlKey, 'peakInflight')) or 0) then
+  if inflight > gauges.peakInflight then
     rcall('HSET', ctlKey, 'peakInflight', inflight)
+    gauges.peakInflight = inflight
   end
   local tenantKey = tenantPrefix .. req.tenant
   rcall('HINCRBY', tenantKey, 'inflight', 1)
