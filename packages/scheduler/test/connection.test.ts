@@ -86,3 +86,54 @@ it('sends the commands of one event-loop turn in one write, each with its own re
     connection.disconnect();
   }
 });
+
+/**
+ * The reply bound (one deadline queue per connection): a command with no reply after
+ * commandTimeoutMs fails with "Command timed out", each exactly once, in send order; one
+ * answered while this process could not run its timers (a busy event loop) is not failed,
+ * since the decision waits for the I/O phase; answered commands are never failed later.
+ */
+it('fails unanswered commands after commandTimeoutMs, and only those', async () => {
+  const own = await startRedis();
+  const connection = createRedisConnection({
+    topology: { kind: 'standalone', url: own.url },
+    commandTimeoutMs: 200,
+  }) as Redis;
+  try {
+    // Answered: none fails later.
+    const answered = await Promise.all(Array.from({ length: 100 }, () => connection.ping()));
+    expect(answered.every((reply) => reply === 'PONG')).toBe(true);
+
+    // Answered while the client's event loop was blocked past the deadline.
+    const late = connection.ping();
+    const until = performance.now() + 400;
+    while (performance.now() < until) {} // busy: Redis answers meanwhile, no timer runs
+    await expect(late).resolves.toBe('PONG');
+
+    // A stalled server: two bursts, each failed about commandTimeoutMs after it was sent.
+    if (own.source !== 'redis-server') return; // REDIS_URL: a server this test cannot stop
+    await own.pause();
+    const outcome = (promise: Promise<unknown>, sent: number) =>
+      promise.then(
+        () => ({ ok: true, after: performance.now() - sent }),
+        (error: Error) => ({ ok: false, message: error.message, after: performance.now() - sent }),
+      );
+    const firstSent = performance.now();
+    const first = Array.from({ length: 50 }, (_, i) =>
+      outcome(connection.incr(`t:${i}`), firstSent),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const secondSent = performance.now();
+    const second = Array.from({ length: 20 }, () => outcome(connection.ping(), secondSent));
+    const results = await Promise.all([...first, ...second]);
+    for (const result of results) {
+      expect(result).toMatchObject({ ok: false, message: 'Command timed out' });
+      expect(result.after).toBeGreaterThanOrEqual(195);
+      expect(result.after).toBeLessThan(2_000);
+    }
+    await own.resume();
+  } finally {
+    connection.disconnect();
+    await own.stop();
+  }
+});

@@ -123,29 +123,93 @@ const BLOCKING_GRACE_MS = 1_000;
 /** A blocking wait with no timeout of its own (0) is bounded by this. */
 const BLOCKING_UNBOUNDED_MS = 60_000;
 
-/** Commands already bounded (a Cluster may send one command more than once: MOVED, retry). */
+/** Blocking commands already bounded (a Cluster may send one command more than once). */
 const bounded = new WeakSet<Command>();
 
-function boundCommand(connection: RedisConnection, command: Command, bound: CommandBound): void {
+/** Bounds one blocking command (BLPOP...) by its own wait plus the grace. */
+function boundBlocking(connection: RedisConnection, command: Command, graceMs: number): void {
+  if (!/^(blpop|brpop|blmove|blmpop|bzpopmin)$/i.test(command.name)) return;
   if (bounded.has(command)) return;
   bounded.add(command);
-  const blocking =
-    bound.kind === 'blocking' && /^(blpop|brpop|blmove|blmpop|bzpopmin)$/i.test(command.name);
-  if (bound.kind === 'blocking' && !blocking) return;
   let settled = false;
-  const waitMs = bound.kind === 'reply' ? bound.timeoutMs : blockingWaitMs(command) + bound.graceMs;
   const timer = setTimeout(() => {
     setImmediate(() => {
       if (settled) return;
-      command.reject(new Error(blocking ? 'Blocking wait timed out' : 'Command timed out'));
-      if (blocking) connection.disconnect(true);
+      command.reject(new Error('Blocking wait timed out'));
+      connection.disconnect(true);
     });
-  }, waitMs);
+  }, blockingWaitMs(command) + graceMs);
   const settle = () => {
     settled = true;
     clearTimeout(timer);
   };
   command.promise.then(settle, settle);
+}
+
+/**
+ * The `reply` bound of one connection: every command fails with "Command timed out" once
+ * timeoutMs have passed since it was sent (or parked) without a reply. All share one timeout,
+ * so deadlines come in send order: one queue and one timer per connection, instead of a timer
+ * and two promise reactions per command (the gateway sends two or three commands per
+ * request). A command is done once ioredis marks it resolved (`isResolved`, as its own
+ * commandTimeout checks); one that was rejected meanwhile (an error reply, the connection
+ * closed) stays queued until its deadline, when rejecting it again changes nothing. Answered
+ * commands leave the head of the queue as new ones come, so it holds about what is in flight.
+ * A command sent twice (a Cluster's MOVED or retry, the offline queue replayed after a
+ * reconnect) is queued twice: its first deadline decides.
+ */
+class ReplyDeadlines {
+  #commands: Command[] = [];
+  #deadlines: number[] = [];
+  #head = 0;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly timeoutMs: number) {}
+
+  add(command: Command): void {
+    this.#dropAnswered();
+    this.#commands.push(command);
+    this.#deadlines.push(performance.now() + this.timeoutMs);
+    if (!this.#timer) this.#arm();
+  }
+
+  #dropAnswered(): void {
+    while (this.#head < this.#commands.length && this.#commands[this.#head]!.isResolved) {
+      this.#head += 1;
+    }
+    if (this.#head === this.#commands.length) {
+      this.#commands = [];
+      this.#deadlines = [];
+      this.#head = 0;
+    } else if (this.#head >= 1_024 && this.#head * 2 >= this.#commands.length) {
+      this.#commands = this.#commands.slice(this.#head);
+      this.#deadlines = this.#deadlines.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+
+  #arm(): void {
+    const deadline = this.#deadlines[this.#head];
+    if (deadline === undefined) return;
+    // The decision waits one more turn (setImmediate): the I/O phase reads what is already
+    // in the socket first (CommandBound).
+    this.#timer = setTimeout(
+      () => setImmediate(() => this.#expire(deadline)),
+      Math.max(0, deadline - performance.now()),
+    );
+  }
+
+  /** Fails every unanswered command whose deadline was due when the timer fired. */
+  #expire(due: number): void {
+    this.#timer = undefined;
+    while (this.#head < this.#commands.length && this.#deadlines[this.#head]! <= due) {
+      const command = this.#commands[this.#head]!;
+      this.#head += 1;
+      if (!command.isResolved) command.reject(new Error('Command timed out'));
+    }
+    this.#dropAnswered();
+    this.#arm();
+  }
 }
 
 /** A blocking command's own timeout in ms: its last argument (BLMPOP: its first), in seconds. */
@@ -162,10 +226,18 @@ function blockingWaitMs(command: Command): number {
  */
 function boundEveryCommand<C extends RedisConnection>(connection: C, bound: CommandBound): C {
   const send = connection.sendCommand.bind(connection) as (...args: unknown[]) => unknown;
-  connection.sendCommand = (command: Command, ...rest: unknown[]) => {
-    boundCommand(connection, command, bound);
-    return send(command, ...rest);
-  };
+  if (bound.kind === 'reply') {
+    const deadlines = new ReplyDeadlines(bound.timeoutMs);
+    connection.sendCommand = (command: Command, ...rest: unknown[]) => {
+      deadlines.add(command);
+      return send(command, ...rest);
+    };
+  } else {
+    connection.sendCommand = (command: Command, ...rest: unknown[]) => {
+      boundBlocking(connection, command, bound.graceMs);
+      return send(command, ...rest);
+    };
+  }
   return connection;
 }
 
