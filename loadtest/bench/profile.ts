@@ -19,7 +19,8 @@
  *
  * Environment: PROFILE_SECONDS (measured phase, default 6), PROFILE_WARMUP_SECONDS
  * (default 4), PROFILE_WORKLOADS (default plain,stream16), PROFILE_MODES (default
- * redis,embedded), BENCH_COMPARE_WITH. Needs wrk (Debian package `wrk`).
+ * redis,embedded), PROFILE_CONCURRENCY (wrk connections, default 16; 1 shows what a lone
+ * request pays), BENCH_COMPARE_WITH. Needs wrk (Debian package `wrk`).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -52,7 +53,7 @@ const COMPARE_WITH = process.env.BENCH_COMPARE_WITH;
 const TOP = Number(process.env.PROFILE_TOP ?? 0);
 /** PROFILE_SAVE=<dir> keeps each run's raw profile there (open it in Chrome DevTools). */
 const SAVE_DIR = process.env.PROFILE_SAVE;
-const CONCURRENCY = 16;
+const CONCURRENCY = Number(process.env.PROFILE_CONCURRENCY ?? 16);
 
 /** A minimal DevTools protocol session over the inspector's WebSocket. */
 async function inspectorSession(port: number) {
