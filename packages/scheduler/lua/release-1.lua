@@ -13,27 +13,35 @@
     ARGV[3]  input tokens used, '' if unknown
     ARGV[4]  output tokens used, '' if unknown
     ARGV[5]  actual token-bucket cost for the true-up, '' for none
+    ARGV[6]  optional: most ms to stay quiet (the reply is then {state, quiet ms}: how long
+             the caller may skip its polls after this release's pass, includes/quiet.lua)
 
   Output:
-    1 it was granted, 2 it was queued, 0 unknown id
+    1 it was granted, 2 it was queued, 0 unknown id; with ARGV[6]: {that, quiet ms}
 ]]
 local rcall = redis.call
 --- @include "includes/engineKeys"
 --- @include "includes/dispatch"
+--- @include "includes/quiet"
 
-local req = readRequest(ARGV[1])
-if not req then return 0 end
+local mostQuietMs = tonumber(ARGV[6])
 -- A bucket credit reads the time: the config (and so the pool's test clock) comes first.
 local cfg = nil
-if req.tokens > 0 then cfg = loadConfig() end
-endRequest(req, ARGV[2])
-local actualTokens = tonumber(ARGV[5])
-if actualTokens and req.state == 'granted' and req.tokens > 0 then
-  creditTokens(req.tenant, req.tokens - actualTokens)
+local state = 0
+local req = readRequest(ARGV[1])
+if req then
+  if req.tokens > 0 then cfg = loadConfig() end
+  endRequest(req, ARGV[2])
+  local actualTokens = tonumber(ARGV[5])
+  if actualTokens and req.state == 'granted' and req.tokens > 0 then
+    creditTokens(req.tenant, req.tokens - actualTokens)
+  end
+  local inputTokens, outputTokens = tonumber(ARGV[3]), tonumber(ARGV[4])
+  if inputTokens then countFlow('inputTokens', req.tenant, req.class, inputTokens) end
+  if outputTokens then countFlow('outputTokens', req.tenant, req.class, outputTokens) end
+  local _, passCfg = dispatchPass(nil, cfg, nil)
+  cfg = cfg or passCfg
+  if req.state == 'granted' then state = 1 else state = 2 end
 end
-local inputTokens, outputTokens = tonumber(ARGV[3]), tonumber(ARGV[4])
-if inputTokens then countFlow('inputTokens', req.tenant, req.class, inputTokens) end
-if outputTokens then countFlow('outputTokens', req.tenant, req.class, outputTokens) end
-dispatchPass(nil, cfg, nil)
-if req.state == 'granted' then return 1 end
-return 2
+if not mostQuietMs then return state end
+return { state, quietMs(nil, cfg, mostQuietMs) }

@@ -1,7 +1,7 @@
 import { RejectCode } from '@fairgate/core';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { poolKeys, RedisScheduler } from '../src/index.js';
+import { poolKeys, QUIET_MS, RedisScheduler } from '../src/index.js';
 import { describeSchedulerConformance } from './conformance/index.js';
 import { redisBackend, scanAll } from './support/backends.js';
 import { startClusterCheckedRedis, type TestRedis } from './support/cluster-redis.js';
@@ -87,6 +87,75 @@ describe('RedisScheduler on Redis', () => {
     }
     expect(sent).toBe(100);
     await s.close();
+  });
+
+  it('waiting on a full budget: polls stay quiet, a release hands its slot on with a hint, other writes end it', async () => {
+    const scheduler = new RedisScheduler({ pool: 'quiet', connection: getRedis().handle.url });
+    await scheduler.configure({ initialBudget: 1, queueTtlMs: 60_000 });
+    await scheduler.upsertTenants([{ id: 'a' }]);
+    await scheduler.upsertPods([{ name: 'pod-a', cap: 100 }]);
+    const inner = scheduler as unknown as { redis: Redis; quietUntil: number };
+    let sent = 0; // commands on the main connection (the blocking wait has its own)
+    const original = inner.redis.sendCommand.bind(inner.redis);
+    inner.redis.sendCommand = ((...args: Parameters<Redis['sendCommand']>) => {
+      sent += 1;
+      return original(...args);
+    }) as Redis['sendCommand'];
+    const enqueue = (id: string) => scheduler.enqueue({ id, tenant: 'a', band: 0, replica: 'r1' });
+    const waitFor = async (done: () => boolean) => {
+      for (let i = 0; i < 500 && !done(); i += 1) await sleep(10);
+      expect(done()).toBe(true);
+    };
+
+    // No blocking wait: a release asks for no hint (its notices come by poll).
+    expect((await enqueue('w0')).status).toBe('granted');
+    for (const id of ['w1', 'w2', 'w3', 'w4']) expect((await enqueue(id)).status).toBe('queued');
+    await scheduler.release('w0', { outcome: 'completed' }); // its pass grants w1
+    expect(inner.quietUntil).toBe(0);
+    expect((await scheduler.poll('r1')).map((notice) => notice.id)).toEqual(['w1']);
+
+    // The gateway's way: notices through the blocking wait, polls on the quiet schedule.
+    const delivered: string[] = [];
+    let stopped = false;
+    const waiting = (async () => {
+      while (!stopped) {
+        const notices = await scheduler.waitForNotices('r1', 200).catch(() => []);
+        delivered.push(...notices.map((notice) => notice.id));
+      }
+    })();
+    await sleep(50); // the wait is in flight
+    sent = 0;
+    const quiet = await scheduler.poll('r1'); // the pool waits on its full budget
+    expect(quiet).toEqual([]);
+    expect(quiet[QUIET_MS]).toBeGreaterThanOrEqual(1);
+    await scheduler.poll('r1');
+    expect(sent).toBe(1); // the second poll was answered without Redis
+
+    // A release hands its slot on (its pass grants w2, the budget is full again) and keeps
+    // the pool quiet: no poll after it; w2's grant comes through the blocking wait.
+    sent = 0;
+    await scheduler.release('w1', { outcome: 'completed' });
+    expect(inner.quietUntil).toBeGreaterThan(0);
+    await scheduler.poll('r1');
+    expect(sent).toBe(1); // the release only
+    await waitFor(() => delivered.includes('w2'));
+
+    // A write that may let a pass grant ends the quiet: the next poll goes to Redis.
+    await scheduler.upsertTenants([{ id: 'a' }]);
+    expect(inner.quietUntil).toBe(0);
+    sent = 0;
+    await scheduler.poll('r1');
+    expect(sent).toBe(1);
+
+    // Nothing waits any more: the releases give no hint.
+    await scheduler.release('w2', { outcome: 'completed' }); // grants w3
+    await scheduler.release('w3', { outcome: 'completed' }); // grants w4
+    await scheduler.release('w4', { outcome: 'completed' });
+    expect(inner.quietUntil).toBe(0);
+    await waitFor(() => delivered.includes('w4'));
+    stopped = true;
+    await waiting;
+    await scheduler.close();
   });
 
   it('stale shedding and eviction index entries (an older release in a rolling deploy) are skipped and dropped', async () => {

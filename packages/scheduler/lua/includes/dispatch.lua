@@ -17,7 +17,8 @@
   now and cfg may be nil: they are only read when something waits and the budget has room
   (or in-flight eviction is on), so a release with nothing waiting stays cheap.
   selfId: the caller's own request (enqueue), answered in the reply instead of a notice.
-  Returns the pod granted to selfId, or nil. LocalEngine.dispatchPass takes the same steps.
+  Returns the pod granted to selfId, or nil, and the config when it loaded one (for the
+  caller's quiet hint). LocalEngine.dispatchPass takes the same steps.
 ]]
 
 local function hasRoom(pass)
@@ -159,7 +160,7 @@ local function dispatchPass(now, cfg, selfId)
   local budget = tonumber(gauges[3]) or 0
   if inflight >= budget then
     cfg = cfg or loadConfig()
-    if not cfg or not cfg.inflightEviction then return nil end
+    if not cfg or not cfg.inflightEviction then return nil, cfg end
   end
   cfg = cfg or loadConfig()
   if not cfg then return nil end
@@ -171,5 +172,5 @@ local function dispatchPass(now, cfg, selfId)
     peakInflight = tonumber(gauges[4]) or 0,
   }
   if cfg.dispatchOrder == 'fifo' then fifoPass(pass) else priorityPass(pass) end
-  return pass.selfPod
+  return pass.selfPod, cfg
 end

@@ -86,14 +86,23 @@ export class RedisScheduler implements Scheduler {
   private blocking: RedisConnection | undefined;
   /**
    * Until when (performance.now()) poll() may answer [] without a Redis call: the last
-   * poll found the pool waiting on its budget with nothing time-driven due before then
-   * (lua/poll-1.lua). Every write of this process that could let a pass grant or expire
-   * something (release, cancel, reclaim, configure, tenants, pods, a budget write) and every
-   * notice clears it; a change made elsewhere is seen within MAX_QUIET_MS. With thousands of
-   * requests waiting on a full budget this turns the 1 ms tick's round trips (~120 us of
-   * the gateway's CPU each) into one per MAX_QUIET_MS.
+   * poll, or the last release made while a blocking wait was in flight, found the pool
+   * waiting on its budget
+   * with nothing time-driven due before then (lua/includes/quiet.lua). Every other write of
+   * this process that could let a pass grant or expire something (reclaim, configure,
+   * tenants, pods, a budget write) clears it, and so does a release that carries no hint; a
+   * change made elsewhere is seen within MAX_QUIET_MS. A notice does not clear it: it comes
+   * from a pass that already ran. With thousands of requests waiting on a full budget this
+   * turns the 1 ms tick's round trips (~120 us of the gateway's CPU each) into one per
+   * MAX_QUIET_MS, and a release (each one frees a slot that its own pass hands on) costs no
+   * poll after it.
    */
   private quietUntil = 0;
+  /**
+   * Blocking waits (waitForNotices) in flight. While one is, a notice reaches this process
+   * without a poll, so a release may ask how long the pool stays quiet after its pass.
+   */
+  private blockingWaits = 0;
 
   constructor(options: RedisSchedulerOptions) {
     this.keys = poolKeys(options.pool);
@@ -236,17 +245,22 @@ export class RedisScheduler implements Scheduler {
     this.blocking ??= blockingDuplicate(this.redis);
     // One round trip for the whole list (BLMPOP, Redis 7): the first notice is not held
     // back by a second read on the main connection.
-    const reply = (await this.blocking.call(
-      'BLMPOP',
-      timeoutMs / 1000,
-      1,
-      noticesKey,
-      'LEFT',
-      'COUNT',
-      MAX_NOTICES_PER_POLL,
-    )) as [string, string[]] | null;
+    this.blockingWaits += 1;
+    let reply: [string, string[]] | null;
+    try {
+      reply = (await this.blocking.call(
+        'BLMPOP',
+        timeoutMs / 1000,
+        1,
+        noticesKey,
+        'LEFT',
+        'COUNT',
+        MAX_NOTICES_PER_POLL,
+      )) as [string, string[]] | null;
+    } finally {
+      this.blockingWaits -= 1;
+    }
     if (!reply) return [];
-    this.wake();
     return reply[1].map(parseNotice);
   }
 
@@ -264,6 +278,12 @@ export class RedisScheduler implements Scheduler {
   async release(id: RequestId, options: ReleaseOptions): Promise<EndResult> {
     this.wake();
     const r = normalizeRelease(id, options);
+    // With a blocking wait in flight (the notices of this release's pass reach this process
+    // through it), ask how long the pool stays quiet after the pass, as a poll would
+    // answer: no poll round trip after each release while requests wait on a full budget.
+    const sent = performance.now();
+    const hinted = this.blockingWaits > 0;
+    const changesBefore = this.changes;
     // FCALL lua/release-1.lua
     const reply = await this.engine('release', [
       id,
@@ -271,9 +291,15 @@ export class RedisScheduler implements Scheduler {
       r.inputTokens ?? '',
       r.outputTokens ?? '',
       r.actualTokens ?? '',
+      ...(hinted ? [MAX_QUIET_MS] : []),
     ]);
-    const was = END_STATES[reply as number];
-    if (was === undefined) throw schedulerError(reply as number, `release ${id}`);
+    const [state, quiet] = hinted && Array.isArray(reply) ? reply : [reply, 0];
+    const was = END_STATES[state as number];
+    if (was === undefined) throw schedulerError(state as number, `release ${id}`);
+    // From the send, and only when no other write of this process came meanwhile.
+    if (Number(quiet) > 0 && this.changes === changesBefore) {
+      this.quietUntil = sent + Number(quiet);
+    }
     return { was };
   }
 
