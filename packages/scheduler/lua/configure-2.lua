@@ -52,5 +52,11 @@ rcall('HSET', configKey, 'fairness', ARGV[1], 'dispatchOrder', ARGV[2], 'quantum
   'inflightEviction', ARGV[21], 'configHash', ARGV[22])
 -- The dispatch order's field before it had three values.
 rcall('HDEL', configKey, 'order')
+-- A new rev on every write: the engine keeps the parsed settings while the rev is the same
+-- (includes/config.lua). Server time and a counter, so a pool flushed and configured again
+-- never gets a rev it had before.
+local time = rcall('TIME')
+rcall('HSET', configKey, 'rev',
+  time[1] .. '.' .. time[2] .. '.' .. rcall('HINCRBY', configKey, 'revSeq', 1))
 rcall('HSETNX', ctlKey, 'budget', ARGV[10])
 return tonumber(rcall('HGET', ctlKey, 'budget'))

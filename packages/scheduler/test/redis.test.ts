@@ -158,6 +158,37 @@ describe('RedisScheduler on Redis', () => {
     await scheduler.close();
   });
 
+  it('a new config takes effect at the next call, also after FLUSHALL (the engine caches settings per config rev)', async () => {
+    const scheduler = new RedisScheduler({ pool: 'rev', connection: getRedis().handle.url });
+    const setUp = async (policy: 'reject-all' | 'always-admit') => {
+      await scheduler.configure({ initialBudget: 4, admission: { policy } });
+      await scheduler.upsertTenants([{ id: 'a' }]);
+      await scheduler.upsertPods([{ name: 'pod-a', cap: 100 }]);
+    };
+    let n = 0;
+    const admit = async () => {
+      n += 1;
+      const result = await scheduler.enqueue({ id: `r${n}`, tenant: 'a', band: 0, replica: 'r1' });
+      if (result.status === 'granted') await scheduler.release(`r${n}`, { outcome: 'completed' });
+      return result.status === 'rejected' ? result.code : result.status;
+    };
+    await setUp('always-admit');
+    expect(await admit()).toBe('granted'); // read and kept
+    expect(await admit()).toBe('granted'); // from the cache
+    await setUp('reject-all');
+    expect(await admit()).toBe(RejectCode.RejectedByPolicy);
+    await setUp('always-admit');
+    expect(await admit()).toBe('granted');
+    // The keyspace is lost and rebuilt with other settings: a new rev, never the cached one.
+    await admin.flushall();
+    await setUp('reject-all');
+    expect(await admit()).toBe(RejectCode.RejectedByPolicy);
+    await admin.flushall();
+    await setUp('always-admit');
+    expect(await admit()).toBe('granted');
+    await scheduler.close();
+  });
+
   it('stale shedding and eviction index entries (an older release in a rolling deploy) are skipped and dropped', async () => {
     const pool = 'stale-index';
     const keys = poolKeys(pool);

@@ -2,15 +2,26 @@
 -- Pool settings as written by configure-2.lua; nil until the pool has been configured.
 -- Also applies the pool's test clock (includes/serverTime.lua), so a script loads its
 -- config before it first asks for the time.
+--
+-- The parsed settings of the last read are kept at the library's top level with the
+-- config's key and `rev`, which configure-2.lua makes new on every write (server time and
+-- a counter): a call whose config is unchanged reads two fields instead of 21 and builds no
+-- table (the 21-field read was ~14% of an enqueue+release pair's Redis time, bench:scheduler).
+-- A config without a rev (written by a release before revs) is read whole every time. The
+-- cached table is never modified by its users.
+local cachedConfigOf, cachedConfigRev, cachedConfig = nil, nil, nil
 local function loadConfig()
+  local head = rcall('HMGET', configKey, 'rev', 'testClockMs')
+  useTestClock(head[2])
+  local rev = head[1]
+  if rev and rev == cachedConfigRev and cachedConfigOf == configKey then return cachedConfig end
   local raw = rcall('HMGET', configKey, 'fairness', 'dispatchOrder', 'quantum', 'bandCapacity',
     'maxQueueDepth', 'queueTtlMs', 'leaseTtlMs', 'maxGrantsPerPass', 'janitorBatch',
     'admissionPolicy', 'tierShedThreshold', 'tierShedMinPriority', 'queueDepthThreshold',
     'kvCacheUtilThreshold', 'staleMs', 'gatingEnabled', 'gatingDefaultCeiling',
-    'gatingBandCeilings', 'queueShedding', 'inflightEviction', 'testClockMs')
-  useTestClock(raw[21])
+    'gatingBandCeilings', 'queueShedding', 'inflightEviction')
   if not raw[1] then return nil end
-  return {
+  local cfg = {
     fairness = raw[1],
     dispatchOrder = raw[2],
     quantum = tonumber(raw[3]),
@@ -33,4 +44,6 @@ local function loadConfig()
     queueShedding = raw[19] == '1',
     inflightEviction = raw[20] == '1',
   }
+  if rev then cachedConfigOf, cachedConfigRev, cachedConfig = configKey, rev, cfg end
+  return cfg
 end
