@@ -3,9 +3,30 @@
 -- leader's scrape (reportPodLoad-3.lua): 'waiting:<pod>', 'running:<pod>', 'kv:<pod>' and
 -- 'scrapedAt:<pod>' (server ms; absent = never scraped). Loaded once per pass, pods being
 -- few, and kept current in memory as the pass grants and evicts.
-local function loadPods()
-  local flat = rcall('HGETALL', podsKey)
+
+-- Sets one parsed field on its pod.
+local function setPodField(pod, kind, value)
+  if kind == 'cap' then pod.cap = tonumber(value)
+  elseif kind == 'healthy' then pod.healthy = value == '1'
+  elseif kind == 'inflight' then pod.inflight = tonumber(value)
+  elseif kind == 'waiting' then pod.waiting = tonumber(value)
+  elseif kind == 'running' then pod.running = tonumber(value)
+  elseif kind == 'kv' then pod.kv = tonumber(value)
+  elseif kind == 'scrapedAt' then pod.scrapedAt = tonumber(value) end
+end
+
+-- The last parse, kept at the library's top level: the hash's field names in the order
+-- HGETALL gave them and, per field, its pod and kind. A small hash keeps its fields in
+-- insertion order, so between writes of new fields the names come back the same (equal Lua
+-- strings are one interned object: comparing them is cheap) and only the values are set
+-- again on the same pod tables: no string splitting, no new tables, no sort. Every value is
+-- set from this read, so nothing of an earlier call survives but the layout. A call that
+-- changes pod.inflight in memory (holdLease, evictOne) changes a value this read resets.
+local podLayout = nil
+
+local function parsePods(flat, podsKeyName)
   local byName, names = {}, {}
+  local fieldPods, fieldKinds = {}, {}
   for i = 1, #flat, 2 do
     local field, value = flat[i], flat[i + 1]
     local sep = string.find(field, ':', 1, true)
@@ -17,19 +38,39 @@ local function loadPods()
         byName[name] = pod
         names[#names + 1] = name
       end
-      if kind == 'cap' then pod.cap = tonumber(value)
-      elseif kind == 'healthy' then pod.healthy = value == '1'
-      elseif kind == 'inflight' then pod.inflight = tonumber(value)
-      elseif kind == 'waiting' then pod.waiting = tonumber(value)
-      elseif kind == 'running' then pod.running = tonumber(value)
-      elseif kind == 'kv' then pod.kv = tonumber(value)
-      elseif kind == 'scrapedAt' then pod.scrapedAt = tonumber(value) end
+      setPodField(pod, kind, value)
+      fieldPods[i], fieldKinds[i] = pod, kind
     end
   end
   table.sort(names, bytesLess)
   local list = {}
   for i, name in ipairs(names) do list[i] = byName[name] end
-  return { list = list, byName = byName }
+  local pods = { list = list, byName = byName }
+  podLayout = { of = podsKeyName, fields = flat, pods = pods, fieldPods = fieldPods,
+    fieldKinds = fieldKinds }
+  return pods
+end
+
+local function loadPods()
+  local flat = rcall('HGETALL', podsKey)
+  local layout = podLayout
+  if not layout or layout.of ~= podsKey or #layout.fields ~= #flat then
+    return parsePods(flat, podsKey)
+  end
+  local fields = layout.fields
+  for i = 1, #flat, 2 do
+    if flat[i] ~= fields[i] then return parsePods(flat, podsKey) end
+  end
+  local fieldPods, fieldKinds = layout.fieldPods, layout.fieldKinds
+  for _, pod in ipairs(layout.pods.list) do
+    pod.cap, pod.healthy, pod.inflight = 0, false, 0
+    pod.waiting, pod.running, pod.kv, pod.scrapedAt = nil, nil, nil, nil
+  end
+  for i = 1, #flat, 2 do
+    local pod = fieldPods[i]
+    if pod then setPodField(pod, fieldKinds[i], flat[i + 1]) end
+  end
+  return layout.pods
 end
 
 local function podHasRoom(pod)
