@@ -68,9 +68,10 @@ export function createGatewayMetrics(labels: { replica: string }) {
     requestDuration,
     requests,
     /**
-     * The per-request series of one tenant and class, bound once (prom-client hashes a
-     * label object on every `observe(labels, v)`; a bound child does not). Bounded by
-     * tenants x classes of the config.
+     * The per-request series of one tenant and class, bound once: no label object is
+     * built per observe (prom-client 15 still validates and hashes the bound labels on
+     * every observe, ~4 µs each on the 2-core VM). Bounded by tenants x classes of the
+     * config.
      */
     series(tenant: string, cls: string): RequestSeries {
       const key = `${tenant}\u0000${cls}`;
