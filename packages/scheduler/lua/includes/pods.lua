@@ -4,6 +4,12 @@
 -- 'scrapedAt:<pod>' (server ms; absent = never scraped). Loaded once per pass, pods being
 -- few, and kept current in memory as the pass grants and evicts.
 
+-- A pod as no field of the hash has set it yet.
+local function resetPod(pod)
+  pod.cap, pod.healthy, pod.inflight = 0, false, 0
+  pod.waiting, pod.running, pod.kv, pod.scrapedAt = nil, nil, nil, nil
+end
+
 -- Sets one parsed field on its pod.
 local function setPodField(pod, kind, value)
   if kind == 'cap' then pod.cap = tonumber(value)
@@ -24,7 +30,7 @@ end
 -- changes pod.inflight in memory (holdLease, evictOne) changes a value this read resets.
 local podLayout = nil
 
-local function parsePods(flat, podsKeyName)
+local function parsePods(flat)
   local byName, names = {}, {}
   local fieldPods, fieldKinds = {}, {}
   for i = 1, #flat, 2 do
@@ -34,7 +40,8 @@ local function parsePods(flat, podsKeyName)
       local kind, name = string.sub(field, 1, sep - 1), string.sub(field, sep + 1)
       local pod = byName[name]
       if not pod then
-        pod = { name = name, cap = 0, healthy = false, inflight = 0 }
+        pod = { name = name }
+        resetPod(pod)
         byName[name] = pod
         names[#names + 1] = name
       end
@@ -46,7 +53,7 @@ local function parsePods(flat, podsKeyName)
   local list = {}
   for i, name in ipairs(names) do list[i] = byName[name] end
   local pods = { list = list, byName = byName }
-  podLayout = { of = podsKeyName, fields = flat, pods = pods, fieldPods = fieldPods,
+  podLayout = { of = podsKey, fields = flat, pods = pods, fieldPods = fieldPods,
     fieldKinds = fieldKinds }
   return pods
 end
@@ -55,17 +62,14 @@ local function loadPods()
   local flat = rcall('HGETALL', podsKey)
   local layout = podLayout
   if not layout or layout.of ~= podsKey or #layout.fields ~= #flat then
-    return parsePods(flat, podsKey)
+    return parsePods(flat)
   end
   local fields = layout.fields
   for i = 1, #flat, 2 do
-    if flat[i] ~= fields[i] then return parsePods(flat, podsKey) end
+    if flat[i] ~= fields[i] then return parsePods(flat) end
   end
   local fieldPods, fieldKinds = layout.fieldPods, layout.fieldKinds
-  for _, pod in ipairs(layout.pods.list) do
-    pod.cap, pod.healthy, pod.inflight = 0, false, 0
-    pod.waiting, pod.running, pod.kv, pod.scrapedAt = nil, nil, nil, nil
-  end
+  for _, pod in ipairs(layout.pods.list) do resetPod(pod) end
   for i = 1, #flat, 2 do
     local pod = fieldPods[i]
     if pod then setPodField(pod, fieldKinds[i], flat[i + 1]) end

@@ -87,8 +87,8 @@ export class RedisScheduler implements Scheduler {
   /**
    * Until when (performance.now()) poll() may answer [] without a Redis call: the last
    * poll, or the last release made while a blocking wait was in flight, found the pool
-   * waiting on its budget
-   * with nothing time-driven due before then (lua/includes/quiet.lua). Every other write of
+   * waiting on its budget with nothing time-driven due before then (lua/includes/quiet.lua,
+   * taken by keepQuiet). Every other write of
    * this process that could let a pass grant or expire something (reclaim, configure,
    * tenants, pods, a budget write) clears it, and so does a release that carries no hint; a
    * change made elsewhere is seen within MAX_QUIET_MS. A notice does not clear it: it comes
@@ -227,15 +227,24 @@ export class RedisScheduler implements Scheduler {
       await this.engine('poll', [replica, MAX_NOTICES_PER_POLL, MAX_QUIET_MS]),
       `poll ${replica}`,
     );
-    const quiet = Number(reply[0]);
     const notices = reply.slice(1).map(parseNotice);
-    // Quiet from the send (the server's instant is later): never past a due change. Not
-    // when this process wrote meanwhile, or a notice came (something moved).
-    if (quiet > 0 && notices.length === 0 && this.changes === changesBefore) {
-      this.quietUntil = sent + quiet;
+    // A poll that popped notices gives no hint (something moved).
+    if (notices.length === 0 && this.keepQuiet(sent, reply[0], changesBefore)) {
       return quietFor(this.quietUntil - performance.now(), notices);
     }
     return notices;
+  }
+
+  /**
+   * Takes a script's quiet hint (ms) for a call sent at `sent`: quiet from the send (the
+   * server's instant is later), so never past a due change; and only when no write of this
+   * process came meanwhile (`changes` still `changesBefore`). True when taken.
+   */
+  private keepQuiet(sent: number, hint: unknown, changesBefore: number): boolean {
+    const quiet = Number(hint);
+    if (!(quiet > 0) || this.changes !== changesBefore) return false;
+    this.quietUntil = sent + quiet;
+    return true;
   }
 
   async waitForNotices(replica: ReplicaId, timeoutMs: number): Promise<Notice[]> {
@@ -296,10 +305,7 @@ export class RedisScheduler implements Scheduler {
     const [state, quiet] = hinted && Array.isArray(reply) ? reply : [reply, 0];
     const was = END_STATES[state as number];
     if (was === undefined) throw schedulerError(state as number, `release ${id}`);
-    // From the send, and only when no other write of this process came meanwhile.
-    if (Number(quiet) > 0 && this.changes === changesBefore) {
-      this.quietUntil = sent + Number(quiet);
-    }
+    this.keepQuiet(sent, quiet, changesBefore);
     return { was };
   }
 
