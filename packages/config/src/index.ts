@@ -4,6 +4,7 @@ export {
   parseConfig,
   parseConfigText,
 } from './load.js';
+export { ModelRoutes, poolView } from './pools.js';
 export {
   type AdmissionSectionConfig,
   type ControllerSectionConfig,
@@ -12,6 +13,8 @@ export {
   type FairgateConfig,
   type LeaderConfig,
   type PodConfig,
+  type PoolConfig,
+  poolSchema,
   type RedisSectionConfig,
   type SaturationSectionConfig,
   type SchedulerConfig,

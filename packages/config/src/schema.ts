@@ -59,7 +59,24 @@ export const tenantSchema = z.strictObject({
   max_class: z.string().optional(),
   quotas: quotasSchema.default({}),
   token_bucket: tokenBucketSchema.optional(),
+  /**
+   * The models (names or aliases) this tenant may use; absent = every model. Another model
+   * answers 404 `model_not_found`, and GET /v1/models lists only these.
+   */
+  models: z.array(z.string().min(1)).min(1).optional(),
 });
+
+/** A model name as clients send it (`meta-llama/Llama-3.1-8B-Instruct`, a LoRA adapter's name). */
+const modelName = z
+  .string()
+  .min(1)
+  .max(256)
+  .regex(/^\S+$/, 'a model name may not contain whitespace');
+
+/** A model a pool serves: its name, or its name and the aliases clients may use for it. */
+export const modelSchema = z
+  .union([modelName, z.strictObject({ name: modelName, aliases: z.array(modelName).default([]) })])
+  .transform((m) => (typeof m === 'string' ? { name: m, aliases: [] as string[] } : m));
 
 export const podSchema = z.strictObject({
   name: identifier('pod name'),
@@ -332,45 +349,70 @@ export const telemetrySchema = z.strictObject({
   traces: z.boolean().default(true),
 });
 
-export const configSchema = z
-  .strictObject({
-    /** Pool name: the Redis hash tag {fg:<pool>} every key lives under. */
-    pool: identifier('pool').default('default'),
-    listen: z
-      .strictObject({
-        host: z.string().min(1).default('0.0.0.0'),
-        port: z.number().int().min(0).max(65_535).default(8080),
-      })
-      .default({ host: '0.0.0.0', port: 8080 }),
-    /** Absent or null (`FAIRGATE__REDIS=null`): one replica on the embedded LocalScheduler. */
-    redis: redisSchema.nullish(),
-    admin: z.strictObject({ token_sha256: sha256Hex.optional() }).default({}),
-    limits: z
-      .strictObject({
-        max_body_bytes: z
-          .number()
-          .int()
-          .positive()
-          .default(4 * 1024 * 1024),
-      })
-      .default({ max_body_bytes: 4 * 1024 * 1024 }),
-    slo_classes: z
-      .record(identifier('class'), z.number().int().min(-100).max(100))
-      .default(DEFAULT_SLO_CLASSES),
-    tenants: z.array(tenantSchema).min(1),
-    pods: z.array(podSchema).min(1),
-    scheduler: schedulerSchema.default(schedulerSchema.parse({})),
-    admission: admissionSchema.default(admissionSchema.parse({})),
-    saturation: saturationSchema.default(saturationSchema.parse({})),
-    upstream: upstreamSchema.default(upstreamSchema.parse({})),
-    telemetry: telemetrySchema.default(telemetrySchema.parse({})),
-    controller: controllerSchema.default(controllerSchema.parse({})),
-    leader: leaderSchema.default(leaderSchema.parse({})),
-    scrape: scrapeSchema.default(scrapeSchema.parse({})),
-    tuner: tunerSchema.default(tunerSchema.parse({})),
-    server: serverSchema.default(serverSchema.parse({})),
-    shutdown: shutdownSchema.default(shutdownSchema.parse({})),
-  })
+/**
+ * One pool of `pools:`: its pods, the models they serve, and optionally its own scheduler,
+ * admission, saturation, controller and tuner sections (each replaces the top-level one
+ * whole for this pool; absent = the top-level one). docs/config.md, *Pools and models*.
+ */
+export const poolSchema = z.strictObject({
+  name: identifier('pool'),
+  models: z.array(modelSchema).min(1),
+  pods: z.array(podSchema).min(1),
+  scheduler: schedulerSchema.optional(),
+  admission: admissionSchema.optional(),
+  saturation: saturationSchema.optional(),
+  controller: controllerSchema.optional(),
+  tuner: tunerSchema.optional(),
+});
+
+const configObject = z.strictObject({
+  /**
+   * Pool name of a single-pool config (top-level `pods`): the Redis hash tag {fg:<pool>}
+   * every key lives under. With `pools:`, the first pool's name.
+   */
+  pool: identifier('pool').default('default'),
+  /** Models of a single-pool config; absent = its pods get every model a client names. */
+  models: z.array(modelSchema).min(1).optional(),
+  /** Several pools, each with its pods and models (instead of top-level pods). */
+  pools: z.array(poolSchema).min(1).optional(),
+  listen: z
+    .strictObject({
+      host: z.string().min(1).default('0.0.0.0'),
+      port: z.number().int().min(0).max(65_535).default(8080),
+    })
+    .default({ host: '0.0.0.0', port: 8080 }),
+  /** Absent or null (`FAIRGATE__REDIS=null`): one replica on the embedded LocalScheduler. */
+  redis: redisSchema.nullish(),
+  admin: z.strictObject({ token_sha256: sha256Hex.optional() }).default({}),
+  limits: z
+    .strictObject({
+      max_body_bytes: z
+        .number()
+        .int()
+        .positive()
+        .default(4 * 1024 * 1024),
+    })
+    .default({ max_body_bytes: 4 * 1024 * 1024 }),
+  slo_classes: z
+    .record(identifier('class'), z.number().int().min(-100).max(100))
+    .default(DEFAULT_SLO_CLASSES),
+  tenants: z.array(tenantSchema).min(1),
+  /** The pods of a single-pool config (or `pools:`). */
+  pods: z.array(podSchema).min(1).optional(),
+  scheduler: schedulerSchema.default(schedulerSchema.parse({})),
+  admission: admissionSchema.default(admissionSchema.parse({})),
+  saturation: saturationSchema.default(saturationSchema.parse({})),
+  upstream: upstreamSchema.default(upstreamSchema.parse({})),
+  telemetry: telemetrySchema.default(telemetrySchema.parse({})),
+  controller: controllerSchema.default(controllerSchema.parse({})),
+  leader: leaderSchema.default(leaderSchema.parse({})),
+  scrape: scrapeSchema.default(scrapeSchema.parse({})),
+  tuner: tunerSchema.default(tunerSchema.parse({})),
+  server: serverSchema.default(serverSchema.parse({})),
+  shutdown: shutdownSchema.default(shutdownSchema.parse({})),
+});
+
+export const configSchema = configObject
   .superRefine((config, ctx) => {
     const unique = (
       values: string[],
@@ -394,10 +436,62 @@ export const configSchema = z
       (i) => ['tenants', i, 'id'],
       'tenant id',
     );
+    if ((config.pods === undefined) === (config.pools === undefined)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [config.pods === undefined ? 'pods' : 'pools'],
+        message:
+          config.pods === undefined
+            ? 'is required (or pools:, for several pools)'
+            : 'give either top-level pods (one pool) or pools:, not both',
+      });
+      return;
+    }
+    if (config.pools && config.models) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['models'],
+        message: 'with pools:, each pool lists its own models',
+      });
+    }
+    const pools = poolsOf(config);
+    if (config.pools) {
+      unique(
+        pools.map((p) => p.name),
+        (i) => ['pools', i, 'name'],
+        'pool name',
+      );
+    }
+    // Pod names are unique across pools: a pod is one metric series and one health state.
+    const podPaths = pools.flatMap((pool, i) =>
+      pool.pods.map((pod, j) => ({
+        name: pod.name,
+        path: config.pools ? ['pools', i, 'pods', j, 'name'] : ['pods', j, 'name'],
+      })),
+    );
     unique(
-      config.pods.map((p) => p.name),
-      (i) => ['pods', i, 'name'],
+      podPaths.map((p) => p.name),
+      (i) => podPaths[i]?.path ?? [],
       'pod name',
+    );
+    // A name or alias picks exactly one pool.
+    const modelPaths = pools.flatMap((pool, i) =>
+      pool.models.flatMap((model, j) => {
+        const base = config.pools ? ['pools', i, 'models', j] : ['models', j];
+        return [
+          { name: model.name, path: [...base, 'name'] },
+          // (an entry that failed its own check reaches here unparsed: no aliases)
+          ...(model.aliases ?? []).map((alias, k) => ({
+            name: alias,
+            path: [...base, 'aliases', k],
+          })),
+        ];
+      }),
+    );
+    unique(
+      modelPaths.map((m) => m.name),
+      (i) => modelPaths[i]?.path ?? [],
+      'model name or alias',
     );
     const digests = config.tenants.flatMap((t, i) => t.api_key_sha256.map((d, j) => ({ d, i, j })));
     const owner = new Map<string, number>();
@@ -412,18 +506,6 @@ export const configSchema = z
       }
       owner.set(d, i);
     }
-    const target = config.controller.target_p99_ttft_s;
-    if (config.controller.enabled && target !== undefined && !config.controller.queue_aware) {
-      // Traps 2 and 4 of docs/controller.md (*The four traps*): a request may wait in the queue as long as the
-      // SLO allows for its whole TTFT, and serving it then feeds a death spiral.
-      if (config.scheduler.queue_ttl_ms >= target * 1_000) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['scheduler', 'queue_ttl_ms'],
-          message: `must be below controller.target_p99_ttft_s (${target * 1_000} ms) while the controller is enabled: a queue wait as long as the SLO only feeds a death spiral`,
-        });
-      }
-    }
     const knownClass = (name: string, path: (string | number)[]) => {
       if (!(name in config.slo_classes)) {
         ctx.addIssue({
@@ -433,13 +515,44 @@ export const configSchema = z
         });
       }
     };
-    for (const name of Object.keys(config.scheduler.slo_targets_ms)) {
-      knownClass(name, ['scheduler', 'slo_targets_ms', name]);
-    }
-    for (const name of Object.keys(config.saturation.band_ceilings)) {
-      knownClass(name, ['saturation', 'band_ceilings', name]);
-    }
+    pools.forEach((pool, i) => {
+      // A section a pool sets is reported at its own path; an inherited one at the top level.
+      const at = (section: keyof PoolSections) =>
+        config.pools?.[i]?.[section] !== undefined ? ['pools', i, section] : [section];
+      const target = pool.controller.target_p99_ttft_s;
+      if (pool.controller.enabled && target !== undefined && !pool.controller.queue_aware) {
+        // Traps 2 and 4 of docs/controller.md (*The four traps*): a request may wait in the queue as long as the
+        // SLO allows for its whole TTFT, and serving it then feeds a death spiral.
+        if (pool.scheduler.queue_ttl_ms >= target * 1_000) {
+          ctx.addIssue({
+            code: 'custom',
+            path: [...at('scheduler'), 'queue_ttl_ms'],
+            message: `must be below controller.target_p99_ttft_s (${target * 1_000} ms) while the controller is enabled: a queue wait as long as the SLO only feeds a death spiral`,
+          });
+        }
+      }
+      for (const name of Object.keys(pool.scheduler.slo_targets_ms)) {
+        knownClass(name, [...at('scheduler'), 'slo_targets_ms', name]);
+      }
+      for (const name of Object.keys(pool.saturation.band_ceilings)) {
+        knownClass(name, [...at('saturation'), 'band_ceilings', name]);
+      }
+    });
+    // A tenant's allow-list names models some pool serves (any name, with a pool that takes all).
+    const served = new Set(modelPaths.map((m) => m.name));
+    const takesAll = pools.some((pool) => pool.models.length === 0);
     config.tenants.forEach((tenant, i) => {
+      if (!takesAll) {
+        tenant.models?.forEach((model, j) => {
+          if (!served.has(model)) {
+            ctx.addIssue({
+              code: 'custom',
+              path: ['tenants', i, 'models', j],
+              message: `unknown model '${model}' (served: ${[...served].join(', ')})`,
+            });
+          }
+        });
+      }
       for (const key of ['default_class', 'max_class'] as const) {
         const name = tenant[key];
         if (name !== undefined && !(name in config.slo_classes)) {
@@ -461,7 +574,70 @@ export const configSchema = z
         });
       }
     });
+  })
+  .transform((config) => {
+    const pools = poolsOf(config);
+    const first = pools[0] as PoolConfig; // the refinement above guarantees one
+    return {
+      ...config,
+      pool: first.name,
+      pools,
+      /** Every pod of every pool (names are unique across pools). */
+      pods: pools.flatMap((pool) => pool.pods),
+    };
   });
+
+/** The sections a pool may set for itself; absent ones are the top-level sections. */
+type PoolSections = Pick<
+  z.output<typeof poolSchema>,
+  'scheduler' | 'admission' | 'saturation' | 'controller' | 'tuner'
+>;
+
+/** One pool as the gateway runs it: every section resolved (its own, or the top-level one). */
+export interface PoolConfig {
+  readonly name: string;
+  /** Empty: a single-pool config without `models:`, whose pods get every model. */
+  readonly models: readonly { name: string; aliases: string[] }[];
+  readonly pods: PodConfig[];
+  readonly scheduler: SchedulerConfig;
+  readonly admission: AdmissionSectionConfig;
+  readonly saturation: SaturationSectionConfig;
+  readonly controller: ControllerSectionConfig;
+  readonly tuner: z.output<typeof tunerSchema>;
+}
+
+type ParsedSections = Pick<
+  z.output<typeof configObject>,
+  'pool' | 'models' | 'pools' | 'pods' | keyof PoolSections
+>;
+
+/** The pools a parsed config describes: `pools:`, or the single pool of top-level `pods`. */
+function poolsOf(config: ParsedSections): PoolConfig[] {
+  if (config.pools) {
+    return config.pools.map((pool) => ({
+      name: pool.name,
+      models: pool.models,
+      pods: pool.pods,
+      scheduler: pool.scheduler ?? config.scheduler,
+      admission: pool.admission ?? config.admission,
+      saturation: pool.saturation ?? config.saturation,
+      controller: pool.controller ?? config.controller,
+      tuner: pool.tuner ?? config.tuner,
+    }));
+  }
+  return [
+    {
+      name: config.pool,
+      models: config.models ?? [],
+      pods: config.pods ?? [],
+      scheduler: config.scheduler,
+      admission: config.admission,
+      saturation: config.saturation,
+      controller: config.controller,
+      tuner: config.tuner,
+    },
+  ];
+}
 
 export type FairgateConfig = z.infer<typeof configSchema>;
 export type TenantConfig = z.infer<typeof tenantSchema>;

@@ -8,8 +8,10 @@ import {
   apiKeyDigest,
   ConfigError,
   ConfigWatcher,
+  ModelRoutes,
   parseConfig,
   parseConfigText,
+  poolView,
 } from '../src/index.js';
 import { formatKey, loadConfigFile } from '../src/load.js';
 
@@ -538,5 +540,118 @@ describe('ConfigWatcher', () => {
     } finally {
       watcher.stop();
     }
+  });
+});
+
+describe('pools and models', () => {
+  const twoPools = (): Record<string, any> => ({
+    tenants: [
+      { id: 'a', api_key_sha256: [digest] },
+      { id: 'b', api_key_sha256: [apiKeyDigest('k2')], models: ['small'] },
+    ],
+    scheduler: { budget: 8 },
+    pools: [
+      {
+        name: 'big',
+        models: [{ name: 'org/big-70b', aliases: ['big'] }],
+        pods: [{ name: 'big-0', url: 'http://127.0.0.1:8001' }],
+        scheduler: { budget: 4 },
+      },
+      {
+        name: 'small',
+        models: ['small', 'small-lora'],
+        pods: [{ name: 'small-0', url: 'http://127.0.0.1:8002' }],
+      },
+    ],
+  });
+
+  it('a single-pool config is one pool that takes every model', () => {
+    const config = parseConfig(minimal());
+    expect(config.pools.map((p) => [p.name, p.models, p.pods.length])).toEqual([
+      ['default', [], 1],
+    ]);
+    expect(new ModelRoutes(config.pools).route('anything')).toEqual({
+      pool: 'default',
+      model: 'anything',
+    });
+    expect(poolView(config, 'default').scheduler).toBe(config.scheduler);
+  });
+
+  it('pools: each pool with its models, its own sections or the top-level ones', () => {
+    const config = parseConfig(twoPools());
+    expect(config.pool).toBe('big');
+    expect(config.pods.map((p) => p.name)).toEqual(['big-0', 'small-0']);
+    const big = poolView(config, 'big');
+    const small = poolView(config, 'small');
+    expect([big.pool, big.scheduler.budget, big.pods.map((p) => p.name)]).toEqual([
+      'big',
+      4,
+      ['big-0'],
+    ]);
+    expect([small.pool, small.scheduler.budget, small.pods.map((p) => p.name)]).toEqual([
+      'small',
+      8,
+      ['small-0'],
+    ]);
+    expect(poolView(config, 'big')).toBe(big); // built once per config
+    expect(config.tenants[1]?.models).toEqual(['small']);
+  });
+
+  it.each([
+    ['org/big-70b', { pool: 'big', model: 'org/big-70b' }],
+    ['big', { pool: 'big', model: 'org/big-70b' }],
+    ['small-lora', { pool: 'small', model: 'small-lora' }],
+    ['unknown', undefined],
+  ])('routes %s', (model, expected) => {
+    expect(new ModelRoutes(parseConfig(twoPools()).pools).route(model)).toEqual(expected);
+  });
+
+  const cases: Array<[string, (c: Record<string, any>) => void, string]> = [
+    ['pods and pools', (c) => (c.pods = [{ name: 'x', url: 'http://127.0.0.1:1' }]), 'pools'],
+    ['neither pods nor pools', (c) => delete c.pools, 'pods'],
+    ['models beside pools', (c) => (c.models = ['m']), 'models'],
+    ['duplicate pool', (c) => (c.pools[1].name = 'big'), 'pools[1].name'],
+    ['pool without models', (c) => delete c.pools[0].models, 'pools[0].models'],
+    ['pool without pods', (c) => (c.pools[0].pods = []), 'pools[0].pods'],
+    ['pod in two pools', (c) => (c.pools[1].pods[0].name = 'big-0'), 'pools[1].pods[0].name'],
+    ['model in two pools', (c) => c.pools[1].models.push('org/big-70b'), 'pools[1].models[2].name'],
+    ['alias of another model', (c) => c.pools[1].models.push('big'), 'pools[1].models[2].name'],
+    ['model name with a space', (c) => (c.pools[1].models[0] = 'a b'), 'pools[1].models[0]'],
+    [
+      'tenant allowed an unknown model',
+      (c) => (c.tenants[1].models = ['nope']),
+      'tenants[1].models[0]',
+    ],
+    ['empty allow-list', (c) => (c.tenants[1].models = []), 'tenants[1].models'],
+    [
+      'bad pool section',
+      (c) => (c.pools[0].scheduler = { budget: 0 }),
+      'pools[0].scheduler.budget',
+    ],
+    [
+      "a pool's queue TTL against its controller",
+      (c) => (c.pools[0].controller = { target_p99_ttft_s: 0.5 }),
+      'pools[0].scheduler.queue_ttl_ms',
+    ],
+    [
+      'an inherited section is named at the top level',
+      (c) => {
+        delete c.pools[0].scheduler;
+        c.controller = { target_p99_ttft_s: 0.5 };
+      },
+      'scheduler.queue_ttl_ms',
+    ],
+    [
+      'unknown class in a pool section',
+      (c) => (c.pools[1].saturation = { band_ceilings: { gold: 1 } }),
+      'pools[1].saturation.band_ceilings.gold',
+    ],
+  ];
+  it.each(cases)('%s -> %s', (_name, mutate, key) => {
+    const raw = twoPools();
+    mutate(raw);
+    const error = errorOf(() => parseConfig(raw));
+    expect(error.key).toBe(key);
+    expect(error.message).toContain(key);
   });
 });

@@ -52,9 +52,22 @@ function unwrap(schema: z.ZodType): { core: z.ZodType; hasDefault: boolean; valu
   }
 }
 
+/**
+ * Sections a pool may set for itself reuse the top-level section's schema: documented once,
+ * under the top-level key, and as one row under `pools[]`.
+ */
+const topLevelSections = new Set<z.ZodType>();
+
 function walk(schema: z.ZodType, prefix: string, out: Leaf[]): void {
   const { core, hasDefault, value } = unwrap(schema);
   const def = defOf(core);
+  if (prefix.startsWith('pools[].') && topLevelSections.has(core)) {
+    out.push({ path: prefix.slice(0, -1), hasDefault, defaultValue: value });
+    return;
+  }
+  if (prefix === '' && def.type === 'object' && def.shape) {
+    for (const child of Object.values(def.shape)) topLevelSections.add(unwrap(child).core);
+  }
   if (def.type === 'object' && def.shape) {
     for (const [key, child] of Object.entries(def.shape)) walk(child, `${prefix}${key}.`, out);
     return;
@@ -125,6 +138,8 @@ describe('docs/config.md', () => {
         'tuner.models.<model>.queue_size',
         'controller.decrease',
         'shutdown.drain_timeout_s',
+        'pools[].scheduler',
+        'tenants[].models',
       ]),
     );
   });
