@@ -2,30 +2,27 @@ import type { FairgateConfig } from '@fairgate/config';
 import type { Scheduler } from '@fairgate/scheduler';
 import type { GatewayMetrics } from '@fairgate/telemetry';
 import type { Tracer } from '@opentelemetry/api';
-import type { ControlPlane } from './control/control-plane.js';
 import type { Drain } from './drain.js';
 import type { GrantBroker } from './grants.js';
 import type { LocalShareInfo } from './local-share.js';
+import type { Pools } from './pools.js';
 import type { TenantDirectory } from './tenants.js';
-import type { PodPool } from './upstream/pods.js';
 
 /** Everything a request handler needs; built once per gateway process. */
 export interface GatewayDeps {
   replica: string;
-  /** The config in force (changes on hot reload). */
+  /** The config in force (changes on hot reload); each pool reads its view of it. */
   config: () => FairgateConfig;
   tenants: () => TenantDirectory;
-  scheduler: Scheduler;
-  broker: GrantBroker;
-  pods: PodPool;
+  /**
+   * The pools: each its scheduler, grant broker, pods and control plane (pool-runtime.ts);
+   * a request's model picks its pool.
+   */
+  pools: Pools;
   tracer: Tracer;
   metrics: GatewayMetrics;
   /** 'redis' (shared, any number of replicas) or 'embedded' (LocalScheduler, one replica). */
   mode: 'redis' | 'embedded';
-  /** TTFT window recorder, leader election and the controller (leader duties). */
-  control: ControlPlane;
-  /** Redis outage handling (absent on the embedded scheduler). */
-  outage?: OutageState;
   /** Graceful shutdown: whether the replica drains, and its requests in progress. */
   drain: Drain;
   /** The replica's log (GatewayOptions.log): one line per call. */

@@ -64,6 +64,17 @@ export function notFound(path: string): OpenAIHttpError {
   });
 }
 
+/** The model is served by no pool, or the tenant may not use it (OpenAI answers both alike). */
+export function modelNotFound(model: string): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 404,
+    type: 'invalid_request_error',
+    message: `The model \`${model}\` does not exist or you do not have access to it.`,
+    param: 'model',
+    code: 'model_not_found',
+  });
+}
+
 export function payloadTooLarge(limit: number): OpenAIHttpError {
   return new OpenAIHttpError({
     status: 413,

@@ -2,23 +2,17 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { ConfigWatcher, type FairgateConfig } from '@fairgate/config';
-import type { Scheduler } from '@fairgate/scheduler';
 import { createGatewayMetrics, startTelemetry, type Telemetry } from '@fairgate/telemetry';
 import type { Hono } from 'hono';
 import { createGatewayApp, gatewayRequestListener } from './app.js';
 import type { GatewayDeps } from './context.js';
-import { ControlPlane } from './control/control-plane.js';
 import { Drain } from './drain.js';
 import { draining } from './errors.js';
-import { GrantBroker } from './grants.js';
 import { guardHttpEdge, httpServerOptions } from './http-edge.js';
-import { LocalShare, outageState } from './local-share.js';
-import { OutageMonitor, SchedulerUnavailable } from './redis-outage.js';
-import { resilientScheduler } from './resilient-scheduler.js';
-import { applyConfig, createScheduler } from './scheduler-setup.js';
+import { PoolRuntime } from './pool-runtime.js';
+import { Pools } from './pools.js';
 import { installClientErrorHandler } from './server-errors.js';
 import { TenantDirectory } from './tenants.js';
-import { PodPool } from './upstream/pods.js';
 
 export interface GatewayOptions {
   configPath: string;
@@ -73,20 +67,13 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const env = options.env ?? process.env;
   const replica = options.replicaId ?? defaultReplicaId();
   let tenants: TenantDirectory | undefined;
-  let pods: PodPool | undefined;
-  let scheduler: GatewayDeps['scheduler'] | undefined;
+  let pools: Pools | undefined;
   const watcher = new ConfigWatcher(
     options.configPath,
     {
       onReload: (next: FairgateConfig) => {
         tenants = new TenantDirectory(next);
-        pods?.update(next.pods);
-        if (scheduler && pods) {
-          const pool = pods;
-          void applyConfig(scheduler, next, (pod) => pool.get(pod)?.healthy ?? true).catch(
-            (error) => log(`fairgate: applying reloaded config failed: ${String(error)}`),
-          );
-        }
+        for (const pool of pools?.all ?? []) pool.reload(log);
         log(`fairgate: config reloaded from ${options.configPath}`);
       },
       onRejected: (error) =>
@@ -97,82 +84,17 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const config = watcher.current;
   tenants = new TenantDirectory(config);
   const metrics = createGatewayMetrics({ replica });
-  const created = createScheduler(config, (error) => {
-    metrics.redisErrors.inc({ operation: 'connection' });
-    monitor?.unreachable(`connection: ${error.message}`);
-  });
-  const inner = created.scheduler;
-  let monitor: OutageMonitor | undefined;
-  let broker: GrantBroker | undefined;
-  let localShare: LocalShare | undefined;
-  /** The config could not be written at start (Redis away): written when Redis is back. */
-  let applyWhenBack = false;
-  const healthy = (name: string) => pods?.get(name)?.healthy ?? true;
-  let sharedScheduler: Scheduler = inner;
-  if (created.mode === 'redis' && config.redis) {
-    const mode = config.redis.on_outage;
-    const outageMonitor = new OutageMonitor({
-      mode,
-      probe: () => sharedScheduler.heartbeat(replica),
-      onEnter: (reason) => {
-        log(`fairgate: Redis unreachable (${reason}): outage mode '${mode}'`);
-        metrics.redisOutage.set({ mode }, 1);
-        metrics.redisOutages.inc({ mode });
-        broker?.failWaiters();
-        localShare?.open();
-      },
-      onLeave: (outageMs) => {
-        log(`fairgate: Redis reachable again after ${Math.round(outageMs)} ms: outage mode over`);
-        metrics.redisOutage.set({ mode }, 0);
-        void localShare?.close();
-        if (applyWhenBack) {
-          applyWhenBack = false;
-          void applyConfig(sharedScheduler, watcher.current, healthy).catch(() => {
-            applyWhenBack = true;
-          });
-        }
-      },
-    });
-    monitor = outageMonitor;
-    metrics.redisOutage.set({ mode }, 0);
-    sharedScheduler = resilientScheduler(inner, {
-      monitor: outageMonitor,
-      reseed: async () => {
-        await applyConfig(inner, watcher.current, healthy, 'seed');
-        await broker?.readopt(inner);
-      },
-      onReseeded: () => {
-        metrics.schedulerReseeds.inc();
-        log(
-          "fairgate: the pool's shared state was missing in Redis: restored from this replica's config",
-        );
-      },
-      onReseedFailed: (error) =>
-        log(`fairgate: restoring the pool's shared state failed: ${String(error)}`),
-      callTimer: (operation) => metrics.redisCall.labels({ operation }),
-    });
-  }
-  scheduler = sharedScheduler;
-  pods = new PodPool(config.pods, config.upstream, {
-    onHealthChange: (pod, isHealthy) => {
-      metrics.podHealthy.set({ pod }, isHealthy ? 1 : 0);
-      log(`fairgate: pod ${pod} is ${isHealthy ? 'healthy again' : 'unhealthy: ejected'}`);
-      void applyConfig(sharedScheduler, watcher.current, healthy).catch(() =>
-        metrics.redisErrors.inc({ operation: 'upsertPods' }),
-      );
-    },
-  });
-  for (const pod of config.pods) metrics.podHealthy.set({ pod: pod.name }, 1);
-  const podPool = pods;
+  const current = () => watcher.current;
+  const runtimes: PoolRuntime[] = [];
   try {
-    await applyConfig(sharedScheduler, config, healthy);
+    for (const pool of config.pools) {
+      runtimes.push(await PoolRuntime.start(pool.name, { replica, config: current, metrics, log }));
+    }
   } catch (error) {
-    if (!(error instanceof SchedulerUnavailable)) throw error;
-    applyWhenBack = true;
-    log(
-      `fairgate: Redis unreachable at start (${String(error)}): the config is written when it is back`,
-    );
+    await Promise.all(runtimes.map((pool) => pool.close()));
+    throw error;
   }
+  pools = new Pools(runtimes, current);
   const telemetry =
     options.telemetry ??
     startTelemetry({
@@ -181,50 +103,19 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       traces: config.telemetry.traces,
     });
   const ownsTelemetry = options.telemetry === undefined;
-  const sharedBroker = new GrantBroker({
-    scheduler: sharedScheduler,
-    replica,
-    tickMs: config.scheduler.tick_ms,
-    heartbeatMs: config.scheduler.heartbeat_ms,
-    onError: (operation) => metrics.redisErrors.inc({ operation }),
-  });
-  broker = sharedBroker;
-  const control = new ControlPlane({
-    scheduler: sharedScheduler,
-    replica,
-    config: () => watcher.current,
-    metrics,
-    log,
-  });
-  if (monitor?.mode === 'local_share') {
-    localShare = new LocalShare({
-      replica,
-      config: () => watcher.current,
-      shared: sharedScheduler,
-      sharedBroker: broker,
-      healthy,
-      log,
-    });
-  }
   const deps: GatewayDeps = {
     replica,
-    config: () => watcher.current,
+    config: current,
     tenants: () => tenants!,
-    scheduler: sharedScheduler,
-    broker,
-    pods: podPool,
+    pools,
     tracer: telemetry.tracer,
     metrics,
-    mode: created.mode,
-    control,
-    ...(monitor ? { outage: outageState(monitor, () => localShare) } : {}),
+    mode: pools.first.mode,
     drain: new Drain(),
     log,
   };
   const app = createGatewayApp(deps);
-  broker.start();
-  control.start();
-  podPool.startHealthChecks();
+  for (const pool of pools.all) pool.run();
   watcher.start();
 
   const host = options.host ?? config.listen.host;
@@ -243,7 +134,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const shownHost = host === '0.0.0.0' ? '127.0.0.1' : host;
   const url = `http://${shownHost}:${port}`;
   log(
-    `fairgate: replica ${replica} listening on ${url} (${created.mode} scheduler, ${config.pods.length} pods)`,
+    `fairgate: replica ${replica} listening on ${url} (${deps.mode} scheduler, ${pools.all.map((pool) => `pool ${pool.name}: ${pool.pods.all.length} pods`).join(', ')})`,
   );
 
   let closing: Promise<void> | undefined;
@@ -252,6 +143,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const cutRequested = new Promise<'second signal'>((resolve) => {
     cut = () => resolve('second signal');
   });
+  const { all } = pools;
   const gateway: RunningGateway = {
     url,
     port,
@@ -265,13 +157,15 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
         const { drain } = deps;
         drain.begin();
         // First, so a follower leads within leader.renew_ms rather than the lease TTL.
-        const leads = control.election.fence !== null;
-        const steppingDown = control.stepDown();
+        const leads = all.some((pool) => pool.control.election.fence !== null);
+        const steppingDown = Promise.all(all.map((pool) => pool.control.stepDown()));
         const inProgress = drain.active;
-        const localLane = localShare?.lane(); // during a Redis outage in local_share mode
-        const handedBackNow =
-          sharedBroker.handBack(() => draining(HANDED_BACK)) +
-          (localLane?.broker.handBack(() => draining(HANDED_BACK)) ?? 0);
+        // A pool's local lane exists during a Redis outage in local_share mode.
+        const brokers = all.flatMap((pool) => [pool.broker, pool.localLane()?.broker ?? []].flat());
+        const handedBackNow = brokers.reduce(
+          (sum, broker) => sum + broker.handBack(() => draining(HANDED_BACK)),
+          0,
+        );
         log(
           `fairgate: ${cause ? `${cause}: ` : ''}draining replica ${replica}: /readyz and new requests answer 503 draining; ${leads ? 'gives the leader lease up; ' : ''}${handedBackNow} queued requests handed back; ${inProgress - handedBackNow} in progress get ${timeoutMs / 1_000} s`,
         );
@@ -289,7 +183,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
         await gateway.close(500);
         const report: DrainReport = {
           inProgress,
-          handedBack: sharedBroker.handedBack + (localLane?.broker.handedBack ?? 0),
+          handedBack: brokers.reduce((sum, broker) => sum + broker.handedBack, 0),
           aborted,
           ms: Math.round(performance.now() - startedAt),
         };
@@ -313,12 +207,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
           }, graceMs);
           deadline.unref();
         });
-        await control.stop();
-        monitor?.close();
-        await localShare?.stop();
-        broker?.close();
-        await podPool.close();
-        await created.close();
+        await Promise.all(all.map((pool) => pool.close()));
         // Spans that cannot be flushed (collector away) are lost, not a failed shutdown.
         if (ownsTelemetry) {
           await telemetry

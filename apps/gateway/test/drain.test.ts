@@ -74,11 +74,11 @@ describe('drain (SIGTERM) of one replica', () => {
     const lines: string[] = [];
     const gateway = await start(5, lines);
     const { deps } = gateway;
-    await until('leadership', () => deps.control.election.fence !== null);
+    await until('leadership', () => deps.pools.first.control.election.fence !== null);
     // A follower on the same store: with a 10 s lease it leads within its 100 ms retry only
     // if the drain gives the lease up.
     const follower = new LeaderElection({
-      store: deps.scheduler,
+      store: deps.pools.first.scheduler,
       replica: 'follower',
       leaseTtlMs: 10_000,
       renewMs: 100,
@@ -87,9 +87,9 @@ describe('drain (SIGTERM) of one replica', () => {
     try {
       const inflight = chat(gateway, 100, true);
       const inflightJson = chat(gateway, 100);
-      await until('two requests granted', () => deps.broker.inflight === 2);
+      await until('two requests granted', () => deps.pools.first.broker.inflight === 2);
       const queued = chat(gateway, 4);
-      await until('the second request queued', () => deps.broker.waiting === 1);
+      await until('the second request queued', () => deps.pools.first.broker.waiting === 1);
 
       const drainedAt = performance.now();
       const drained = gateway.drain();
@@ -113,8 +113,8 @@ describe('drain (SIGTERM) of one replica', () => {
       // The lease was given up at the start: the follower leads while the stream still runs.
       await until('the follower leads', () => follower.fence !== null, 2_000);
       const takeoverMs = performance.now() - drainedAt;
-      expect(deps.control.election.fence).toBeNull();
-      expect(deps.broker.inflight).toBe(2);
+      expect(deps.pools.first.control.election.fence).toBeNull();
+      expect(deps.pools.first.broker.inflight).toBe(2);
       expect(takeoverMs).toBeLessThan(1_000);
 
       // Answered during the drain: it closes its keep-alive connection.
@@ -132,7 +132,7 @@ describe('drain (SIGTERM) of one replica', () => {
       console.log(
         `drain: follower led ${takeoverMs.toFixed(0)} ms after the drain began; drained in ${report.ms} ms`,
       );
-      const snapshot = await deps.scheduler.snapshot();
+      const snapshot = await deps.pools.first.scheduler.snapshot();
       expect(snapshot.inflight + snapshot.waiting).toBe(0);
       const paying = snapshot.counters.find((c) => c.tenant === 'paying');
       expect(paying?.outcomes).toMatchObject({ completed: 2, cancelled: 1 });
@@ -159,7 +159,7 @@ describe('drain (SIGTERM) of one replica', () => {
     try {
       const stream = chat(gateway, 300, true);
       const json = chat(gateway, 300);
-      await until('both granted', () => deps.broker.inflight === 2);
+      await until('both granted', () => deps.pools.first.broker.inflight === 2);
       await new Promise((resolve) => setTimeout(resolve, 200)); // the stream has started
       const startedAt = performance.now();
       const report = await gateway.drain();
@@ -173,7 +173,7 @@ describe('drain (SIGTERM) of one replica', () => {
       const answered = await json;
       expect(answered.status).toBe(503);
       expect(JSON.parse(answered.body).error.code).toBe('draining');
-      const snapshot = await deps.scheduler.snapshot();
+      const snapshot = await deps.pools.first.scheduler.snapshot();
       expect(snapshot.inflight).toBe(0);
       const paying = snapshot.counters.find((c) => c.tenant === 'paying');
       expect(paying?.outcomes).toMatchObject({ cancelled: 2, completed: 0 });

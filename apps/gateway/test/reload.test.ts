@@ -60,7 +60,7 @@ describe('hot reload', () => {
     await expect
       .poll(
         async () =>
-          (await gateway.deps.scheduler.snapshot()).tenants.find((t) => t.tenant === 'extra')
+          (await gateway.deps.pools.first.scheduler.snapshot()).tenants.find((t) => t.tenant === 'extra')
             ?.weight,
       )
       .toBe(5);

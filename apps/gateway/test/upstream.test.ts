@@ -42,7 +42,7 @@ async function gatewayWith(
 
 async function outcomes(gateway: RunningGateway): Promise<Record<string, number>> {
   const totals: Record<string, number> = {};
-  for (const row of (await gateway.deps.scheduler.snapshot()).counters) {
+  for (const row of (await gateway.deps.pools.first.scheduler.snapshot()).counters) {
     for (const [outcome, n] of Object.entries(row.outcomes))
       totals[outcome] = (totals[outcome] ?? 0) + n;
   }
@@ -108,7 +108,7 @@ describe('upstream failures', () => {
     expect(JSON.parse(error!).error.type).toBe('upstream_error');
     expect(events.at(-1)).toBe('[DONE]');
     await expect.poll(async () => (await outcomes(gateway)).upstream_error).toBe(1);
-    expect((await gateway.deps.scheduler.snapshot()).inflight).toBe(0);
+    expect((await gateway.deps.pools.first.scheduler.snapshot()).inflight).toBe(0);
   });
 
   it('ejects a pod that stops answering health checks and keeps serving on the others', async () => {
@@ -118,9 +118,9 @@ describe('upstream failures', () => {
     gateways.push(gateway);
     await doomed.kill();
     await expect
-      .poll(() => gateway.deps.pods.get('pod-0')?.healthy, { timeout: 3_000 })
+      .poll(() => gateway.deps.pools.first.pods.get('pod-0')?.healthy, { timeout: 3_000 })
       .toBe(false);
-    const snapshot = await gateway.deps.scheduler.snapshot();
+    const snapshot = await gateway.deps.pools.first.scheduler.snapshot();
     expect(snapshot.pods.find((p) => p.name === 'pod-0')?.healthy).toBe(false);
     const statuses = await Promise.all(
       Array.from({ length: 8 }, () => post(gateway, chat()).then((r) => r.status)),
@@ -135,7 +135,7 @@ describe('upstream failures', () => {
     gateways.push(gateway);
     await lonely.kill();
     await expect
-      .poll(() => gateway.deps.pods.get('pod-0')?.healthy, { timeout: 3_000 })
+      .poll(() => gateway.deps.pools.first.pods.get('pod-0')?.healthy, { timeout: 3_000 })
       .toBe(false);
     const response = await post(gateway, chat());
     expect(response.status).toBe(503);

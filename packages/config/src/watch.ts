@@ -12,7 +12,7 @@ export interface ConfigWatcherEvents {
 
 /**
  * Holds the config in force and reloads it when the file changes. A bad
- * reload is refused and the old config kept. Polls the file's stat (robust to
+ * reload is refused and the old config kept, as is one that changes the pools' names. Polls the file's stat (robust to
  * editors and ConfigMap updates that replace the file by rename).
  */
 export class ConfigWatcher {
@@ -81,6 +81,14 @@ export class ConfigWatcher {
     try {
       const next = loadConfigFile(this.path, this.env);
       const previous = this.#current;
+      const pools = (c: FairgateConfig) => c.pools.map((pool) => pool.name).join(', ');
+      if (pools(next) !== pools(previous)) {
+        // Each pool runs its own scheduler, pods and leader: they are built at start.
+        throw new ConfigError(
+          `invalid config ${this.path}: pools: a reload cannot add, remove or rename pools (in force: ${pools(previous)}; in the file: ${pools(next)}); restart the replicas to change them`,
+          'pools',
+        );
+      }
       this.#current = next;
       this.events.onReload?.(next, previous);
       return true;

@@ -17,7 +17,10 @@ export function sha256Hex(text: string): string {
 }
 
 export interface GatewayConfigOptions {
-  pods: Array<{ name: string; url: string; cap?: number }>;
+  /** The pods of a single-pool config (give `pools` instead for several pools). */
+  pods?: Array<{ name: string; url: string; cap?: number }>;
+  /** `pools:` entries as written in the file (name, models, pods, per-pool sections). */
+  pools?: Array<Record<string, unknown>>;
   redisUrl?: string;
   /** Further keys of the `redis:` section (on_outage, command_timeout_ms, sentinels...). */
   redis?: Record<string, unknown>;
@@ -50,14 +53,15 @@ export function defaultTestTenants(): Array<Record<string, unknown>> {
 /** Writes a gateway config (YAML) to a fresh temp directory and returns its path. */
 export function writeGatewayConfig(options: GatewayConfigOptions): string {
   const config = {
-    pool: options.pool ?? `t${Math.random().toString(36).slice(2, 10)}`,
+    ...(options.pools
+      ? { pools: options.pools }
+      : { pool: options.pool ?? `t${Math.random().toString(36).slice(2, 10)}`, pods: options.pods }),
     listen: { host: '127.0.0.1', port: 0 },
     ...(options.redisUrl || options.redis
       ? { redis: { ...(options.redisUrl ? { url: options.redisUrl } : {}), ...options.redis } }
       : {}),
     admin: { token_sha256: sha256Hex(TEST_KEYS.admin) },
     tenants: options.tenants ?? defaultTestTenants(),
-    pods: options.pods,
     scheduler: { budget: options.budget ?? 16, ...options.scheduler },
     upstream: { health_interval_ms: 200, ...options.upstream },
     ...(options.limits ? { limits: options.limits } : {}),

@@ -2,6 +2,7 @@ import { RejectCode, rejectionResponse } from '@fairgate/core';
 import type { EnqueueRequest } from '@fairgate/scheduler';
 import type { GatewayDeps, Lane } from '../context.js';
 import { flowControlDrop, noHealthyPod, schedulerUnavailable } from '../errors.js';
+import type { PoolRuntime } from '../pool-runtime.js';
 import { SchedulerUnavailable } from '../redis-outage.js';
 import { flatUuid } from '../uuid.js';
 import type { Call } from './receive.js';
@@ -29,7 +30,8 @@ export type Admission =
     };
 
 export async function admit(deps: GatewayDeps, call: Call): Promise<Admission> {
-  if (!deps.pods.hasHealthyPod()) throw noHealthyPod();
+  const { pool } = call;
+  if (!pool.pods.hasHealthyPod()) throw noHealthyPod();
   const { tenant, cls } = call;
   const request: EnqueueRequest = {
     id: flatUuid(),
@@ -43,20 +45,20 @@ export async function admit(deps: GatewayDeps, call: Call): Promise<Admission> {
       ? { deadlineMs: Math.max(0, cls.deadlineMs - call.nowMs) }
       : {}),
   };
-  const shared: Lane = deps; // the shared scheduler and its broker (no object per request)
-  const lane = deps.outage?.down ? outageLane(deps) : shared;
+  const shared: Lane = pool; // the pool's shared scheduler and its broker
+  const lane = pool.outage?.down ? outageLane(pool) : shared;
   try {
     return await enqueue(lane, request, call);
   } catch (error) {
     if (lane !== shared || !(error instanceof SchedulerUnavailable)) throw error;
     // Redis went away during this enqueue: the outage mode decides, as for the next request.
-    return enqueue(outageLane(deps), request, call);
+    return enqueue(outageLane(pool), request, call);
   }
 }
 
 /** The lane of a request that arrives during an outage: the local share, or 503 at once. */
-function outageLane(deps: GatewayDeps): Lane {
-  const local = deps.outage?.localShare();
+function outageLane(pool: PoolRuntime): Lane {
+  const local = pool.outage?.localShare();
   if (!local) throw schedulerUnavailable();
   return local;
 }

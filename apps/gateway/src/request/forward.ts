@@ -69,7 +69,8 @@ async function attempts(
 ): Promise<Forwarded> {
   const { forwarding } = call;
   const retries = deps.config().upstream.retries;
-  let pod: PodState | undefined = deps.pods.get(podName) ?? deps.pods.alternative(podName);
+  const { pods } = call.pool;
+  let pod: PodState | undefined = pods.get(podName) ?? pods.alternative(podName);
   let lastError: unknown; // an Error captures a stack trace: only built when needed
   for (let attempt = 0; attempt <= retries && pod; attempt++) {
     const client = startChildSpan(
@@ -98,7 +99,7 @@ async function attempts(
           addSpanEvent(client.span, SpanEvents.upstreamHeaders, { [Attr.httpStatus]: status }),
         onFirstToken: () => recordFirstToken(deps, call, held, client.span),
       });
-      deps.pods.recordHealth(current.config.name, true);
+      pods.recordHealth(current.config.name, true);
       return { ok: true, upstream, span: client.span, pod: current };
     } catch (error) {
       current.inflight--;
@@ -106,8 +107,8 @@ async function attempts(
       if (held.abort.aborted || !(error instanceof UpstreamUnavailable)) throw error;
       lastError = error;
       deps.metrics.upstreamErrors.inc({ pod: current.config.name, kind: error.kind });
-      if (error.kind !== 'status') deps.pods.recordHealth(current.config.name, false);
-      pod = deps.pods.alternative(current.config.name);
+      if (error.kind !== 'status') pods.recordHealth(current.config.name, false);
+      pod = pods.alternative(current.config.name);
     }
   }
   throw lastError ?? new UpstreamUnavailable(`pod ${podName} is not configured`, 'connect');
@@ -120,7 +121,7 @@ function recordFirstToken(deps: GatewayDeps, call: Call, held: HeldSlot, client:
   call.series.ttft.observe(ttftSeconds);
   // The controller's signal: the same gateway TTFT, SLO-protected classes only.
   if (!isSheddablePriority(call.cls.priority)) {
-    deps.control.recorder.recordTtft(ttftSeconds, held.queueMs / 1_000);
+    call.pool.control.recorder.recordTtft(ttftSeconds, held.queueMs / 1_000);
   }
 }
 
@@ -144,7 +145,7 @@ function failure(deps: GatewayDeps, call: Call, held: HeldSlot, error: unknown):
     };
   }
   if (!isSheddablePriority(call.cls.priority) && isOverloadSignal(error)) {
-    deps.control.recorder.recordFailure();
+    call.pool.control.recorder.recordFailure();
   }
   const answer = toHttpFailure(error);
   return { ok: false, outcome: 'upstream_error', status: answer.status, answer, error };

@@ -6,19 +6,24 @@ import type { Context as OtelContext, Span } from '@opentelemetry/api';
 import { type NodeExchange, nodeHeader, readBodyText } from '../body.js';
 import { type Classification, classify, SLO_CLASS_HEADER, SLO_TTFT_HEADER } from '../classify.js';
 import { DEFAULT_MAX_TOKENS, type GatewayDeps, type RequestState } from '../context.js';
-import { unauthorized } from '../errors.js';
+import { modelNotFound, unauthorized } from '../errors.js';
+import type { PoolRuntime } from '../pool-runtime.js';
 import { bearerToken } from '../tenants.js';
 
 /**
  * Stage 1 of the request path (request/pipeline.ts): who is asking, for what, at which
- * class. Authenticates the API key, reads the body within `limits.max_body_bytes`,
- * validates it (JSON, then the endpoint's zod schema) and classifies it (SLO class,
- * deadline, token and KV estimates). Throws the OpenAI-shaped 401/400/413; changes nothing.
+ * class, on which pool. Authenticates the API key, reads the body within
+ * `limits.max_body_bytes`, validates it (JSON, then the endpoint's zod schema), picks the
+ * pool serving its model (404 model_not_found for a model no pool serves or the tenant may
+ * not use) and classifies it (SLO class, deadline, token and KV estimates). Throws the
+ * OpenAI-shaped 401/400/404/413; changes nothing.
  */
 export interface Call extends Arrival {
   /** Whether the client is still there (one 'close' listener on the response). */
   readonly client: ClientLink;
   readonly tenant: TenantConfig;
+  /** The pool serving the request's model (its scheduler, broker, pods and control plane). */
+  readonly pool: PoolRuntime;
   /**
    * What forwarding needs of the validated request; the parsed body is not kept (a
    * waiting request holds only this and the text).
@@ -34,6 +39,7 @@ export interface Call extends Arrival {
 }
 
 export interface Forwarding {
+  /** The model's own name (a requested alias resolved). */
   readonly model: string;
   readonly stream: boolean;
   /** The client's `stream_options.include_usage`. */
@@ -62,16 +68,19 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
   span.setAttribute(Attr.tenant, tenant.id);
   const body = await readBodyText(node.incoming, config.limits.max_body_bytes);
   const request = parseGenerationRequest(arrival.endpoint, parseJsonBody(body));
+  const route = deps.pools.route(request.model, tenant);
+  if (!route) throw modelNotFound(request.model);
+  const pool = route.pool.config();
   const nowMs = Date.now();
   const cls = classify({
     tenant,
     sloClasses: config.slo_classes,
-    sloTargetsMs: config.scheduler.slo_targets_ms,
+    sloTargetsMs: pool.scheduler.slo_targets_ms,
     request,
     classHeader: nodeHeader(node.incoming, SLO_CLASS_HEADER),
     ttftHeader: nodeHeader(node.incoming, SLO_TTFT_HEADER),
     nowMs,
-    blockSize: config.scheduler.kv_block_size,
+    blockSize: pool.scheduler.kv_block_size,
     defaultMaxTokens: DEFAULT_MAX_TOKENS,
   });
   span.setAttributes({
@@ -89,13 +98,15 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
     ctx: arrival.ctx,
     client,
     tenant,
+    pool: route.pool,
     forwarding: {
-      model: request.model,
+      model: route.model,
       stream: request.stream === true,
       clientWantsUsage: request.stream_options?.include_usage === true,
       hasStreamOptions: request.stream_options !== undefined,
     },
-    body,
+    // A requested alias goes to the pod as the model's own name.
+    body: route.model === request.model ? body : JSON.stringify({ ...request, model: route.model }),
     cls,
     series: deps.metrics.series(tenant.id, cls.sloClass),
     nowMs,

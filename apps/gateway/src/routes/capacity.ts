@@ -88,16 +88,18 @@ export function capacityBody(view: CapacityView, source: 'leader' | 'store', rep
 }
 
 /**
- * GET /admin/capacity: the capacity tuner's last report (behind adminAuth). The leader
- * answers from memory; any other replica from the report the leader stored.
+ * GET /admin/capacity[?pool=<name>]: a pool's capacity tuner's last report (behind
+ * adminAuth; the first pool without `pool`). The pool's leader answers from memory; any
+ * other replica from the report the leader stored.
  */
 export function adminCapacity(deps: GatewayDeps) {
   return async function adminCapacityRoute(c: Context): Promise<Response> {
-    const local = deps.control.tuner.report;
-    if (local && deps.control.election.fence !== null) {
+    const pool = deps.pools.fromQuery(c.req.query('pool'));
+    const local = pool.control.tuner.report;
+    if (local && pool.control.election.fence !== null) {
       return c.json(capacityBody(local, 'leader', deps.replica));
     }
-    const stored = await deps.scheduler.getLeaderData(CAPACITY_REPORT_FIELD);
+    const stored = await pool.scheduler.getLeaderData(CAPACITY_REPORT_FIELD);
     if (stored === null) {
       return c.json({ replica: deps.replica, source: 'none', desired_pods: null, pods: {} });
     }

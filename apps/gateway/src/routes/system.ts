@@ -3,6 +3,7 @@ import type { Context } from 'hono';
 import type { GatewayDeps } from '../context.js';
 import { controllerView } from '../control/controller-view.js';
 import { unauthorized } from '../errors.js';
+import type { PoolRuntime } from '../pool-runtime.js';
 import { bearerToken } from '../tenants.js';
 
 /** GET /healthz: the process is up. */
@@ -11,10 +12,12 @@ export function healthz(c: Context): Response {
 }
 
 /**
- * GET /readyz: the scheduler answers and at least one pod is healthy. During a Redis outage
- * the replica is ready only in local_share mode with a share to admit into (`scheduler:
- * 'local_share'`); in reject mode it is not ready, so a load balancer can prefer replicas
- * that still reach Redis. A draining replica (SIGTERM) answers 503 `draining` at once.
+ * GET /readyz: every pool's scheduler answers and at least one pod (of any pool) is healthy.
+ * During a Redis outage the replica is ready only in local_share mode with a share to
+ * admit into (`scheduler: 'local_share'`); in reject mode it is not ready, so a load
+ * balancer can prefer replicas that still reach Redis. A draining replica (SIGTERM)
+ * answers 503 `draining` at once. `pools` gives each pool's part; the top-level fields
+ * sum them (pods) or take the worst (scheduler).
  */
 export function readyz(deps: GatewayDeps) {
   return async function ready(c: Context): Promise<Response> {
@@ -22,33 +25,50 @@ export function readyz(deps: GatewayDeps) {
     if (deps.drain.draining) {
       return c.json({ status: 'draining', active_requests: deps.drain.active }, 503);
     }
-    const healthyPods = deps.pods.healthyPods().length;
-    let scheduler: boolean | 'local_share' = true;
-    if (deps.outage?.down) {
-      scheduler = deps.outage.localShare() ? 'local_share' : false;
-    } else {
-      try {
-        await deps.scheduler.heartbeat(deps.replica);
-      } catch {
-        scheduler = false;
-      }
-    }
+    const pools = await Promise.all(deps.pools.all.map((pool) => poolReadiness(deps, pool)));
+    const healthyPods = pools.reduce((sum, pool) => sum + pool.healthy_pods, 0);
+    const scheduler = pools.some((pool) => pool.scheduler === false)
+      ? false
+      : pools.some((pool) => pool.scheduler === 'local_share')
+        ? 'local_share'
+        : true;
     const ok = scheduler !== false && healthyPods > 0;
+    const { outage } = deps.pools.first; // the pools share one Redis
     return c.json(
       {
         status: ok ? 'ready' : 'not_ready',
         scheduler,
-        ...(deps.outage
+        ...(outage
           ? {
-              redis: deps.outage.down ? 'unreachable' : 'ok',
-              on_outage: deps.outage.mode,
-              local_share: deps.outage.localShareInfo() ?? null,
+              redis: outage.down ? 'unreachable' : 'ok',
+              on_outage: outage.mode,
+              local_share: outage.localShareInfo() ?? null,
             }
           : {}),
         healthy_pods: healthyPods,
+        pools: Object.fromEntries(pools.map(({ name, ...rest }) => [name, rest])),
       },
       ok ? 200 : 503,
     );
+  };
+}
+
+async function poolReadiness(deps: GatewayDeps, pool: PoolRuntime) {
+  let scheduler: boolean | 'local_share' = true;
+  if (pool.outage?.down) {
+    scheduler = pool.outage.localShare() ? 'local_share' : false;
+  } else {
+    try {
+      await pool.scheduler.heartbeat(deps.replica);
+    } catch {
+      scheduler = false;
+    }
+  }
+  return {
+    name: pool.name,
+    scheduler,
+    healthy_pods: pool.pods.healthyPods().length,
+    ...(pool.outage ? { local_share: pool.outage.localShareInfo() ?? null } : {}),
   };
 }
 
@@ -69,33 +89,58 @@ interface ModelEntry {
   [key: string]: unknown;
 }
 
-/** GET /v1/models: the union of the models the healthy pods serve (cached briefly). */
+/**
+ * GET /v1/models: the models the tenant may use. A pool with configured models lists
+ * those (each with what its pods' own /v1/models says of it, when they list it); a
+ * single-pool config without `models:` lists what its healthy pods serve. Pod answers are
+ * cached briefly.
+ */
 export function models(deps: GatewayDeps) {
-  let cache: { at: number; data: ModelEntry[] } | undefined;
+  const served = new Map<PoolRuntime, { at: number; byId: Map<string, ModelEntry> }>();
+  const podModels = async (pool: PoolRuntime): Promise<Map<string, ModelEntry>> => {
+    const cached = served.get(pool);
+    if (cached && performance.now() - cached.at <= 5_000) return cached.byId;
+    const byId = new Map<string, ModelEntry>();
+    await Promise.all(
+      pool.pods.healthyPods().map(async (pod) => {
+        try {
+          const response = await pod.pool.request({
+            method: 'GET',
+            path: '/v1/models',
+            headersTimeout: 2_000,
+          });
+          const body = (await response.body.json()) as { data?: ModelEntry[] };
+          for (const model of body.data ?? []) if (!byId.has(model.id)) byId.set(model.id, model);
+        } catch {
+          // an unreachable pod contributes nothing
+        }
+      }),
+    );
+    served.set(pool, { at: performance.now(), byId });
+    return byId;
+  };
   return async function modelsRoute(c: Context): Promise<Response> {
     const token = bearerToken(c.req.header('authorization'));
-    if (!token || !deps.tenants().authenticate(token))
-      throw unauthorized('Incorrect or missing API key');
-    if (!cache || performance.now() - cache.at > 5_000) {
-      const byId = new Map<string, ModelEntry>();
-      await Promise.all(
-        deps.pods.healthyPods().map(async (pod) => {
-          try {
-            const response = await pod.pool.request({
-              method: 'GET',
-              path: '/v1/models',
-              headersTimeout: 2_000,
-            });
-            const body = (await response.body.json()) as { data?: ModelEntry[] };
-            for (const model of body.data ?? []) if (!byId.has(model.id)) byId.set(model.id, model);
-          } catch {
-            // an unreachable pod contributes nothing
-          }
-        }),
-      );
-      cache = { at: performance.now(), data: [...byId.values()] };
-    }
-    return c.json({ object: 'list', data: cache.data });
+    const tenant = token ? deps.tenants().authenticate(token) : undefined;
+    if (!tenant) throw unauthorized('Incorrect or missing API key');
+    const lists = await Promise.all(
+      deps.pools.all.map(async (pool) => {
+        const fromPods = await podModels(pool);
+        const configured = pool.config().models;
+        if (!configured) return [...fromPods.values()];
+        return configured.map(
+          (model) =>
+            fromPods.get(model.name) ?? {
+              id: model.name,
+              object: 'model' as const,
+              created: 0,
+              owned_by: 'fairgate',
+            },
+        );
+      }),
+    );
+    const data = lists.flat().filter((model) => deps.pools.allows(tenant, model.id));
+    return c.json({ object: 'list', data });
   };
 }
 
@@ -120,21 +165,25 @@ export function dropsByReason(
   return rows;
 }
 
-/** GET /admin/state: the pool as this replica sees it (behind adminAuth). */
+/**
+ * GET /admin/state[?pool=<name>]: a pool as this replica sees it (behind adminAuth; the
+ * first pool without `pool`). `pools` names every pool.
+ */
 export function adminState(deps: GatewayDeps) {
   return async function adminStateRoute(c: Context): Promise<Response> {
-    return c.json(await adminStateBody(deps));
+    return c.json(await adminStateBody(deps, deps.pools.fromQuery(c.req.query('pool'))));
   };
 }
 
 /** The body of GET /admin/state, as JSON carries it (tests and the load generator read it). */
 export type AdminState = Awaited<ReturnType<typeof adminStateBody>>;
 
-async function adminStateBody(deps: GatewayDeps) {
-  const snapshot = await deps.scheduler.snapshot();
+async function adminStateBody(deps: GatewayDeps, pool: PoolRuntime) {
+  const snapshot = await pool.scheduler.snapshot();
   return {
     replica: deps.replica,
-    pool: deps.config().pool,
+    pool: pool.name,
+    pools: deps.pools.all.map((p) => p.name),
     mode: deps.mode,
     budget: snapshot.budget,
     inflight: snapshot.inflight,
@@ -143,13 +192,13 @@ async function adminStateBody(deps: GatewayDeps) {
     tenants: snapshot.tenants,
     pods: snapshot.pods.map((pod) => ({
       ...pod,
-      reachable: deps.pods.get(pod.name)?.healthy ?? false,
+      reachable: pool.pods.get(pod.name)?.healthy ?? false,
     })),
     replicas: snapshot.replicas,
     leader: snapshot.leader,
     epoch: snapshot.epoch,
-    is_leader: deps.control.election.fence !== null,
-    controller: await controllerView(deps.scheduler, deps.config(), snapshot),
+    is_leader: pool.control.election.fence !== null,
+    controller: await controllerView(pool.scheduler, pool.config(), snapshot),
     saturation: snapshot.saturation,
     counters: snapshot.counters,
     drops: dropsByReason(snapshot.counters),
@@ -162,13 +211,13 @@ async function adminStateBody(deps: GatewayDeps) {
       snapshot.counters,
       snapshot.inflight + snapshot.waiting,
     ),
-    ...(deps.outage
-      ? { redis: { reachable: !deps.outage.down, on_outage: deps.outage.mode } }
+    ...(pool.outage
+      ? { redis: { reachable: !pool.outage.down, on_outage: pool.outage.mode } }
       : {}),
     local: {
-      waiting: deps.broker.waiting,
-      inflight: deps.broker.inflight,
-      fenced_writes: deps.control.ledger.view(),
+      waiting: pool.broker.waiting,
+      inflight: pool.broker.inflight,
+      fenced_writes: pool.control.ledger.view(),
     },
   };
 }

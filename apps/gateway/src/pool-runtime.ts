@@ -1,0 +1,195 @@
+import { type FairgateConfig, poolView } from '@fairgate/config';
+import type { Scheduler } from '@fairgate/scheduler';
+import type { GatewayMetrics } from '@fairgate/telemetry';
+import type { OutageState } from './context.js';
+import { ControlPlane } from './control/control-plane.js';
+import { GrantBroker } from './grants.js';
+import { LocalShare, outageState } from './local-share.js';
+import { OutageMonitor, SchedulerUnavailable } from './redis-outage.js';
+import { resilientScheduler } from './resilient-scheduler.js';
+import { applyConfig, createScheduler } from './scheduler-setup.js';
+import { PodPool } from './upstream/pods.js';
+
+/**
+ * One pool as this replica runs it (config `pools:`, or the single pool of top-level
+ * `pods`): its scheduler (shared through Redis under the pool's hash tag `{fg:<pool>}`, or
+ * embedded), the grant broker its waiting requests wait in, its pods, and its control plane
+ * (leader election, controller, tuner and scraper: one leader per pool). Everything here
+ * reads the pool's view of the config (poolView), so none of it knows of other pools; the
+ * request path picks the pool by the request's model (request/receive.ts).
+ */
+export class PoolRuntime {
+  readonly name: string;
+  readonly scheduler: Scheduler;
+  readonly broker: GrantBroker;
+  readonly pods: PodPool;
+  readonly control: ControlPlane;
+  /** 'redis' (shared, any number of replicas) or 'embedded' (LocalScheduler, one replica). */
+  readonly mode: 'redis' | 'embedded';
+  /** Redis outage handling (absent on the embedded scheduler). */
+  readonly outage: OutageState | undefined;
+  readonly #monitor: OutageMonitor | undefined;
+  readonly #localShare: LocalShare | undefined;
+  readonly #closeScheduler: () => Promise<void>;
+  readonly #config: () => FairgateConfig;
+  /** The config could not be written at start (Redis away): written when Redis is back. */
+  #applyWhenBack = false;
+
+  private constructor(name: string, options: PoolRuntimeOptions) {
+    const { replica, metrics, log } = options;
+    this.name = name;
+    this.#config = () => poolView(options.config(), name);
+    const config = this.#config();
+    const created = createScheduler(config, (error) => {
+      metrics.redisErrors.inc({ operation: 'connection' });
+      this.#monitor?.unreachable(`connection: ${error.message}`);
+    });
+    this.mode = created.mode;
+    this.#closeScheduler = created.close;
+    const inner = created.scheduler;
+    const healthy = (pod: string) => this.pods?.get(pod)?.healthy ?? true;
+    let scheduler: Scheduler = inner;
+    if (created.mode === 'redis' && config.redis) {
+      const mode = config.redis.on_outage;
+      const monitor = new OutageMonitor({
+        mode,
+        probe: () => scheduler.heartbeat(replica),
+        onEnter: (reason) => {
+          log(`fairgate: pool ${name}: Redis unreachable (${reason}): outage mode '${mode}'`);
+          metrics.redisOutage.set({ mode }, 1);
+          metrics.redisOutages.inc({ mode });
+          this.broker?.failWaiters();
+          this.#localShare?.open();
+        },
+        onLeave: (outageMs) => {
+          log(
+            `fairgate: pool ${name}: Redis reachable again after ${Math.round(outageMs)} ms: outage mode over`,
+          );
+          metrics.redisOutage.set({ mode }, 0);
+          void this.#localShare?.close();
+          if (this.#applyWhenBack) {
+            this.#applyWhenBack = false;
+            void this.apply().catch(() => {
+              this.#applyWhenBack = true;
+            });
+          }
+        },
+      });
+      this.#monitor = monitor;
+      metrics.redisOutage.set({ mode }, 0);
+      scheduler = resilientScheduler(inner, {
+        monitor,
+        reseed: async () => {
+          await applyConfig(inner, this.#config(), healthy, 'seed');
+          await this.broker.readopt(inner);
+        },
+        onReseeded: () => {
+          metrics.schedulerReseeds.inc();
+          log(
+            `fairgate: pool ${name}: its shared state was missing in Redis: restored from this replica's config`,
+          );
+        },
+        onReseedFailed: (error) =>
+          log(`fairgate: pool ${name}: restoring its shared state failed: ${String(error)}`),
+        callTimer: (operation) => metrics.redisCall.labels({ operation }),
+      });
+    }
+    this.scheduler = scheduler;
+    this.pods = new PodPool(config.pods, config.upstream, {
+      onHealthChange: (pod, isHealthy) => {
+        metrics.podHealthy.set({ pod }, isHealthy ? 1 : 0);
+        log(`fairgate: pod ${pod} is ${isHealthy ? 'healthy again' : 'unhealthy: ejected'}`);
+        void this.apply().catch(() => metrics.redisErrors.inc({ operation: 'upsertPods' }));
+      },
+    });
+    for (const pod of config.pods) metrics.podHealthy.set({ pod: pod.name }, 1);
+    this.broker = new GrantBroker({
+      scheduler,
+      replica,
+      tickMs: config.scheduler.tick_ms,
+      heartbeatMs: config.scheduler.heartbeat_ms,
+      onError: (operation) => metrics.redisErrors.inc({ operation }),
+    });
+    this.control = new ControlPlane({ scheduler, replica, config: this.#config, metrics, log });
+    if (this.#monitor?.mode === 'local_share') {
+      this.#localShare = new LocalShare({
+        replica,
+        config: this.#config,
+        shared: scheduler,
+        sharedBroker: this.broker,
+        healthy,
+        log,
+      });
+    }
+    this.outage = this.#monitor ? outageState(this.#monitor, () => this.#localShare) : undefined;
+  }
+
+  /**
+   * Builds a pool and writes its config into its scheduler. With Redis away at start the
+   * write waits for Redis to come back (the pool starts in its outage mode).
+   */
+  static async start(name: string, options: PoolRuntimeOptions): Promise<PoolRuntime> {
+    const pool = new PoolRuntime(name, options);
+    try {
+      await pool.apply();
+    } catch (error) {
+      if (!(error instanceof SchedulerUnavailable)) throw error;
+      pool.#applyWhenBack = true;
+      options.log(
+        `fairgate: pool ${name}: Redis unreachable at start (${String(error)}): the config is written when it is back`,
+      );
+    }
+    return pool;
+  }
+
+  /** The pool's view of the config in force. */
+  config(): FairgateConfig {
+    return this.#config();
+  }
+
+  /** Writes the pool's settings, tenants and pods (with their health) into its scheduler. */
+  apply(): Promise<void> {
+    return applyConfig(
+      this.scheduler,
+      this.#config(),
+      (pod) => this.pods.get(pod)?.healthy ?? true,
+    );
+  }
+
+  /** A reloaded config: the pods' addresses and caps, then the scheduler's state. */
+  reload(log: (line: string) => void): void {
+    this.pods.update(this.#config().pods);
+    void this.apply().catch((error) =>
+      log(`fairgate: pool ${this.name}: applying reloaded config failed: ${String(error)}`),
+    );
+  }
+
+  /** Starts the broker's tick, the control plane and the pods' health checks. */
+  run(): void {
+    this.broker.start();
+    this.control.start();
+    this.pods.startHealthChecks();
+  }
+
+  /** The lane of this pool's local share while Redis is away (local_share mode). */
+  localLane() {
+    return this.#localShare?.lane();
+  }
+
+  async close(): Promise<void> {
+    await this.control.stop();
+    this.#monitor?.close();
+    await this.#localShare?.stop();
+    this.broker.close();
+    await this.pods.close();
+    await this.#closeScheduler();
+  }
+}
+
+export interface PoolRuntimeOptions {
+  replica: string;
+  /** The whole config in force (each pool reads its view of it). */
+  config: () => FairgateConfig;
+  metrics: GatewayMetrics;
+  log: (line: string) => void;
+}
