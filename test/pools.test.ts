@@ -150,6 +150,24 @@ describe('two pools, two models, per-tenant model allow-lists', () => {
     expect(await ids(TEST_KEYS.free)).toEqual(['model-a']);
   });
 
+  it('/metrics carries the pool on every pool series, each metric family once', async () => {
+    const text = await (await fetch(`${(gateways[0] as AppHandle).url}/metrics`)).text();
+    const types = text.split('\n').filter((line) => line.startsWith('# TYPE '));
+    expect(new Set(types).size).toBe(types.length);
+    for (const pool of [POOL_A, POOL_B]) {
+      expect(text).toMatch(new RegExp(`fairgate_budget\\{[^}]*pool="${pool}"[^}]*\\} \\d`));
+      expect(text).toMatch(
+        new RegExp(`fairgate_requests_total\\{[^}]*outcome="completed"[^}]*pool="${pool}"`),
+      );
+    }
+    // Series of the replica's edge carry no pool; none of a pool lacks it.
+    for (const line of text.split('\n')) {
+      if (line.startsWith('fairgate_budget') || line.startsWith('fairgate_requests_total')) {
+        expect(line).toContain('pool="');
+      }
+    }
+  });
+
   it('each pool has its own state; a flood on pool A does not slow pool B', async () => {
     const [r1, r2] = gateways as [AppHandle, AppHandle];
     const [a, b] = await Promise.all([poolState(r1, POOL_A), poolState(r2, POOL_B)]);

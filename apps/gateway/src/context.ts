@@ -1,6 +1,6 @@
 import type { FairgateConfig } from '@fairgate/config';
 import type { Scheduler } from '@fairgate/scheduler';
-import type { GatewayMetrics } from '@fairgate/telemetry';
+import type { EdgeMetrics } from '@fairgate/telemetry';
 import type { Tracer } from '@opentelemetry/api';
 import type { Drain } from './drain.js';
 import type { GrantBroker } from './grants.js';
@@ -20,7 +20,8 @@ export interface GatewayDeps {
    */
   pools: Pools;
   tracer: Tracer;
-  metrics: GatewayMetrics;
+  /** The replica's own metrics (its HTTP edge); each pool has its own (PoolRuntime.metrics). */
+  metrics: EdgeMetrics;
   /** 'redis' (shared, any number of replicas) or 'embedded' (LocalScheduler, one replica). */
   mode: 'redis' | 'embedded';
   /** Graceful shutdown: whether the replica drains, and its requests in progress. */

@@ -2,7 +2,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { ConfigWatcher, type FairgateConfig } from '@fairgate/config';
-import { createGatewayMetrics, startTelemetry, type Telemetry } from '@fairgate/telemetry';
+import { createEdgeMetrics, startTelemetry, type Telemetry } from '@fairgate/telemetry';
 import type { Hono } from 'hono';
 import { createGatewayApp, gatewayRequestListener } from './app.js';
 import type { GatewayDeps } from './context.js';
@@ -83,12 +83,12 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   );
   const config = watcher.current;
   tenants = new TenantDirectory(config);
-  const metrics = createGatewayMetrics({ replica });
+  const metrics = createEdgeMetrics({ replica });
   const current = () => watcher.current;
   const runtimes: PoolRuntime[] = [];
   try {
     for (const pool of config.pools) {
-      runtimes.push(await PoolRuntime.start(pool.name, { replica, config: current, metrics, log }));
+      runtimes.push(await PoolRuntime.start(pool.name, { replica, config: current, log }));
     }
   } catch (error) {
     await Promise.all(runtimes.map((pool) => pool.close()));

@@ -1,6 +1,6 @@
 import { type FairgateConfig, poolView } from '@fairgate/config';
 import type { Scheduler } from '@fairgate/scheduler';
-import type { GatewayMetrics } from '@fairgate/telemetry';
+import { createGatewayMetrics, type GatewayMetrics } from '@fairgate/telemetry';
 import type { OutageState } from './context.js';
 import { ControlPlane } from './control/control-plane.js';
 import { GrantBroker } from './grants.js';
@@ -24,6 +24,8 @@ export class PoolRuntime {
   readonly broker: GrantBroker;
   readonly pods: PodPool;
   readonly control: ControlPlane;
+  /** The pool's metrics: every series carries `pool` (and `replica`). */
+  readonly metrics: GatewayMetrics;
   /** 'redis' (shared, any number of replicas) or 'embedded' (LocalScheduler, one replica). */
   readonly mode: 'redis' | 'embedded';
   /** Redis outage handling (absent on the embedded scheduler). */
@@ -36,8 +38,10 @@ export class PoolRuntime {
   #applyWhenBack = false;
 
   private constructor(name: string, options: PoolRuntimeOptions) {
-    const { replica, metrics, log } = options;
+    const { replica, log } = options;
     this.name = name;
+    const metrics = createGatewayMetrics({ replica, pool: name });
+    this.metrics = metrics;
     this.#config = () => poolView(options.config(), name);
     const config = this.#config();
     const created = createScheduler(config, (error) => {
@@ -190,6 +194,5 @@ export interface PoolRuntimeOptions {
   replica: string;
   /** The whole config in force (each pool reads its view of it). */
   config: () => FairgateConfig;
-  metrics: GatewayMetrics;
   log: (line: string) => void;
 }

@@ -1,7 +1,10 @@
 export {
   type ConfigGaugeValues,
+  createEdgeMetrics,
   createGatewayMetrics,
+  type EdgeMetrics,
   type GatewayMetrics,
+  metricsText,
   type RequestSeries,
 } from './metrics.js';
 export { startTelemetry, type Telemetry, type TelemetryOptions } from './sdk.js';

@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** Latency buckets in seconds: 1 ms .. 60 s, dense where TTFT SLOs live. */
 export const LATENCY_BUCKETS = [
@@ -30,10 +30,11 @@ export interface RequestSeries {
 }
 
 /**
- * The gateway's Prometheus metrics (prefix fairgate_), one registry per
- * gateway instance so tests can run several in one process.
+ * One pool's Prometheus metrics in a replica (prefix fairgate_): one registry per pool
+ * (default labels replica and pool), so tests can run several in one process and a pool's
+ * controller, tuner and request path need not name their pool on each series.
  */
-export function createGatewayMetrics(labels: { replica: string }) {
+export function createGatewayMetrics(labels: { replica: string; pool?: string }) {
   const registry = new Registry();
   registry.setDefaultLabels(labels);
   const configView: { read?: () => ConfigGaugeValues } = {};
@@ -359,6 +360,18 @@ export function createGatewayMetrics(labels: { replica: string }) {
     readConfigFrom(read: () => ConfigGaugeValues): void {
       configView.read = read;
     },
+  };
+}
+
+/**
+ * The replica's own metrics, outside any pool: what its HTTP edge refused. A replica's
+ * /metrics shows these and every pool's (metricsText).
+ */
+export function createEdgeMetrics(labels: { replica: string }) {
+  const registry = new Registry();
+  registry.setDefaultLabels(labels);
+  return {
+    registry,
     connectionsRefused: new Counter({
       name: 'fairgate_connections_refused_total',
       help: 'Client connections the HTTP edge refused or closed, by reason: max_connections (over server.max_connections), headers_timeout / request_timeout (408: headers or whole request not received in time), accept_error (e.g. out of file descriptors).',
@@ -366,6 +379,18 @@ export function createGatewayMetrics(labels: { replica: string }) {
       registers: [registry],
     }),
   };
+}
+
+export type EdgeMetrics = ReturnType<typeof createEdgeMetrics>;
+
+/**
+ * One Prometheus text of several registries (the edge's and each pool's, told apart by
+ * their default labels): each metric family once, its series from every registry.
+ */
+export async function metricsText(registries: readonly Registry[]): Promise<string> {
+  if (registries.length === 1) return (registries[0] as Registry).metrics();
+  const families = await Promise.all(registries.map((registry) => registry.getMetricsAsJSON()));
+  return AggregatorRegistry.aggregate(families).metrics();
 }
 
 export type GatewayMetrics = ReturnType<typeof createGatewayMetrics>;

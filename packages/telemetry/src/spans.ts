@@ -41,6 +41,7 @@ export const Attr = {
   tenant: 'fairgate.tenant',
   sloClass: 'fairgate.class',
   pod: 'fairgate.pod',
+  pool: 'fairgate.pool',
   replica: 'fairgate.replica',
   requestId: 'fairgate.request_id',
   outcome: 'fairgate.outcome',

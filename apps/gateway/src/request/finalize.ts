@@ -40,7 +40,7 @@ export class HeldSlot {
     this.#stopAbortOnLeave = call.client.onLeave(() =>
       this.abort.abort(new Error('client closed the connection')),
     );
-    deps.metrics.inflight.inc();
+    call.pool.metrics.inflight.inc();
   }
 
   get evicted(): boolean {
@@ -55,7 +55,7 @@ export class HeldSlot {
     this.ticket.leave();
     this.#stopAbortOnLeave();
     lane.broker.untrack(request.id);
-    deps.metrics.inflight.dec();
+    call.pool.metrics.inflight.dec();
     const final: ReleaseOutcome = outcome !== 'completed' && this.evicted ? 'evicted' : outcome;
     const bucketed = call.cls.bucketTokens > 0;
     void lane.scheduler
@@ -68,7 +68,7 @@ export class HeldSlot {
             }
           : {}),
       })
-      .catch(() => deps.metrics.redisErrors.inc({ operation: 'release' }));
+      .catch(() => call.pool.metrics.redisErrors.inc({ operation: 'release' }));
     call.series.outcome(final).inc();
     call.series.requestDuration.observe((performance.now() - call.state.t1) / 1_000);
     if (usage) {

@@ -106,7 +106,7 @@ async function attempts(
       endSpan(client.span, { error });
       if (held.abort.aborted || !(error instanceof UpstreamUnavailable)) throw error;
       lastError = error;
-      deps.metrics.upstreamErrors.inc({ pod: current.config.name, kind: error.kind });
+      call.pool.metrics.upstreamErrors.inc({ pod: current.config.name, kind: error.kind });
       if (error.kind !== 'status') pods.recordHealth(current.config.name, false);
       pod = pods.alternative(current.config.name);
     }

@@ -154,7 +154,7 @@ function countDrop(deps: GatewayDeps, call: Call, span: Span, error: unknown): v
       ? (error.headers['x-fairgate-drop-reason'] ?? error.code)
       : null;
   if (!reason) return;
-  deps.metrics.drops.inc({ ...call.series.labels, reason });
+  call.pool.metrics.drops.inc({ ...call.series.labels, reason });
   span.setAttribute(Attr.dropReason, reason);
 }
 

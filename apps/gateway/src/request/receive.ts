@@ -84,6 +84,7 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
     defaultMaxTokens: DEFAULT_MAX_TOKENS,
   });
   span.setAttributes({
+    [Attr.pool]: route.pool.name,
     [Attr.sloClass]: cls.sloClass,
     [Attr.requestModel]: request.model,
     [Attr.operationName]: arrival.endpoint === 'chat' ? 'chat' : 'text_completion',
@@ -108,7 +109,7 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
     // A requested alias goes to the pod as the model's own name.
     body: route.model === request.model ? body : JSON.stringify({ ...request, model: route.model }),
     cls,
-    series: deps.metrics.series(tenant.id, cls.sloClass),
+    series: route.pool.metrics.series(tenant.id, cls.sloClass),
     nowMs,
   };
 }

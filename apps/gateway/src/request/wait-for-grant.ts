@@ -36,13 +36,13 @@ export async function waitForGrant(
     lane.broker.forget(id, new ClientGone());
     void lane.scheduler
       .cancel(id)
-      .catch(() => deps.metrics.redisErrors.inc({ operation: 'cancel' }));
+      .catch(() => call.pool.metrics.redisErrors.inc({ operation: 'cancel' }));
   });
-  deps.metrics.waiting.inc();
+  call.pool.metrics.waiting.inc();
   try {
     return { pod: await lane.broker.waitForGrant(id, grant, request), lane, request };
   } finally {
-    deps.metrics.waiting.dec();
+    call.pool.metrics.waiting.dec();
     stopCancelOnLeave();
   }
 }

@@ -1,4 +1,5 @@
 import { conservationViolations, type FlowCounters, noticeDropResponse } from '@fairgate/core';
+import { metricsText } from '@fairgate/telemetry';
 import type { Context } from 'hono';
 import type { GatewayDeps } from '../context.js';
 import { controllerView } from '../control/controller-view.js';
@@ -75,7 +76,8 @@ async function poolReadiness(deps: GatewayDeps, pool: PoolRuntime) {
 /** GET /metrics: Prometheus text. */
 export function metrics(deps: GatewayDeps) {
   return async function metricsRoute(c: Context): Promise<Response> {
-    return c.body(await deps.metrics.registry.metrics(), 200, {
+    const registries = [deps.metrics.registry, ...deps.pools.all.map((p) => p.metrics.registry)];
+    return c.body(await metricsText(registries), 200, {
       'content-type': deps.metrics.registry.contentType,
     });
   };
