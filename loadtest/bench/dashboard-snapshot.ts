@@ -237,7 +237,11 @@ async function main(): Promise<void> {
     for (const panel of panels) {
       const series: Series[] = [];
       for (const target of panel.targets) {
-        const expr = substituteVariables(target.expr, { tenant: '.*', replica: '.*' }, '10s');
+        const expr = substituteVariables(
+          target.expr,
+          { pool: '.*', tenant: '.*', replica: '.*' },
+          '10s',
+        );
         const result: PromSample[] = await prom.queryRange(expr, startS, endS, stepS);
         for (const sample of result) {
           series.push({

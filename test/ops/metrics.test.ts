@@ -15,7 +15,7 @@ import { resilientScheduler } from '../../apps/gateway/src/resilient-scheduler.j
  * The metrics the dashboard and the alert rules read, at their sources, without
  * processes: test/ops/prometheus.test.ts then shows them on a real Prometheus.
  */
-const CONFIG = parseConfig({
+const RAW_CONFIG = {
   tenants: [{ id: 't', api_key_sha256: [sha256Hex('k')] }],
   pods: [
     { name: 'pod-a', url: 'http://127.0.0.1:1/' },
@@ -23,7 +23,8 @@ const CONFIG = parseConfig({
   ],
   scheduler: { budget: 2, slo_targets_ms: { critical: 250 } },
   controller: { target_p99_ttft_s: 2, cap_per_worker_min: 3, cap_per_worker: 8 },
-});
+};
+const CONFIG = parseConfig(RAW_CONFIG);
 
 const LEADING = { holds: () => true };
 const FENCE: Fence = { replica: 'r1', epoch: 1 };
@@ -206,8 +207,7 @@ describe('operations metrics', () => {
     const metrics = createGatewayMetrics({ replica: 'r1' });
     const scheduler = await localPool();
     const config = parseConfig({
-      ...CONFIG,
-      tenants: CONFIG.tenants.map((t) => ({ ...t })),
+      ...RAW_CONFIG,
       tuner: { period_s: 3_600 },
     });
     let counter = 0;

@@ -137,7 +137,7 @@ suite(`prometheus: dashboard and alert rules${tools ? '' : ` (skipped: ${PROMETH
       expect(everyTarget.length).toBeGreaterThanOrEqual(panels.length);
       const empty: string[] = [];
       for (const target of everyTarget) {
-        const expr = substituteVariables(target.expr, { tenant: '.*', replica: '.*' });
+        const expr = substituteVariables(target.expr, { pool: '.*', tenant: '.*', replica: '.*' });
         const remaining = Math.max(2_000, loadEndsAt - Date.now());
         const result = await eventually(async () => {
           const r = await prom.query(expr);
@@ -162,7 +162,7 @@ suite(`prometheus: dashboard and alert rules${tools ? '' : ` (skipped: ${PROMETH
       ]);
       const dropsTarget = everyTarget.find((t) => t.expr.includes('fairgate_drops_total'))!;
       const freeDrops = await prom.query(
-        substituteVariables(dropsTarget.expr, { tenant: 'free', replica: '.*' }),
+        substituteVariables(dropsTarget.expr, { pool: '.*', tenant: 'free', replica: '.*' }),
       );
       expect(freeDrops.length).toBeGreaterThan(0);
       expect(new Set(freeDrops.map((s) => s.metric.tenant))).toEqual(new Set(['free']));

@@ -55,7 +55,10 @@ export function writeGatewayConfig(options: GatewayConfigOptions): string {
   const config = {
     ...(options.pools
       ? { pools: options.pools }
-      : { pool: options.pool ?? `t${Math.random().toString(36).slice(2, 10)}`, pods: options.pods }),
+      : {
+          pool: options.pool ?? `t${Math.random().toString(36).slice(2, 10)}`,
+          pods: options.pods,
+        }),
     listen: { host: '127.0.0.1', port: 0 },
     ...(options.redisUrl || options.redis
       ? { redis: { ...(options.redisUrl ? { url: options.redisUrl } : {}), ...options.redis } }

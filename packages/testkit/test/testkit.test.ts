@@ -6,6 +6,7 @@ import {
   spawnManaged,
   startRedis,
   toFlags,
+  waitUntil,
 } from '../src/index.js';
 
 describe('freePort', () => {
@@ -35,9 +36,13 @@ describe('spawnManaged', () => {
     const stubborn = spawnManaged({
       name: 'stubborn',
       command: process.execPath,
-      args: ['-e', "process.on('SIGTERM', () => {}); setInterval(() => {}, 1000)"],
+      args: [
+        '-e',
+        "process.on('SIGTERM', () => {}); console.log('ignoring'); setInterval(() => {}, 1000)",
+      ],
     });
-    await new Promise((r) => setTimeout(r, 200));
+    // Until the handler is installed (a loaded machine starts node slowly), SIGTERM kills it.
+    await waitUntil('the SIGTERM handler', async () => stubborn.logs().includes('ignoring'));
     await stubborn.stop(300);
     const { signal } = await stubborn.exit;
     expect(signal).toBe('SIGKILL');
