@@ -49,7 +49,9 @@ describe('a client that disconnects mid-stream', () => {
     const closedMs = performance.now() - abortedAt;
     console.log(`sim saw the disconnect after ${closedMs.toFixed(0)} ms`);
     expect(closedMs).toBeLessThan(500);
-    await expect.poll(async () => (await gateway.deps.pools.first.scheduler.snapshot()).inflight).toBe(0);
+    await expect
+      .poll(async () => (await gateway.deps.pools.first.scheduler.snapshot()).inflight)
+      .toBe(0);
     const counters = (await gateway.deps.pools.first.scheduler.snapshot()).counters;
     expect(counters.some((c) => c.outcomes.cancelled === 1)).toBe(true);
   });
@@ -84,16 +86,22 @@ describe('a client that disconnects while its request waits for a grant', () => 
 
   it('cancels the queued request and ends its handler (nothing left in progress)', async () => {
     const holder = chat(100);
-    await expect.poll(async () => (await gateway.deps.pools.first.scheduler.snapshot()).inflight).toBe(1);
+    await expect
+      .poll(async () => (await gateway.deps.pools.first.scheduler.snapshot()).inflight)
+      .toBe(1);
     const client = new AbortController();
     const waiting = chat(4, client.signal).catch(() => 'aborted');
-    await expect.poll(async () => (await gateway.deps.pools.first.scheduler.snapshot()).waiting).toBe(1);
+    await expect
+      .poll(async () => (await gateway.deps.pools.first.scheduler.snapshot()).waiting)
+      .toBe(1);
     client.abort();
     expect(await waiting).toBe('aborted');
     // The queue entry is cancelled at once, and the request's handler ends: the drain
     // counts no request in progress once the holder is done.
     await expect
-      .poll(async () => (await gateway.deps.pools.first.scheduler.snapshot()).waiting, { timeout: 2_000 })
+      .poll(async () => (await gateway.deps.pools.first.scheduler.snapshot()).waiting, {
+        timeout: 2_000,
+      })
       .toBe(0);
     const held = await holder;
     expect(held.status).toBe(200);

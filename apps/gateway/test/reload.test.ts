@@ -60,8 +60,9 @@ describe('hot reload', () => {
     await expect
       .poll(
         async () =>
-          (await gateway.deps.pools.first.scheduler.snapshot()).tenants.find((t) => t.tenant === 'extra')
-            ?.weight,
+          (await gateway.deps.pools.first.scheduler.snapshot()).tenants.find(
+            (t) => t.tenant === 'extra',
+          )?.weight,
       )
       .toBe(5);
   });

@@ -2,7 +2,6 @@ import type { ReleaseOutcome } from '@fairgate/core';
 import type { Usage } from '@fairgate/openai';
 import { Attr, endSpan } from '@fairgate/telemetry';
 import { actualBucketTokens } from '../classify.js';
-import type { GatewayDeps } from '../context.js';
 import type { DrainTicket } from '../drain.js';
 import { EvictedError } from '../grants.js';
 import type { SlotAbort } from '../upstream/slot-abort.js';
@@ -26,7 +25,6 @@ export class HeldSlot {
   #finished = false;
 
   constructor(
-    private readonly deps: GatewayDeps,
     private readonly call: Call,
     private readonly granted: Granted,
     private readonly ticket: DrainTicket,
@@ -50,7 +48,7 @@ export class HeldSlot {
   finish(outcome: ReleaseOutcome, usage: Usage | undefined, status: number, error?: unknown): void {
     if (this.#finished) return;
     this.#finished = true;
-    const { deps, call, granted } = this;
+    const { call, granted } = this;
     const { lane, request } = granted;
     this.ticket.leave();
     this.#stopAbortOnLeave();

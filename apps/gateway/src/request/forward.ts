@@ -57,7 +57,7 @@ export async function forward(
   try {
     return await attempts(deps, call, pod, held);
   } catch (error) {
-    return failure(deps, call, held, error);
+    return failure(call, held, error);
   }
 }
 
@@ -97,7 +97,7 @@ async function attempts(
         clientWantsUsage: forwarding.clientWantsUsage,
         onHeaders: (status) =>
           addSpanEvent(client.span, SpanEvents.upstreamHeaders, { [Attr.httpStatus]: status }),
-        onFirstToken: () => recordFirstToken(deps, call, held, client.span),
+        onFirstToken: () => recordFirstToken(call, held, client.span),
       });
       pods.recordHealth(current.config.name, true);
       return { ok: true, upstream, span: client.span, pod: current };
@@ -115,7 +115,7 @@ async function attempts(
 }
 
 /** t5: the first content token reached the gateway (TTFT metric and span event). */
-function recordFirstToken(deps: GatewayDeps, call: Call, held: HeldSlot, client: Span): void {
+function recordFirstToken(call: Call, held: HeldSlot, client: Span): void {
   addSpanEvent(client, SpanEvents.firstToken);
   const ttftSeconds = (performance.now() - call.state.t1) / 1_000;
   call.series.ttft.observe(ttftSeconds);
@@ -126,7 +126,7 @@ function recordFirstToken(deps: GatewayDeps, call: Call, held: HeldSlot, client:
 }
 
 /** Why the request got no response from any pod, as an outcome and an answer. */
-function failure(deps: GatewayDeps, call: Call, held: HeldSlot, error: unknown): Forwarded {
+function failure(call: Call, held: HeldSlot, error: unknown): Forwarded {
   if (held.evicted) {
     const answer = noticeDrop('evict');
     return { ok: false, outcome: 'evicted', status: answer.status, answer, error };

@@ -106,12 +106,12 @@ async function generate(
       [Attr.tenant]: call.tenant.id,
       [Attr.sloClass]: call.cls.sloClass,
     }).span;
-    granted = await waitForGrant(deps, call, await admit(deps, call));
+    granted = await waitForGrant(call, await admit(deps, call));
     queued.setAttribute(Attr.pod, granted.pod);
     endSpan(queued);
   } catch (error) {
     if (queued) {
-      countDrop(deps, call!, queued, error);
+      countDrop(call!, queued, error);
       endSpan(queued);
     }
     ticket.leave();
@@ -125,7 +125,7 @@ async function generate(
     throw error;
   }
 
-  const held = new HeldSlot(deps, call, granted, ticket);
+  const held = new HeldSlot(call, granted, ticket);
   const forwarded = await forward(deps, call, granted.pod, held);
   if (!forwarded.ok) {
     held.finish(forwarded.outcome, undefined, forwarded.status, forwarded.error);
@@ -148,7 +148,7 @@ async function generate(
 }
 
 /** A drop by flow control or admission, counted with its reason (metric and queue span). */
-function countDrop(deps: GatewayDeps, call: Call, span: Span, error: unknown): void {
+function countDrop(call: Call, span: Span, error: unknown): void {
   const reason =
     error instanceof OpenAIHttpError
       ? (error.headers['x-fairgate-drop-reason'] ?? error.code)

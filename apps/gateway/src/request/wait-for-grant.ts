@@ -1,5 +1,5 @@
 import type { EnqueueRequest } from '@fairgate/scheduler';
-import type { GatewayDeps, Lane } from '../context.js';
+import type { Lane } from '../context.js';
 import type { Admission } from './admit.js';
 import type { Call } from './receive.js';
 
@@ -24,11 +24,7 @@ export class ClientGone extends Error {
   }
 }
 
-export async function waitForGrant(
-  deps: GatewayDeps,
-  call: Call,
-  admission: Admission,
-): Promise<Granted> {
+export async function waitForGrant(call: Call, admission: Admission): Promise<Granted> {
   if (admission.status === 'granted') return admission;
   const { lane, request, grant } = admission;
   const { id } = request;
