@@ -13,16 +13,18 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * Two pools on one Redis, each its own model on its own sim (`--model`), behind two gateway
- * replicas: tenant `both` may use either model, tenant `one` only model-a. Each pool has
+ * Pools on one Redis, each its own model on its own sim (`--model`), behind two gateway
+ * replicas: tenant `both` may use every model, tenant `one` only model-a. Each pool has
  * its own budget, queues and leader under its own hash tag; the request's model picks the
- * pool (docs/config.md, *Pools and models*).
+ * pool (docs/config.md, *Pools and models*). Pools A and B name their models; pool C serves
+ * whatever its pod lists in its GET /v1/models (`discover_models`).
  */
 const BUDGET_A = 4;
 const BUDGET_B = 4;
 const tag = Math.random().toString(36).slice(2, 8);
 const POOL_A = `a${tag}`;
 const POOL_B = `b${tag}`;
+const POOL_C = `c${tag}`;
 
 interface PoolState {
   pool: string;
@@ -49,9 +51,10 @@ const median = (values: number[]) => {
   return sorted[Math.floor(sorted.length / 2)] as number;
 };
 
-describe('two pools, two models, per-tenant model allow-lists', () => {
+describe('pools of their own models, discovered models, per-tenant allow-lists', () => {
   let redis: RedisHandle;
   let gateways: AppHandle[];
+  let simC: AppHandle;
 
   beforeAll(async () => {
     redis = await startRedis();
@@ -61,8 +64,10 @@ describe('two pools, two models, per-tenant model allow-lists', () => {
         startSim({ args: { 'alpha-ms': 20, 'beta-ms': 0.01, model } }),
       ),
     );
+    simC = await startSim({ args: { 'alpha-ms': 5, model: 'model-c' } });
     const config = writeGatewayConfig({
       redisUrl: redis.url,
+      upstream: { models_refresh_ms: 200 },
       tenants: [
         { id: 'both', api_key_sha256: [sha256Hex(TEST_KEYS.paying)], queue_max: 200 },
         {
@@ -84,6 +89,11 @@ describe('two pools, two models, per-tenant model allow-lists', () => {
           models: ['model-b'],
           pods: [{ name: `${POOL_B}-0`, url: simB?.url, cap: 16 }],
           scheduler: { budget: BUDGET_B, queue_ttl_ms: 30_000 },
+        },
+        {
+          name: POOL_C,
+          discover_models: true,
+          pods: [{ name: `${POOL_C}-0`, url: simC.url }],
         },
       ],
     });
@@ -146,8 +156,26 @@ describe('two pools, two models, per-tenant model allow-lists', () => {
   it('GET /v1/models lists what each tenant may use', async () => {
     const ids = async (key: string) =>
       (await client(gateways[1] as AppHandle, key).models.list()).data.map((m) => m.id).sort();
-    expect(await ids(TEST_KEYS.paying)).toEqual(['model-a', 'model-b']);
+    expect(await ids(TEST_KEYS.paying)).toEqual(['model-a', 'model-b', 'model-c']);
     expect(await ids(TEST_KEYS.free)).toEqual(['model-a']);
+  });
+
+  it('a pool with discover_models serves what its pod lists, as the list changes', async () => {
+    const both = client(gateways[0] as AppHandle, TEST_KEYS.paying);
+    const ask = (model: string) =>
+      both.chat.completions
+        .create({ model, messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 })
+        .then(
+          (completion) => completion.model,
+          (error: unknown) => (error instanceof OpenAI.APIError ? error.status : error),
+        );
+    expect(await ask('model-c')).toBe('model-c');
+    expect(await ask('model-c-lora')).toBe(404);
+    // The pod comes back serving another model (an adapter loaded, the base one gone).
+    await simC.stop();
+    simC = await startSim({ port: simC.port, args: { 'alpha-ms': 5, model: 'model-c-lora' } });
+    await expect.poll(() => ask('model-c-lora'), { timeout: 10_000 }).toBe('model-c-lora');
+    expect(await ask('model-c')).toBe(404);
   });
 
   it('/metrics carries the pool on every pool series, each metric family once', async () => {
@@ -172,7 +200,7 @@ describe('two pools, two models, per-tenant model allow-lists', () => {
     const [r1, r2] = gateways as [AppHandle, AppHandle];
     const [a, b] = await Promise.all([poolState(r1, POOL_A), poolState(r2, POOL_B)]);
     expect([a.pool, a.budget, b.pool, b.budget]).toEqual([POOL_A, BUDGET_A, POOL_B, BUDGET_B]);
-    expect(a.pools).toEqual([POOL_A, POOL_B]);
+    expect(a.pools).toEqual([POOL_A, POOL_B, POOL_C]);
 
     const both = client(r2, TEST_KEYS.paying);
     const timeB = async (rounds: number) => {

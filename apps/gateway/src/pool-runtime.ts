@@ -8,6 +8,7 @@ import { LocalShare, outageState } from './local-share.js';
 import { OutageMonitor, SchedulerUnavailable } from './redis-outage.js';
 import { resilientScheduler } from './resilient-scheduler.js';
 import { applyConfig, createScheduler } from './scheduler-setup.js';
+import { PodModels } from './upstream/pod-models.js';
 import { PodPool } from './upstream/pods.js';
 
 /**
@@ -23,6 +24,8 @@ export class PoolRuntime {
   readonly scheduler: Scheduler;
   readonly broker: GrantBroker;
   readonly pods: PodPool;
+  /** What the pods list in their GET /v1/models (refreshed every upstream.models_refresh_ms). */
+  readonly models: PodModels;
   readonly control: ControlPlane;
   /** The pool's metrics: every series carries `pool` (and `replica`). */
   readonly metrics: GatewayMetrics;
@@ -34,12 +37,14 @@ export class PoolRuntime {
   readonly #localShare: LocalShare | undefined;
   readonly #closeScheduler: () => Promise<void>;
   readonly #config: () => FairgateConfig;
+  readonly #options: PoolRuntimeOptions;
   /** The config could not be written at start (Redis away): written when Redis is back. */
   #applyWhenBack = false;
 
   private constructor(name: string, options: PoolRuntimeOptions) {
     const { replica, log } = options;
     this.name = name;
+    this.#options = options;
     const metrics = createGatewayMetrics({ replica, pool: name });
     this.metrics = metrics;
     this.#config = () => poolView(options.config(), name);
@@ -107,6 +112,7 @@ export class PoolRuntime {
       },
     });
     for (const pod of config.pods) metrics.podHealthy.set({ pod: pod.name }, 1);
+    this.models = new PodModels(this.pods, () => this.#config().upstream.models_refresh_ms);
     this.broker = new GrantBroker({
       scheduler,
       replica,
@@ -134,6 +140,8 @@ export class PoolRuntime {
    */
   static async start(name: string, options: PoolRuntimeOptions): Promise<PoolRuntime> {
     const pool = new PoolRuntime(name, options);
+    // A pool that serves what its pods list knows it before the first request.
+    if (pool.discoversModels()) await pool.models.ready();
     try {
       await pool.apply();
     } catch (error) {
@@ -144,6 +152,12 @@ export class PoolRuntime {
       );
     }
     return pool;
+  }
+
+  /** Whether the pool also serves every model its pods list (`pools[].discover_models`). */
+  discoversModels(): boolean {
+    const config = this.#options.config();
+    return config.pools.find((pool) => pool.name === this.name)?.discoverModels ?? false;
   }
 
   /** The pool's view of the config in force. */
@@ -173,6 +187,7 @@ export class PoolRuntime {
     this.broker.start();
     this.control.start();
     this.pods.startHealthChecks();
+    this.models.start();
   }
 
   /** The lane of this pool's local share while Redis is away (local_share mode). */
@@ -185,6 +200,7 @@ export class PoolRuntime {
     this.#monitor?.close();
     await this.#localShare?.stop();
     this.broker.close();
+    this.models.stop();
     await this.pods.close();
     await this.#closeScheduler();
   }

@@ -58,10 +58,14 @@ export class Pools {
     return pool;
   }
 
-  /** The pool serving `model` for `tenant`, or undefined: not served, or not allowed to it. */
+  /**
+   * The pool serving `model` for `tenant`, or undefined: not served, or not allowed to it.
+   * A configured name or alias first; then the first pool with `discover_models` whose
+   * pods list the model.
+   */
   route(model: string, tenant: TenantConfig): ModelRoute | undefined {
     const routes = this.#modelRoutes();
-    const found = routes.route(model);
+    const found = routes.route(model) ?? this.#discovered(model);
     if (!found) return undefined;
     const allowed = this.#allowedModels(tenant, routes);
     if (allowed && !allowed.has(found.model)) return undefined;
@@ -73,6 +77,13 @@ export class Pools {
   allows(tenant: TenantConfig, model: string): boolean {
     const allowed = this.#allowedModels(tenant, this.#modelRoutes());
     return !allowed || allowed.has(model);
+  }
+
+  #discovered(model: string): { pool: string; model: string } | undefined {
+    for (const pool of this.all) {
+      if (pool.models.has(model) && pool.discoversModels()) return { pool: pool.name, model };
+    }
+    return undefined;
   }
 
   #modelRoutes(): ModelRoutes {

@@ -34,8 +34,10 @@ function viewOf(config: FairgateConfig, pool: PoolConfig): FairgateConfig {
 }
 
 /**
- * Which pool serves a model: every name and alias of every pool; a single-pool config
- * without `models:` serves any name (`fallback`).
+ * Which pool serves a model by the config: every name and alias of every pool; a
+ * single-pool config without `models:` serves any name (`fallback`). Models discovered
+ * from the pods (`pools[].discover_models`) are the gateway's to add (apps/gateway
+ * src/pools.ts): they change at run time.
  */
 export class ModelRoutes {
   readonly #byName = new Map<string, { pool: string; model: string }>();
@@ -49,10 +51,10 @@ export class ModelRoutes {
         }
       }
     }
-    this.#fallback = pools.find((pool) => pool.models.length === 0)?.name;
+    this.#fallback = pools.find((pool) => pool.models.length === 0 && !pool.discoverModels)?.name;
   }
 
-  /** The pool and the model's own name (an alias resolved), or undefined: not served. */
+  /** The pool and the model's own name (an alias resolved), or undefined: not configured. */
   route(model: string): { pool: string; model: string } | undefined {
     return (
       this.#byName.get(model) ?? (this.#fallback ? { pool: this.#fallback, model } : undefined)

@@ -152,6 +152,11 @@ export const upstreamSchema = z.strictObject({
   /** Retries on another pod for failures before the first byte. */
   retries: z.number().int().min(0).max(3).default(1),
   keepalive_connections: z.number().int().positive().default(128),
+  /**
+   * How often each replica reads every healthy pod's GET /v1/models: what `GET /v1/models`
+   * answers with, and the models of pools with `discover_models`.
+   */
+  models_refresh_ms: z.number().int().min(100).max(3_600_000).default(10_000),
 });
 
 const decreaseSchema = z.discriminatedUnion('mode', [
@@ -356,7 +361,12 @@ export const telemetrySchema = z.strictObject({
  */
 export const poolSchema = z.strictObject({
   name: identifier('pool'),
-  models: z.array(modelSchema).min(1),
+  models: z.array(modelSchema).default([]),
+  /**
+   * Also serve every model the pool's pods list in their GET /v1/models (LoRA adapters
+   * loaded at run time included); a configured model of another pool keeps its pool.
+   */
+  discover_models: z.boolean().default(false),
   pods: z.array(podSchema).min(1),
   scheduler: schedulerSchema.optional(),
   admission: admissionSchema.optional(),
@@ -538,11 +548,21 @@ export const configSchema = configObject
         knownClass(name, [...at('saturation'), 'band_ceilings', name]);
       }
     });
-    // A tenant's allow-list names models some pool serves (any name, with a pool that takes all).
+    config.pools?.forEach((pool, i) => {
+      if (pool.models.length === 0 && !pool.discover_models) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['pools', i, 'models'],
+          message: "list the pool's models, or set discover_models: true",
+        });
+      }
+    });
+    // A tenant's allow-list names models some pool serves; with a pool that takes every
+    // model, or one that discovers its models from the pods, any name can be served.
     const served = new Set(modelPaths.map((m) => m.name));
-    const takesAll = pools.some((pool) => pool.models.length === 0);
+    const openEnded = pools.some((pool) => pool.models.length === 0 || pool.discoverModels);
     config.tenants.forEach((tenant, i) => {
-      if (!takesAll) {
+      if (!openEnded) {
         tenant.models?.forEach((model, j) => {
           if (!served.has(model)) {
             ctx.addIssue({
@@ -598,6 +618,8 @@ export interface PoolConfig {
   readonly name: string;
   /** Empty: a single-pool config without `models:`, whose pods get every model. */
   readonly models: readonly { name: string; aliases: string[] }[];
+  /** Also the models its pods list (config `pools[].discover_models`). */
+  readonly discoverModels: boolean;
   readonly pods: PodConfig[];
   readonly scheduler: SchedulerConfig;
   readonly admission: AdmissionSectionConfig;
@@ -617,6 +639,7 @@ function poolsOf(config: ParsedSections): PoolConfig[] {
     return config.pools.map((pool) => ({
       name: pool.name,
       models: pool.models,
+      discoverModels: pool.discover_models,
       pods: pool.pods,
       scheduler: pool.scheduler ?? config.scheduler,
       admission: pool.admission ?? config.admission,
@@ -629,6 +652,7 @@ function poolsOf(config: ParsedSections): PoolConfig[] {
     {
       name: config.pool,
       models: config.models ?? [],
+      discoverModels: false,
       pods: config.pods ?? [],
       scheduler: config.scheduler,
       admission: config.admission,

@@ -597,6 +597,20 @@ describe('pools and models', () => {
     expect(config.tenants[1]?.models).toEqual(['small']);
   });
 
+  it('a pool may take its models from its pods, and allow-lists may then name any model', () => {
+    const raw = twoPools();
+    raw.pools[1].models = [];
+    raw.pools[1].discover_models = true;
+    raw.tenants[1].models = ['small-lora-loaded-later'];
+    const config = parseConfig(raw);
+    expect(config.pools.map((p) => [p.name, p.discoverModels])).toEqual([
+      ['big', false],
+      ['small', true],
+    ]);
+    // Discovered models are routed by the gateway; the config routes only what it names.
+    expect(new ModelRoutes(config.pools).route('small')).toBeUndefined();
+  });
+
   it.each([
     ['org/big-70b', { pool: 'big', model: 'org/big-70b' }],
     ['big', { pool: 'big', model: 'org/big-70b' }],

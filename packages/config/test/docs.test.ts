@@ -110,6 +110,7 @@ function statesDefault(cell: string, value: unknown): boolean {
   if (typeof value === 'number')
     return plain(cell).replace(/(\d)[_,](\d)/g, '$1$2') === String(value);
   if (typeof value === 'string' || typeof value === 'boolean') return plain(cell) === String(value);
+  if (Array.isArray(value) && value.length === 0) return plain(cell) === '[]';
   if (value && typeof value === 'object') {
     const entries = Object.entries(value);
     if (entries.length === 0) return plain(cell) === '{}';

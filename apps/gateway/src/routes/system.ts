@@ -6,6 +6,7 @@ import { controllerView } from '../control/controller-view.js';
 import { unauthorized } from '../errors.js';
 import type { PoolRuntime } from '../pool-runtime.js';
 import { bearerToken } from '../tenants.js';
+import type { ModelEntry } from '../upstream/pod-models.js';
 
 /** GET /healthz: the process is up. */
 export function healthz(c: Context): Response {
@@ -83,65 +84,38 @@ export function metrics(deps: GatewayDeps) {
   };
 }
 
-interface ModelEntry {
-  id: string;
-  object: 'model';
-  created: number;
-  owned_by: string;
-  [key: string]: unknown;
-}
-
 /**
- * GET /v1/models: the models the tenant may use. A pool with configured models lists
- * those (each with what its pods' own /v1/models says of it, when they list it); a
- * single-pool config without `models:` lists what its healthy pods serve. Pod answers are
- * cached briefly.
+ * GET /v1/models: the models the tenant may use, each once. A pool lists its configured
+ * models (each with what its pods' own /v1/models says of it, when they list it) and, with
+ * `discover_models` or without configured models (a single-pool config without `models:`),
+ * every model its pods list (upstream/pod-models.ts, refreshed every
+ * `upstream.models_refresh_ms`).
  */
 export function models(deps: GatewayDeps) {
-  const served = new Map<PoolRuntime, { at: number; byId: Map<string, ModelEntry> }>();
-  const podModels = async (pool: PoolRuntime): Promise<Map<string, ModelEntry>> => {
-    const cached = served.get(pool);
-    if (cached && performance.now() - cached.at <= 5_000) return cached.byId;
-    const byId = new Map<string, ModelEntry>();
-    await Promise.all(
-      pool.pods.healthyPods().map(async (pod) => {
-        try {
-          const response = await pod.pool.request({
-            method: 'GET',
-            path: '/v1/models',
-            headersTimeout: 2_000,
-          });
-          const body = (await response.body.json()) as { data?: ModelEntry[] };
-          for (const model of body.data ?? []) if (!byId.has(model.id)) byId.set(model.id, model);
-        } catch {
-          // an unreachable pod contributes nothing
-        }
-      }),
-    );
-    served.set(pool, { at: performance.now(), byId });
-    return byId;
-  };
   return async function modelsRoute(c: Context): Promise<Response> {
     const token = bearerToken(c.req.header('authorization'));
     const tenant = token ? deps.tenants().authenticate(token) : undefined;
     if (!tenant) throw unauthorized('Incorrect or missing API key');
-    const lists = await Promise.all(
-      deps.pools.all.map(async (pool) => {
-        const fromPods = await podModels(pool);
-        const configured = pool.config().models;
-        if (!configured) return [...fromPods.values()];
-        return configured.map(
-          (model) =>
-            fromPods.get(model.name) ?? {
-              id: model.name,
-              object: 'model' as const,
-              created: 0,
-              owned_by: 'fairgate',
-            },
+    await Promise.all(deps.pools.all.map((pool) => pool.models.ready()));
+    const byId = new Map<string, ModelEntry>();
+    for (const pool of deps.pools.all) {
+      const configured = pool.config().models ?? [];
+      for (const model of configured) {
+        byId.set(
+          model.name,
+          pool.models.get(model.name) ?? {
+            id: model.name,
+            object: 'model',
+            created: 0,
+            owned_by: 'fairgate',
+          },
         );
-      }),
-    );
-    const data = lists.flat().filter((model) => deps.pools.allows(tenant, model.id));
+      }
+      if (configured.length === 0 || pool.discoversModels()) {
+        for (const entry of pool.models.all()) if (!byId.has(entry.id)) byId.set(entry.id, entry);
+      }
+    }
+    const data = [...byId.values()].filter((model) => deps.pools.allows(tenant, model.id));
     return c.json({ object: 'list', data });
   };
 }
