@@ -38,7 +38,7 @@ export interface EngineConfig {
 export interface SequenceSpec {
   id: string;
   promptTokens: number;
-  /** Chained hashes of the prompt's full blocks (kv.ts hashPromptBlocks). */
+  /** Chained hashes of the prompt's full blocks (hashPromptBlocks of @fairgate/openai). */
   promptBlockHashes: readonly string[];
   /** Tokens to generate before the sequence finishes (>= 1). */
   outputTokens: number;

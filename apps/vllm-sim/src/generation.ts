@@ -1,6 +1,7 @@
 import {
   type Endpoint,
   type GenerationRequest,
+  hashPromptBlocks,
   isChatRequest,
   OpenAIHttpError,
   renderPrompt,
@@ -9,7 +10,6 @@ import {
 } from '@fairgate/openai';
 import { createRng, deriveSeed, uniformInt } from '@fairgate/runtime';
 import type { SimConfig } from './config.js';
-import { hashPromptBlocks } from './kv.js';
 
 /**
  * Turns a validated request into what the engine runs: prompt tokens (the shared token

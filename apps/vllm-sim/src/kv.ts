@@ -1,5 +1,3 @@
-import { createHash } from 'node:crypto';
-
 /**
  * The paged KV cache: a fixed pool of blocks, each holding `blockSize` tokens of one
  * sequence, plus vLLM's automatic prefix cache.
@@ -124,22 +122,4 @@ export class KvBlockPool {
       if (block.refCount === 0) this.freeQueue.set(block.id, block);
     }
   }
-}
-
-/**
- * Chained hashes of the full blocks of a tokenized prompt: hash_k = H(hash_{k-1}, tokens of
- * block k), so equal hashes mean equal prefixes (vLLM's prefix-caching scheme). A trailing
- * partial block is never cached.
- */
-export function hashPromptBlocks(tokens: readonly string[], blockSize: number): string[] {
-  const hashes: string[] = [];
-  let parent = '';
-  for (let start = 0; start + blockSize <= tokens.length; start += blockSize) {
-    parent = createHash('sha256')
-      .update(parent)
-      .update(JSON.stringify(tokens.slice(start, start + blockSize)))
-      .digest('base64url');
-    hashes.push(parent);
-  }
-  return hashes;
 }

@@ -1,6 +1,5 @@
-import { estimatePromptTokens, renderPrompt, tokenizePrompt } from '@fairgate/openai';
 import { describe, expect, it } from 'vitest';
-import { hashPromptBlocks, KvBlockPool } from '../src/kv.js';
+import { KvBlockPool } from '../src/kv.js';
 
 describe('KvBlockPool', () => {
   it('counts blocks in use; freed blocks return to the pool', () => {
@@ -53,30 +52,5 @@ describe('KvBlockPool', () => {
     for (const [index, block] of blocks.entries()) pool.cache(block, `h${index}`);
     expect(pool.lookup(['h0', 'h1', 'h2'], 2)).toHaveLength(2);
     expect(pool.lookup(['h0', 'x', 'h2'], 3)).toHaveLength(1);
-  });
-});
-
-describe('hashPromptBlocks', () => {
-  const request = (content: string) => ({
-    model: 'm',
-    messages: [{ role: 'user' as const, content }],
-  });
-  const blocksOf = (content: string) =>
-    hashPromptBlocks(tokenizePrompt(renderPrompt(request(content))), 16);
-
-  it('hashes the full 16-token blocks of the shared tokenizer output', () => {
-    const content = 'x'.repeat(300);
-    const tokens = estimatePromptTokens(request(content));
-    expect(blocksOf(content)).toHaveLength(Math.floor(tokens / 16));
-  });
-
-  it('chains: equal prefixes share hashes, a change invalidates every later block', () => {
-    const base = blocksOf(`${'a'.repeat(200)}${'b'.repeat(200)}`);
-    const sameStart = blocksOf(`${'a'.repeat(200)}${'c'.repeat(200)}`);
-    const changedFirst = blocksOf(`z${'a'.repeat(199)}${'b'.repeat(200)}`);
-    expect(sameStart.slice(0, 3)).toEqual(base.slice(0, 3));
-    expect(sameStart[4]).not.toBe(base[4]);
-    // Same tokens from block 1 on, but a different block 0: no hash may match.
-    expect(changedFirst.filter((hash) => base.includes(hash))).toEqual([]);
   });
 });

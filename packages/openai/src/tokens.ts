@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { type ChatMessage, type GenerationRequest, isChatRequest } from './requests.js';
 
 /**
@@ -73,4 +74,31 @@ export function tokenizePrompt(prompt: string | number[]): string[] {
 /** KV-cache blocks a sequence of `tokens` tokens holds (vLLM's paged attention). */
 export function kvBlocksFor(tokens: number, blockSize: number): number {
   return Math.ceil(tokens / blockSize);
+}
+
+/**
+ * Chained hashes of the full blocks of a tokenized prompt: hash_k = H(hash_{k-1}, tokens of
+ * block k), so equal hashes mean equal prefixes (vLLM's prefix-caching scheme). A trailing
+ * partial block is never cached. The simulated pod's prefix cache and the gateway's prefix
+ * index (docs/routing.md) hash alike; `maxBlocks` stops after the first so many blocks.
+ */
+export function hashPromptBlocks(
+  tokens: readonly string[],
+  blockSize: number,
+  maxBlocks = Number.POSITIVE_INFINITY,
+): string[] {
+  const hashes: string[] = [];
+  let parent = '';
+  for (
+    let start = 0;
+    start + blockSize <= tokens.length && hashes.length < maxBlocks;
+    start += blockSize
+  ) {
+    parent = createHash('sha256')
+      .update(parent)
+      .update(JSON.stringify(tokens.slice(start, start + blockSize)))
+      .digest('base64url');
+    hashes.push(parent);
+  }
+  return hashes;
 }

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   estimatePromptTokens,
   estimateTextTokens,
+  hashPromptBlocks,
   kvBlocksFor,
   parseChatCompletionRequest,
   parseCompletionRequest,
@@ -60,5 +61,37 @@ describe('token estimate', () => {
     [100, 32, 4],
   ])('%i tokens hold %i-token blocks: %i', (tokens, blockSize, blocks) => {
     expect(kvBlocksFor(tokens, blockSize)).toBe(blocks);
+  });
+});
+
+describe('hashPromptBlocks', () => {
+  const request = (content: string) => ({
+    model: 'm',
+    messages: [{ role: 'user' as const, content }],
+  });
+  const blocksOf = (content: string) =>
+    hashPromptBlocks(tokenizePrompt(renderPrompt(request(content))), 16);
+
+  it('hashes the full 16-token blocks of the shared tokenizer output', () => {
+    const content = 'x'.repeat(300);
+    const tokens = estimatePromptTokens(request(content));
+    expect(blocksOf(content)).toHaveLength(Math.floor(tokens / 16));
+  });
+
+  it('stops after maxBlocks', () => {
+    const content = 'x'.repeat(1_000);
+    const all = blocksOf(content);
+    const first = hashPromptBlocks(tokenizePrompt(renderPrompt(request(content))), 16, 3);
+    expect(first).toEqual(all.slice(0, 3));
+  });
+
+  it('chains: equal prefixes share hashes, a change invalidates every later block', () => {
+    const base = blocksOf(`${'a'.repeat(200)}${'b'.repeat(200)}`);
+    const sameStart = blocksOf(`${'a'.repeat(200)}${'c'.repeat(200)}`);
+    const changedFirst = blocksOf(`z${'a'.repeat(199)}${'b'.repeat(200)}`);
+    expect(sameStart.slice(0, 3)).toEqual(base.slice(0, 3));
+    expect(sameStart[4]).not.toBe(base[4]);
+    // Same tokens from block 1 on, but a different block 0: no hash may match.
+    expect(changedFirst.filter((hash) => base.includes(hash))).toEqual([]);
   });
 });
