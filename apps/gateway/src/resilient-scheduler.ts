@@ -38,6 +38,7 @@ const METHODS = [
   'configure',
   'upsertTenants',
   'upsertPods',
+  'forgetPrefixes',
   'enqueue',
   'poll',
   'waitForNotices',

@@ -150,16 +150,26 @@ export function poolSaturation(
   for (const pod of pods) {
     if (!pod.healthy) continue;
     count += 1;
-    if (isFreshLoad(pod.load, nowMs, config.staleMs)) {
-      sum += Math.max(
-        queuedAtPod(pod, pod.load) / config.queueDepthThreshold,
-        pod.load.kvUtilization / config.kvCacheUtilThreshold,
-      );
-    } else {
-      sum += 1;
-    }
+    sum += podPressure(pod, nowMs, config) ?? 1;
   }
   return count === 0 ? 1 : sum / count;
+}
+
+/**
+ * One pod's term of poolSaturation: max(queued / queueDepthThreshold, kvUtilization /
+ * kvCacheUtilThreshold) from a fresh scrape, undefined without one (podPressure in
+ * lua/includes/saturation.lua). Prefix-aware pod choice weighs it against a cache hit.
+ */
+export function podPressure(
+  pod: PodLoad,
+  nowMs: number,
+  config: SaturationConfig,
+): number | undefined {
+  if (!isFreshLoad(pod.load, nowMs, config.staleMs)) return undefined;
+  return Math.max(
+    queuedAtPod(pod, pod.load) / config.queueDepthThreshold,
+    pod.load.kvUtilization / config.kvCacheUtilThreshold,
+  );
 }
 
 /**

@@ -10,6 +10,7 @@ export {
   newestScrapeMs,
   type PodLoad,
   type PoolSignals,
+  podPressure,
   poolSaturation,
   type SaturationConfig,
   type ScrapedLoad,
@@ -67,3 +68,11 @@ export {
   trueUp,
   wholeTokens,
 } from './token-bucket.js';
+export {
+  DEFAULT_PREFIX_ROUTING,
+  leadingRun,
+  MAX_PREFIX_BLOCKS,
+  type PrefixRoutingConfig,
+  prefixGenerationSize,
+  prefixScore,
+} from './prefix.js';

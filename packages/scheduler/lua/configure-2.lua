@@ -30,6 +30,11 @@
     ARGV[21] in-flight eviction ('1' | '0')
     ARGV[22] hash of the writer's config (which config version the pool's settings came from)
     ARGV[23] mode: 'replace' (start, reload) | 'seed' (restore lost state only)
+    ARGV[24] prefix-aware pod choice ('1' | '0')
+    ARGV[25] prefix weight
+    ARGV[26] prefix pressure weight
+    ARGV[27] prefix index entries per pod
+    ARGV[28] prefix index generation TTL (ms)
 
   Output:
     the budget in force
@@ -49,7 +54,9 @@ rcall('HSET', configKey, 'fairness', ARGV[1], 'dispatchOrder', ARGV[2], 'quantum
   'tierShedMinPriority', ARGV[13], 'queueDepthThreshold', ARGV[14],
   'kvCacheUtilThreshold', ARGV[15], 'staleMs', ARGV[16], 'gatingEnabled', ARGV[17],
   'gatingDefaultCeiling', ARGV[18], 'gatingBandCeilings', ARGV[19], 'queueShedding', ARGV[20],
-  'inflightEviction', ARGV[21], 'configHash', ARGV[22])
+  'inflightEviction', ARGV[21], 'configHash', ARGV[22], 'prefixEnabled', ARGV[24],
+  'prefixWeight', ARGV[25], 'prefixPressureWeight', ARGV[26], 'prefixEntriesPerPod', ARGV[27],
+  'prefixTtlMs', ARGV[28])
 -- The dispatch order's field before it had three values.
 rcall('HDEL', configKey, 'order')
 -- A new rev on every write: the engine keeps the parsed settings while the rev is the same

@@ -21,6 +21,7 @@
     ARGV[9]  queue TTL in ms, '' for the pool default
     ARGV[10] preferred pod, '' for none
     ARGV[11] token-bucket cost (integer >= 0; 0 = not charged)
+    ARGV[12] prompt block hashes joined by ',', '' for none (includes/prefix.lua)
 
   Output:
     {1, pod, retried}   granted on pod (retried = 1 when the id was already live)
@@ -54,6 +55,7 @@ local req = {
   kvBlocks = tonumber(ARGV[7]),
   hint = ARGV[10],
   tokens = 0,
+  prefix = ARGV[12] or '',
 }
 local band = tonumber(req.band)
 touchReplica(req.owner, now, cfg)
@@ -95,11 +97,12 @@ local gauges = rcall('HMGET', ctlKey, 'waiting', 'inflight', 'budget', 'peakInfl
 if (tonumber(gauges[1]) or 0) == 0 and not tenantAtQuota(tenant, req.kvBlocks)
   and (tonumber(gauges[2]) or 0) < (tonumber(gauges[3]) or 0)
   and gateOpen(newGate(cfg, pods, now), band) then
-  local pod = choosePod(pods, req.hint)
+  local pod = chooseRequestPod(pods, req, cfg, now)
   if pod then
     storeRequest(req, 'granted', pod.name)
     holdLease(req, pod, now, cfg, now + cfg.leaseTtlMs,
       { peakInflight = tonumber(gauges[4]) or 0 })
+    rememberPrefix(pod, req, cfg)
     countFlow('admitted', req.tenant, req.class)
     return { 1, pod.name, 0 }
   end

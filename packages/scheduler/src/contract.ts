@@ -35,8 +35,15 @@ export interface EnqueueRequest {
   deadlineMs?: number;
   /** Queue TTL for this request (default: the pool's queueTtlMs). */
   ttlMs?: number;
-  /** Preferred pod (prefix-cache routing), used when it is healthy and under its cap. */
+  /** Preferred pod, used when it is healthy and under its cap (before any other rule). */
   podHint?: PodName;
+  /**
+   * Chained hashes of the prompt's first blocks (hashPromptBlocks, at most
+   * MAX_PREFIX_BLOCKS; each 1-64 of [A-Za-z0-9_-]). With settings.prefix.enabled the pod is
+   * chosen by how much of it each pod recently served against its load, and the granted
+   * pod's index learns them (docs/routing.md).
+   */
+  prefix?: readonly string[];
   /**
    * Token-bucket cost (estimated tokens), integer >= 0; 0 (default) is not charged. Taken
    * atomically with the enqueue when the tenant has a bucket; given back if the request never
@@ -203,6 +210,8 @@ export interface Scheduler {
   ): Promise<SchedulerSettings>;
   upsertTenants(tenants: readonly TenantConfig[]): Promise<void>;
   upsertPods(pods: readonly PodConfig[]): Promise<void>;
+  /** Drops the pods' prefix indexes (they restarted: their KV caches are empty). */
+  forgetPrefixes(pods: readonly PodName[]): Promise<void>;
 
   /** Admits a request: granted now, queued for a later grant notice, or rejected. */
   enqueue(request: EnqueueRequest): Promise<EnqueueResult>;

@@ -41,6 +41,9 @@ export interface PoolKeys {
   readonly noticesPrefix: string;
   readonly waitingByReplicaPrefix: string;
   readonly latencyPrefix: string;
+  /** pxc:<pod> / pxo:<pod> sets: the current / previous generation of a pod's prefix index. */
+  readonly prefixCurrentPrefix: string;
+  readonly prefixPreviousPrefix: string;
 }
 
 export function poolKeys(pool: string): PoolKeys {
@@ -71,6 +74,8 @@ export function poolKeys(pool: string): PoolKeys {
     noticesPrefix: `${tag}grants:`,
     waitingByReplicaPrefix: `${tag}queued:`,
     latencyPrefix: `${tag}lat:`,
+    prefixCurrentPrefix: `${tag}pxc:`,
+    prefixPreviousPrefix: `${tag}pxo:`,
   };
 }
 
@@ -97,6 +102,8 @@ export const ENGINE_KEY_NAMES = [
   'evictable',
   'sheddable',
   'sheddableByTenantPrefix',
+  'prefixCurrentPrefix',
+  'prefixPreviousPrefix',
 ] as const satisfies readonly (keyof PoolKeys)[];
 
 /** Key families that exist only while a request (or a replica's notices) is live. */

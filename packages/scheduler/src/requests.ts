@@ -3,12 +3,15 @@ import {
   assertValidName,
   DEFAULT_SLO_CLASS,
   isReleaseOutcome,
+  MAX_PREFIX_BLOCKS,
   type ReleaseOutcome,
 } from '@fairgate/core';
 import type { EnqueueRequest, PodLoadReport, ReleaseOptions } from './contract.js';
 import { MAX_TOKENS } from './settings.js';
 
 const DAY_MS = 86_400_000;
+/** A block hash as the gateway sends it (base64url); joined with ',' in the request record. */
+const BLOCK_HASH = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** An enqueue with defaults filled, validated once for both implementations. */
 export interface NormalizedEnqueue {
@@ -25,6 +28,8 @@ export interface NormalizedEnqueue {
   podHint: string;
   /** Token-bucket cost (0 = not charged). */
   tokens: number;
+  /** Prompt block hashes (empty = none). */
+  prefix: readonly string[];
 }
 
 export function normalizeEnqueue(request: EnqueueRequest): NormalizedEnqueue {
@@ -44,6 +49,17 @@ export function normalizeEnqueue(request: EnqueueRequest): NormalizedEnqueue {
   if (request.podHint !== undefined) assertValidName('request.podHint', request.podHint);
   const tokens = request.tokens ?? 0;
   assertInteger('request.tokens', tokens, 0, MAX_TOKENS);
+  const prefix = request.prefix ?? [];
+  if (!Array.isArray(prefix) || prefix.length > MAX_PREFIX_BLOCKS) {
+    throw new TypeError(`request.prefix must be an array of at most ${MAX_PREFIX_BLOCKS} hashes`);
+  }
+  prefix.forEach((hash, i) => {
+    if (typeof hash !== 'string' || !BLOCK_HASH.test(hash)) {
+      throw new TypeError(
+        `request.prefix[${i}] must be 1-64 characters of [A-Za-z0-9_-], got ${JSON.stringify(hash)}`,
+      );
+    }
+  });
   return {
     id: request.id,
     tenant: request.tenant,
@@ -56,6 +72,7 @@ export function normalizeEnqueue(request: EnqueueRequest): NormalizedEnqueue {
     ttlMs: request.ttlMs,
     podHint: request.podHint ?? '',
     tokens,
+    prefix,
   };
 }
 

@@ -4,11 +4,13 @@ import {
   assertInteger,
   assertValidName,
   DEFAULT_ADMISSION,
+  DEFAULT_PREFIX_ROUTING,
   DEFAULT_SATURATION,
   DISPATCH_ORDERS,
   FAIRNESS_POLICIES,
   type FairnessPolicy,
   type PodName,
+  type PrefixRoutingConfig,
   type QueueOrder,
   type SaturationConfig,
   type TenantId,
@@ -60,15 +62,18 @@ export interface SchedulerSettings {
   queueShedding: boolean;
   /** A non-sheddable request that cannot be dispatched evicts a sheddable in-flight one. */
   inflightEviction: boolean;
+  /** Prefix-aware pod choice and each pod's index of the prompt blocks it served. */
+  prefix: PrefixRoutingConfig;
 }
 
 /** What configure() accepts: any subset, nested groups merged with their defaults. */
 export type SchedulerSettingsInput = Partial<
-  Omit<SchedulerSettings, 'admission' | 'saturation' | 'gating'>
+  Omit<SchedulerSettings, 'admission' | 'saturation' | 'gating' | 'prefix'>
 > & {
   admission?: Partial<AdmissionConfig>;
   saturation?: Partial<SaturationConfig>;
   gating?: Partial<GatingConfig>;
+  prefix?: Partial<PrefixRoutingConfig>;
 };
 
 export const DEFAULT_SETTINGS: Readonly<SchedulerSettings> = {
@@ -87,6 +92,7 @@ export const DEFAULT_SETTINGS: Readonly<SchedulerSettings> = {
   gating: DEFAULT_GATING,
   queueShedding: false,
   inflightEviction: false,
+  prefix: DEFAULT_PREFIX_ROUTING,
 };
 
 const DAY_MS = 86_400_000;
@@ -110,6 +116,7 @@ export function resolveSettings(input: SchedulerSettingsInput = {}): SchedulerSe
   settings.admission = group('admission', DEFAULT_ADMISSION, given.admission);
   settings.saturation = group('saturation', DEFAULT_SATURATION, given.saturation);
   settings.gating = group('gating', DEFAULT_GATING, given.gating);
+  settings.prefix = group('prefix', DEFAULT_PREFIX_ROUTING, given.prefix);
   oneOf('scheduler.fairness', settings.fairness, FAIRNESS_POLICIES);
   oneOf('scheduler.dispatchOrder', settings.dispatchOrder, DISPATCH_ORDERS);
   assertInteger('scheduler.quantum', settings.quantum, 1, 1_000_000);
@@ -158,6 +165,12 @@ export function resolveSettings(input: SchedulerSettingsInput = {}): SchedulerSe
   settings.gating = { ...gating, bandCeilings };
   assertBoolean('scheduler.queueShedding', settings.queueShedding);
   assertBoolean('scheduler.inflightEviction', settings.inflightEviction);
+  const { prefix } = settings;
+  assertBoolean('scheduler.prefix.enabled', prefix.enabled);
+  assertNumber('scheduler.prefix.weight', prefix.weight, { min: 0, max: 1_000 });
+  assertNumber('scheduler.prefix.pressureWeight', prefix.pressureWeight, { min: 0, max: 1_000 });
+  assertInteger('scheduler.prefix.entriesPerPod', prefix.entriesPerPod, 2, 100_000_000);
+  assertInteger('scheduler.prefix.ttlMs', prefix.ttlMs, 1_000, 30 * DAY_MS);
   return settings;
 }
 

@@ -16,7 +16,7 @@ import { ENGINE_KEY_NAMES, poolKeys } from '../src/keys.js';
  * as function parameters (so no call site can pass something else).
  */
 const KEYLESS_COMMANDS = new Set(['TIME']);
-const TWO_KEY_COMMANDS = new Set(['LMOVE']);
+const TWO_KEY_COMMANDS = new Set(['LMOVE', 'RENAME']);
 
 function withoutComments(lua: string): string {
   return lua.replace(/--\[\[[\s\S]*?\]\]/g, '').replace(/--.*$/gm, '');
@@ -114,7 +114,7 @@ describe('lua and TypeScript agree', () => {
   it('every engine script takes one key, the tag', () => {
     const engine = entries.filter((s) => s.content.includes('>>> includes/engineKeys'));
     expect(engine.map((s) => s.name).sort()).toEqual(
-      ['enqueue', 'heartbeat', 'poll', 'reclaim', 'release'].sort(),
+      ['enqueue', 'forgetPrefixes', 'heartbeat', 'poll', 'reclaim', 'release'].sort(),
     );
     for (const script of engine) expect(script.keys, script.name).toBe(1);
   });

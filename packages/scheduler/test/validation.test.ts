@@ -54,7 +54,24 @@ describe('settings validation names the bad key', () => {
       gating: { enabled: false, bandCeilings: {}, defaultCeiling: 1 },
       queueShedding: false,
       inflightEviction: false,
+      prefix: {
+        enabled: false,
+        weight: 0.5,
+        pressureWeight: 0.25,
+        entriesPerPod: 65_536,
+        ttlMs: 3_600_000,
+      },
     });
+  });
+
+  it.each([
+    [{ prefix: { weight: -1 } }, /scheduler.prefix.weight/],
+    [{ prefix: { pressureWeight: Number.NaN } }, /scheduler.prefix.pressureWeight/],
+    [{ prefix: { entriesPerPod: 1 } }, /scheduler.prefix.entriesPerPod/],
+    [{ prefix: { ttlMs: 10 } }, /scheduler.prefix.ttlMs/],
+    [{ prefix: { enabled: 'yes' } }, /scheduler.prefix.enabled/],
+  ])('rejects prefix settings %j', (input, message) => {
+    expect(() => resolveSettings(input as never)).toThrow(message);
   });
 
   it('merges nested groups with their defaults and normalizes band keys', () => {
@@ -119,6 +136,7 @@ describe('requests', () => {
       ttlMs: undefined,
       podHint: '',
       tokens: 0,
+      prefix: [],
     });
   });
 
@@ -131,6 +149,11 @@ describe('requests', () => {
     [{ sloClass: 'x y' }, /request.sloClass/],
     [{ tokens: -1 }, /request.tokens/],
     [{ tokens: 1.5 }, /request.tokens/],
+    [{ prefix: ['ok', 'a,b'] }, /request.prefix\[1\]/],
+    [{ prefix: [''] }, /request.prefix\[0\]/],
+    [{ prefix: ['x'.repeat(65)] }, /request.prefix\[0\]/],
+    [{ prefix: 'abc' }, /request.prefix must be an array/],
+    [{ prefix: Array.from({ length: 513 }, (_, i) => `h${i}`) }, /at most 512/],
   ])('rejects %j', (patch, message) => {
     expect(() => normalizeEnqueue({ ...base, ...patch })).toThrow(message);
   });

@@ -5,7 +5,7 @@
 --
 -- The parsed settings of the last read are kept at the library's top level with the
 -- config's key and `rev`, which configure-2.lua makes new on every write (server time and
--- a counter): a call whose config is unchanged reads two fields instead of 21 and builds no
+-- a counter): a call whose config is unchanged reads two fields instead of 26 and builds no
 -- table (the 21-field read was ~14% of an enqueue+release pair's Redis time, bench:scheduler).
 -- A config without a rev (written by a release before revs) is read whole every time. The
 -- cached table is never modified by its users.
@@ -19,7 +19,8 @@ local function loadConfig()
     'maxQueueDepth', 'queueTtlMs', 'leaseTtlMs', 'maxGrantsPerPass', 'janitorBatch',
     'admissionPolicy', 'tierShedThreshold', 'tierShedMinPriority', 'queueDepthThreshold',
     'kvCacheUtilThreshold', 'staleMs', 'gatingEnabled', 'gatingDefaultCeiling',
-    'gatingBandCeilings', 'queueShedding', 'inflightEviction')
+    'gatingBandCeilings', 'queueShedding', 'inflightEviction', 'prefixEnabled', 'prefixWeight',
+    'prefixPressureWeight', 'prefixEntriesPerPod', 'prefixTtlMs')
   if not raw[1] then return nil end
   local cfg = {
     fairness = raw[1],
@@ -43,6 +44,13 @@ local function loadConfig()
     gatingBandCeilings = raw[18],
     queueShedding = raw[19] == '1',
     inflightEviction = raw[20] == '1',
+    -- Prefix-aware pod choice (includes/prefix.lua); absent before it existed: off.
+    prefixEnabled = raw[21] == '1',
+    prefixWeight = tonumber(raw[22]) or 0,
+    prefixPressureWeight = tonumber(raw[23]) or 0,
+    -- One generation of a pod's index: half the entries (prefixGenerationSize in core).
+    prefixGeneration = math.ceil((tonumber(raw[24]) or 2) / 2),
+    prefixTtlMs = tonumber(raw[25]) or 3600000,
   }
   if rev then cachedConfigOf, cachedConfigRev, cachedConfig = configKey, rev, cfg end
   return cfg

@@ -2,6 +2,7 @@
 --- @include "includes/config"
 --- @include "includes/pods"
 --- @include "includes/saturation"
+--- @include "includes/prefix"
 --- @include "includes/ring"
 --[[
   The dispatch pass: grants waiting requests while the global budget and some pod have room.
@@ -68,11 +69,12 @@ local function gateEviction(pass)
 end
 
 local function grantWaiting(pass, req, band, fifo)
-  local pod = choosePod(pass.pods, req.hint)
+  local pod = chooseRequestPod(pass.pods, req, pass.cfg, pass.now)
   unlinkWaiting(req)
   local requestKey = requestPrefix .. req.id
   rcall('HSET', requestKey, 'state', 'granted', 'pod', pod.name)
   holdLease(req, pod, pass.now, pass.cfg, req.ownerLiveness, pass)
+  rememberPrefix(pod, req, pass.cfg)
   local queueKey = queuePrefix .. band .. ':' .. req.tenant
   local queueEmptyNow = rcall('ZCARD', queueKey) == 0
   if fifo then

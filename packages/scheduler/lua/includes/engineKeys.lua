@@ -30,6 +30,8 @@ local waitingByReplicaPrefix
 local evictableKey
 local sheddableKey
 local sheddableByTenantPrefix
+local prefixCurrentPrefix
+local prefixPreviousPrefix
 local boundTag
 local function bindEngineKeys(KEYS)
   local tag = KEYS[1]
@@ -63,6 +65,9 @@ local function bindEngineKeys(KEYS)
                                                 -- sheddableScore (lowest band, then newest
                                                 -- arrival first)
   sheddableByTenantPrefix = tag .. 'sheddable:' -- sheddable:<tenant> zset, the same per tenant
+  prefixCurrentPrefix = tag .. 'pxc:'           -- pxc:<pod> set: the current generation of
+                                                -- the pod's prefix index (includes/prefix.lua)
+  prefixPreviousPrefix = tag .. 'pxo:'          -- pxo:<pod> set: its previous generation
   boundTag = tag
 end
 --- @percall bindEngineKeys(KEYS)

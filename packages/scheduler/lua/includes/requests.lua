@@ -1,7 +1,8 @@
 --- @include "includes/stats"
 --- @include "includes/bucket"
 --[[
-  req:<id> hash: tenant, band, owner (replica), class, cost, kvBlocks, hint, expiresAt
+  req:<id> hash: tenant, band, owner (replica), class, cost, kvBlocks, hint, prefix (prompt
+  block hashes joined by ',', includes/prefix.lua), expiresAt
   (queue expiry), seq, tokens (charged to the tenant's bucket, 0 = not charged), state
   ('queued' | 'granted') and pod once granted. A request is live iff its hash exists; it is
   deleted the moment the request ends, so ids never leak.
@@ -14,7 +15,7 @@
 local function readRequest(id)
   local requestKey = requestPrefix .. id
   local raw = rcall('HMGET', requestKey, 'state', 'tenant', 'band', 'owner', 'class', 'cost',
-    'kvBlocks', 'hint', 'expiresAt', 'pod', 'seq', 'tokens')
+    'kvBlocks', 'hint', 'expiresAt', 'pod', 'seq', 'tokens', 'prefix')
   if not raw[1] then return nil end
   return {
     id = id,
@@ -30,6 +31,7 @@ local function readRequest(id)
     pod = raw[10],
     seq = tonumber(raw[11]),
     tokens = tonumber(raw[12]) or 0,
+    prefix = raw[13] or '',
   }
 end
 
@@ -38,7 +40,7 @@ local function storeRequest(req, state, pod)
   rcall('HSET', requestKey, 'state', state, 'tenant', req.tenant, 'band', req.band,
     'owner', req.owner, 'class', req.class, 'cost', req.cost, 'kvBlocks', req.kvBlocks,
     'hint', req.hint, 'expiresAt', req.expiresAt, 'seq', req.seq, 'tokens', req.tokens,
-    'pod', pod or '')
+    'pod', pod or '', 'prefix', req.prefix)
 end
 
 -- Score in the shedding and eviction indexes (sheddableScore in src/local/engine.ts): the

@@ -14,19 +14,21 @@ local function queuedAtPod(pod)
   return math.max(pod.waiting, pod.inflight - pod.running)
 end
 
--- Mean over healthy pods of max(queued / queueDepthThreshold, kv / kvCacheUtilThreshold);
--- never scraped or stale counts 1.0; no healthy pod is 1.0.
+-- One pod's max(queued / queueDepthThreshold, kv / kvCacheUtilThreshold) from a fresh
+-- scrape, nil without one (podPressure in src/admission.ts).
+local function podPressure(pod, now, cfg)
+  if not freshLoad(pod, now, cfg) then return nil end
+  return math.max(queuedAtPod(pod) / cfg.queueDepthThreshold, pod.kv / cfg.kvCacheUtilThreshold)
+end
+
+-- Mean over healthy pods of podPressure; never scraped or stale counts 1.0; no healthy pod
+-- is 1.0.
 local function poolSaturation(pods, now, cfg)
   local sum, count = 0, 0
   for _, pod in ipairs(pods.list) do
     if pod.healthy then
       count = count + 1
-      if freshLoad(pod, now, cfg) then
-        sum = sum + math.max(queuedAtPod(pod) / cfg.queueDepthThreshold,
-          pod.kv / cfg.kvCacheUtilThreshold)
-      else
-        sum = sum + 1
-      end
+      sum = sum + (podPressure(pod, now, cfg) or 1)
     end
   end
   if count == 0 then return 1 end

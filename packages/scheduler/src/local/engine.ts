@@ -9,7 +9,9 @@ import {
   isSheddablePriority,
   maxPodLoad,
   newestScrapeMs,
+  podPressure,
   poolSaturation,
+  prefixScore,
   type ScrapedLoad,
   take,
   trueUp,
@@ -17,6 +19,7 @@ import {
 import { ScriptCode } from '../codes.js';
 import { compareBytes, counterField, rejectionField } from '../counters.js';
 import type { SchedulerSettings } from '../settings.js';
+import { PrefixIndex } from './prefix-index.js';
 import { SortedSet } from './sorted-set.js';
 
 /**
@@ -37,6 +40,8 @@ export interface LocalRequest {
   seq: number;
   /** Tokens charged to the tenant's bucket (0 = not charged). */
   tokens: number;
+  /** Prompt block hashes (EnqueueRequest.prefix; empty = none). */
+  prefix: readonly string[];
   state: 'queued' | 'granted';
   pod: string;
 }
@@ -135,6 +140,8 @@ export class LocalEngine {
   readonly waitingByBand = new Map<number, number>();
   readonly tenants = new Map<string, LocalTenant>();
   readonly pods = new Map<string, LocalPod>();
+  /** Each pod's index of the prompt blocks it was granted (prefix routing). */
+  readonly prefixIndex = new PrefixIndex();
   readonly requests = new Map<string, LocalRequest>();
   readonly queues = new Map<string, SortedSet>();
   readonly rings = new Map<number, FlowRing>();
@@ -218,15 +225,71 @@ export class LocalEngine {
     return [...this.pods.values()].sort((a, b) => compareBytes(a.name, b.name));
   }
 
-  choosePod(pods: readonly LocalPod[], hint: string): LocalPod | undefined {
+  /**
+   * The hinted pod when it has room; else, for a request with a prefix while prefix routing
+   * is on, the best-scoring pod with room when some pod holds part of the prefix
+   * (choosePrefixPod); else the least-loaded pod with room.
+   */
+  choosePod(
+    pods: readonly LocalPod[],
+    hint: string,
+    prefix: readonly string[] = [],
+    settings?: SchedulerSettings,
+    now = 0,
+  ): LocalPod | undefined {
     const hasRoom = (pod: LocalPod) => pod.healthy && pod.inflight < pod.cap;
     const hinted = hint === '' ? undefined : this.pods.get(hint);
     if (hinted && hasRoom(hinted)) return hinted;
+    if (prefix.length > 0 && settings?.prefix.enabled) {
+      const chosen = this.choosePrefixPod(pods, prefix, settings, now);
+      if (chosen) return chosen;
+    }
     let best: LocalPod | undefined;
     for (const pod of pods) {
       if (hasRoom(pod) && (!best || pod.inflight * best.cap < best.inflight * pod.cap)) best = pod;
     }
     return best;
+  }
+
+  // --- prefix.lua
+  /**
+   * The pod with room of the highest prefixScore (the first in name order on a tie), or
+   * undefined when no pod with room holds even the first block.
+   */
+  private choosePrefixPod(
+    pods: readonly LocalPod[],
+    prefix: readonly string[],
+    settings: SchedulerSettings,
+    now: number,
+  ): LocalPod | undefined {
+    let best: LocalPod | undefined;
+    let bestScore = 0;
+    let anyMatch = false;
+    for (const pod of pods) {
+      if (!pod.healthy || pod.inflight >= pod.cap) continue;
+      const matched = this.prefixIndex.matched(pod.name, prefix, now);
+      if (matched > 0) anyMatch = true;
+      const pressure = podPressure(pod, now, settings.saturation) ?? 0;
+      const score = prefixScore(
+        settings.prefix,
+        matched,
+        prefix.length,
+        pod.inflight,
+        pod.cap,
+        pressure,
+      );
+      if (!best || score > bestScore) {
+        best = pod;
+        bestScore = score;
+      }
+    }
+    return anyMatch ? best : undefined;
+  }
+
+  /** A grant on `pod`: its index learns the request's prefix (prefix routing on). */
+  rememberPrefix(pod: LocalPod, req: LocalRequest, now: number, settings: SchedulerSettings): void {
+    if (settings.prefix.enabled)
+      this.prefixIndex.remember(pod.name, req.prefix, now, settings.prefix);
   }
 
   // --- requests.lua
@@ -480,11 +543,18 @@ export class LocalEngine {
 
   private grantWaiting(pass: Pass, ready: ReadyHead, band: number, fifo: boolean): void {
     const { req, ownerLiveness } = ready;
-    const pod = this.choosePod(pass.pods, req.hint) as LocalPod;
+    const pod = this.choosePod(
+      pass.pods,
+      req.hint,
+      req.prefix,
+      pass.settings,
+      pass.now,
+    ) as LocalPod;
     this.unlinkWaiting(req);
     req.state = 'granted';
     req.pod = pod.name;
     this.holdLease(req, pod, pass.now, pass.settings, ownerLiveness);
+    this.rememberPrefix(pod, req, pass.now, pass.settings);
     const queueEmptyNow = !this.queues.has(queueName(band, req.tenant));
     const ring = this.rings.get(band);
     if (fifo) {

@@ -3,6 +3,7 @@ import {
   assertValidName,
   type BucketState,
   currentBucket,
+  type PodName,
   poolSaturation,
   queueScore,
   type ReplicaId,
@@ -132,6 +133,11 @@ export class LocalScheduler implements Scheduler {
     }
   }
 
+  async forgetPrefixes(pods: readonly PodName[]): Promise<void> {
+    for (const pod of pods) assertValidName('pod', pod);
+    for (const pod of pods) this.engine.prefixIndex.forget(pod);
+  }
+
   /** Mirrors lua/enqueue-1.lua. */
   async enqueue(request: EnqueueRequest): Promise<EnqueueResult> {
     const r = normalizeEnqueue(request);
@@ -175,6 +181,7 @@ export class LocalScheduler implements Scheduler {
       cost: r.cost,
       kvBlocks: r.kvBlocks,
       hint: r.podHint,
+      prefix: r.prefix,
       expiresAt: now + ttlMs,
       seq: 0,
       tokens: tenant.tokenBucket ? r.tokens : 0,
@@ -188,12 +195,13 @@ export class LocalScheduler implements Scheduler {
       e.inflight < (e.budget ?? 0) &&
       new Gate(settings, pods, now).open(r.band)
     ) {
-      const pod = e.choosePod(pods, r.podHint);
+      const pod = e.choosePod(pods, r.podHint, r.prefix, settings, now);
       if (pod) {
         req.state = 'granted';
         req.pod = pod.name;
         e.requests.set(req.id, req);
         e.holdLease(req, pod, now, settings, now + settings.leaseTtlMs);
+        e.rememberPrefix(pod, req, now, settings);
         e.countFlow('admitted', r.tenant, r.sloClass);
         return { status: 'granted', pod: pod.name, retried: false };
       }

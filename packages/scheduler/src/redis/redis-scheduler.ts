@@ -1,4 +1,10 @@
-import { assertInteger, assertValidName, type ReplicaId, type RequestId } from '@fairgate/core';
+import {
+  assertInteger,
+  assertValidName,
+  type PodName,
+  type ReplicaId,
+  type RequestId,
+} from '@fairgate/core';
 import { Redis } from 'ioredis';
 import { rejectionOf, ScriptCode, schedulerError } from '../codes.js';
 import type {
@@ -150,6 +156,11 @@ export class RedisScheduler implements Scheduler {
         flag(s.inflightEviction),
         options.configHash ?? '',
         options.mode ?? 'replace',
+        flag(s.prefix.enabled),
+        String(s.prefix.weight),
+        String(s.prefix.pressureWeight),
+        s.prefix.entriesPerPod,
+        s.prefix.ttlMs,
       ],
     );
     return s;
@@ -185,6 +196,14 @@ export class RedisScheduler implements Scheduler {
     await this.run('upsertPods', [this.keys.pods], args);
   }
 
+  async forgetPrefixes(pods: readonly PodName[]): Promise<void> {
+    if (pods.length === 0) return;
+    for (const pod of pods) assertValidName('pod', pod);
+    this.wake();
+    // FCALL lua/forgetPrefixes-1.lua
+    await this.run('forgetPrefixes', this.engineKeys, [...pods]);
+  }
+
   async enqueue(request: EnqueueRequest): Promise<EnqueueResult> {
     const r = normalizeEnqueue(request);
     // FCALL lua/enqueue-1.lua
@@ -200,6 +219,7 @@ export class RedisScheduler implements Scheduler {
       r.ttlMs ?? '',
       r.podHint,
       r.tokens,
+      r.prefix.join(','),
     ]);
     if (typeof reply === 'number')
       throw schedulerError(reply, `enqueue ${r.id} (tenant ${r.tenant})`);

@@ -70,6 +70,13 @@ export function decodeSettings(config: Map<string, string>): SchedulerSettings |
     },
     queueShedding: config.get('queueShedding') === '1',
     inflightEviction: config.get('inflightEviction') === '1',
+    prefix: {
+      enabled: config.get('prefixEnabled') === '1',
+      weight: numberOr(config.get('prefixWeight'), d.prefix.weight),
+      pressureWeight: numberOr(config.get('prefixPressureWeight'), d.prefix.pressureWeight),
+      entriesPerPod: numberOr(config.get('prefixEntriesPerPod'), d.prefix.entriesPerPod),
+      ttlMs: numberOr(config.get('prefixTtlMs'), d.prefix.ttlMs),
+    },
   };
 }
 

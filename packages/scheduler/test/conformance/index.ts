@@ -11,6 +11,7 @@ import { saturationGating } from './gating.js';
 import { lifecycle } from './lifecycle.js';
 import { liveness } from './liveness.js';
 import { podLoad } from './pod-load.js';
+import { prefixRouting } from './prefix.js';
 import { replicas } from './replicas.js';
 import { queueShedding } from './shedding.js';
 import { tokenBuckets } from './token-bucket.js';
@@ -53,4 +54,5 @@ export function describeSchedulerConformance(getBackend: GetBackend): void {
   describe('saturation gating', () => saturationGating(getPool));
   describe('queue shedding', () => queueShedding(getPool));
   describe('in-flight eviction', () => inflightEviction(getPool));
+  describe('prefix-aware pod choice', () => prefixRouting(getPool));
 }

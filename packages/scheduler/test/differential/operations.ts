@@ -178,6 +178,12 @@ export class Generator {
     if (chance(rng, 0.3)) request.ttlMs = uniformInt(rng, 1, 3_000);
     if (chance(rng, 0.3)) request.podHint = chance(rng, 0.9) ? pick(rng, this.pods).name : 'gone';
     if (chance(rng, 0.4)) request.tokens = uniformInt(rng, 0, 8);
+    if (chance(rng, 0.6)) {
+      // A few conversations, each a chain of blocks: requests share prefixes of them.
+      const conversation = pick(rng, ['a', 'b', 'c', 'd']);
+      const blocks = uniformInt(rng, 1, 5);
+      request.prefix = Array.from({ length: blocks }, (_, i) => `${conversation}${i}`);
+    }
     return request;
   }
 
@@ -284,6 +290,14 @@ function randomSettings(rng: Rng): SchedulerSettingsInput {
     },
     queueShedding: chance(rng, 0.5),
     inflightEviction: chance(rng, 0.5),
+    prefix: {
+      enabled: chance(rng, 0.7),
+      weight: pick(rng, [0, 0.5, 1, 3]),
+      pressureWeight: pick(rng, [0, 0.25, 1]),
+      // Small bounds rotate the generations often.
+      entriesPerPod: pick(rng, [2, 3, 8, 65_536]),
+      ttlMs: 3_600_000,
+    },
   };
 }
 

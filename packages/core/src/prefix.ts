@@ -1,0 +1,61 @@
+/**
+ * Prefix-aware pod choice (docs/routing.md): a request carries the chained hashes of its
+ * prompt's first blocks; each pod has an index of the block hashes it recently served. A
+ * pod's score weighs the share of the request's blocks it holds (its leading run: chained
+ * hashes match only as a prefix) against its load. The same arithmetic, in the same order,
+ * runs in lua/includes/prefix.lua, so both scheduler implementations choose alike.
+ */
+export interface PrefixRoutingConfig {
+  /** Off: the least-loaded pod, as without prefixes. */
+  enabled: boolean;
+  /**
+   * What a request's whole prefix being on a pod is worth, in units of that pod's whole cap
+   * in flight (load = inflight / cap): a pod holding the prefix wins while it carries less
+   * than `weight` x cap more than the others.
+   */
+  weight: number;
+  /** Weight of the pod's scraped pressure (its saturation term, 0 without a fresh scrape). */
+  pressureWeight: number;
+  /** Most block hashes indexed per pod (two generations of half each: an approximate LRU). */
+  entriesPerPod: number;
+  /** A generation of a pod's index is dropped this long after its first entry. */
+  ttlMs: number;
+}
+
+export const DEFAULT_PREFIX_ROUTING: Readonly<PrefixRoutingConfig> = {
+  enabled: false,
+  weight: 0.5,
+  pressureWeight: 0.25,
+  entriesPerPod: 65_536,
+  ttlMs: 3_600_000,
+};
+
+/** Most block hashes a request may carry (bounds the work of one pod choice). */
+export const MAX_PREFIX_BLOCKS = 512;
+
+/** Entries of one index generation: the index holds at most two of them (plus one request's blocks). */
+export function prefixGenerationSize(config: PrefixRoutingConfig): number {
+  return Math.ceil(config.entriesPerPod / 2);
+}
+
+/**
+ * A pod's score for a request of `total` blocks of which it holds the first `matched`:
+ * weight x matched / total - inflight / cap - pressureWeight x pressure. Higher is better.
+ */
+export function prefixScore(
+  config: PrefixRoutingConfig,
+  matched: number,
+  total: number,
+  inflight: number,
+  cap: number,
+  pressure: number,
+): number {
+  return (config.weight * matched) / total - inflight / cap - config.pressureWeight * pressure;
+}
+
+/** How many of `hashes`, from the first, `holds` answers yes for. */
+export function leadingRun(hashes: readonly string[], holds: (hash: string) => boolean): number {
+  let run = 0;
+  while (run < hashes.length && holds(hashes[run] as string)) run += 1;
+  return run;
+}
