@@ -68,7 +68,7 @@ export function createScheduler(
 
 export function schedulerSettings(config: FairgateConfig): Partial<SchedulerSettings> {
   const s = config.scheduler;
-  const { admission, saturation } = config;
+  const { admission, saturation, routing } = config;
   const bandCeilings: Record<string, number> = {};
   for (const [cls, ceiling] of Object.entries(saturation.band_ceilings)) {
     const band = config.slo_classes[cls];
@@ -96,6 +96,13 @@ export function schedulerSettings(config: FairgateConfig): Partial<SchedulerSett
     gating: { enabled: saturation.gating, bandCeilings, defaultCeiling: 1 },
     queueShedding: s.queue_shedding,
     inflightEviction: s.inflight_eviction,
+    prefix: {
+      enabled: routing.prefix === 'on',
+      weight: routing.prefix_weight,
+      pressureWeight: routing.pressure_weight,
+      entriesPerPod: routing.index_entries_per_pod,
+      ttlMs: routing.index_ttl_s * 1_000,
+    },
   };
 }
 

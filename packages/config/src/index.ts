@@ -16,6 +16,7 @@ export {
   type PoolConfig,
   poolSchema,
   type RedisSectionConfig,
+  type RoutingConfig,
   type SaturationSectionConfig,
   type SchedulerConfig,
   type ServerSectionConfig,

@@ -30,6 +30,7 @@ function viewOf(config: FairgateConfig, pool: PoolConfig): FairgateConfig {
     saturation: pool.saturation,
     controller: pool.controller,
     tuner: pool.tuner,
+    routing: pool.routing,
   };
 }
 

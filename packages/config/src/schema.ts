@@ -238,6 +238,25 @@ export const controllerSchema = z
   })
   .transform((c) => ({ ...c, enabled: c.enabled ?? c.target_p99_ttft_s !== undefined }));
 
+/**
+ * Which pod a granted request goes to (docs/routing.md): with `prefix: on` the pod that
+ * recently served the most of the request's prompt prefix, weighed against load, from one
+ * index in Redis shared by every replica; `off`: the least-loaded pod.
+ */
+export const routingSchema = z.strictObject({
+  prefix: z.enum(['on', 'off']).default('off'),
+  /** What a whole prefix on a pod is worth, in units of that pod's cap in flight. */
+  prefix_weight: z.number().min(0).max(1_000).default(0.5),
+  /** Weight of a pod's scraped pressure (queued / threshold, KV use / threshold). */
+  pressure_weight: z.number().min(0).max(1_000).default(0.25),
+  /** Most prompt blocks (of scheduler.kv_block_size tokens) hashed per request. */
+  max_blocks: z.number().int().min(1).max(512).default(128),
+  /** Most block hashes the index keeps per pod (an approximate LRU of two generations). */
+  index_entries_per_pod: z.number().int().min(2).max(100_000_000).default(65_536),
+  /** A generation of a pod's index is dropped this long after its first entry. */
+  index_ttl_s: z.number().int().min(1).max(2_592_000).default(3_600),
+});
+
 /** The leader lease: every replica runs the election, one leads (docs/controller.md). */
 export const leaderSchema = z
   .strictObject({
@@ -373,6 +392,7 @@ export const poolSchema = z.strictObject({
   saturation: saturationSchema.optional(),
   controller: controllerSchema.optional(),
   tuner: tunerSchema.optional(),
+  routing: routingSchema.optional(),
 });
 
 const configObject = z.strictObject({
@@ -418,6 +438,7 @@ const configObject = z.strictObject({
   leader: leaderSchema.default(leaderSchema.parse({})),
   scrape: scrapeSchema.default(scrapeSchema.parse({})),
   tuner: tunerSchema.default(tunerSchema.parse({})),
+  routing: routingSchema.default(routingSchema.parse({})),
   server: serverSchema.default(serverSchema.parse({})),
   shutdown: shutdownSchema.default(shutdownSchema.parse({})),
 });
@@ -610,7 +631,7 @@ export const configSchema = configObject
 /** The sections a pool may set for itself; absent ones are the top-level sections. */
 type PoolSections = Pick<
   z.output<typeof poolSchema>,
-  'scheduler' | 'admission' | 'saturation' | 'controller' | 'tuner'
+  'scheduler' | 'admission' | 'saturation' | 'controller' | 'tuner' | 'routing'
 >;
 
 /** One pool as the gateway runs it: every section resolved (its own, or the top-level one). */
@@ -626,6 +647,7 @@ export interface PoolConfig {
   readonly saturation: SaturationSectionConfig;
   readonly controller: ControllerSectionConfig;
   readonly tuner: z.output<typeof tunerSchema>;
+  readonly routing: RoutingConfig;
 }
 
 type ParsedSections = Pick<
@@ -646,6 +668,7 @@ function poolsOf(config: ParsedSections): PoolConfig[] {
       saturation: pool.saturation ?? config.saturation,
       controller: pool.controller ?? config.controller,
       tuner: pool.tuner ?? config.tuner,
+      routing: pool.routing ?? config.routing,
     }));
   }
   return [
@@ -659,6 +682,7 @@ function poolsOf(config: ParsedSections): PoolConfig[] {
       saturation: config.saturation,
       controller: config.controller,
       tuner: config.tuner,
+      routing: config.routing,
     },
   ];
 }
@@ -676,3 +700,4 @@ export type LeaderConfig = z.infer<typeof leaderSchema>;
 export type RedisSectionConfig = z.infer<typeof redisSchema>;
 export type ServerSectionConfig = z.infer<typeof serverSchema>;
 export type ShutdownSectionConfig = z.infer<typeof shutdownSchema>;
+export type RoutingConfig = z.infer<typeof routingSchema>;

@@ -102,3 +102,28 @@ export function hashPromptBlocks(
   }
   return hashes;
 }
+
+/** Characters of a block hash as an index key (96 bits of the sha256: collisions negligible). */
+export const BLOCK_KEY_CHARS = 16;
+
+/**
+ * Index keys of a request's first `maxBlocks` full prompt blocks: hashPromptBlocks of the
+ * rendered, tokenized prompt, cut to BLOCK_KEY_CHARS. Only the part of the prompt those
+ * blocks cover is tokenized (tokens are fixed slices of the text, so a prefix of the text
+ * gives a prefix of the tokens). The gateway's prefix index keys (docs/routing.md).
+ */
+export function promptBlockKeys(
+  request: GenerationRequest,
+  blockSize: number,
+  maxBlocks: number,
+): string[] {
+  const prompt = renderPrompt(request);
+  const tokens = maxBlocks * blockSize;
+  const head =
+    typeof prompt === 'string'
+      ? prompt.slice(0, tokens * CHARS_PER_TOKEN)
+      : prompt.slice(0, tokens);
+  return hashPromptBlocks(tokenizePrompt(head), blockSize, maxBlocks).map((hash) =>
+    hash.slice(0, BLOCK_KEY_CHARS),
+  );
+}

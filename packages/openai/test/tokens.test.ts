@@ -6,6 +6,7 @@ import {
   kvBlocksFor,
   parseChatCompletionRequest,
   parseCompletionRequest,
+  promptBlockKeys,
   renderChatPrompt,
   renderPrompt,
   tokenizePrompt,
@@ -93,5 +94,37 @@ describe('hashPromptBlocks', () => {
     expect(sameStart[4]).not.toBe(base[4]);
     // Same tokens from block 1 on, but a different block 0: no hash may match.
     expect(changedFirst.filter((hash) => base.includes(hash))).toEqual([]);
+  });
+});
+
+describe('promptBlockKeys', () => {
+  const chat = (content: string) => ({
+    model: 'm',
+    messages: [
+      { role: 'system' as const, content: 'You are terse. '.repeat(40) },
+      { role: 'user' as const, content },
+    ],
+  });
+
+  it('is the first blocks of hashPromptBlocks, cut to index keys', () => {
+    const request = chat('hello there');
+    const full = hashPromptBlocks(tokenizePrompt(renderPrompt(request)), 16);
+    expect(promptBlockKeys(request, 16, 128)).toEqual(full.map((h) => h.slice(0, 16)));
+    expect(promptBlockKeys(request, 16, 3)).toEqual(full.slice(0, 3).map((h) => h.slice(0, 16)));
+  });
+
+  it('shares the system prompt blocks between users, not the blocks after', () => {
+    const a = promptBlockKeys(chat('question one'), 16, 128);
+    const b = promptBlockKeys(chat('another question entirely'), 16, 128);
+    const shared = a.findIndex((key, i) => key !== b[i]);
+    expect(shared).toBeGreaterThan(5);
+    expect(a.slice(shared).some((key) => b.includes(key))).toBe(false);
+  });
+
+  it('hashes token-id prompts by their ids', () => {
+    const ids = Array.from({ length: 40 }, (_, i) => i);
+    const keys = promptBlockKeys({ model: 'm', prompt: ids }, 16, 8);
+    expect(keys).toHaveLength(2);
+    expect(keys).toEqual(hashPromptBlocks(ids.map(String), 16).map((h) => h.slice(0, 16)));
   });
 });

@@ -29,7 +29,7 @@ export const fetchMetrics: MetricsFetcher = async (url, timeoutMs) => {
 };
 
 export interface PodScraperOptions {
-  store: Pick<Scheduler, 'reportPodLoad'>;
+  store: Pick<Scheduler, 'reportPodLoad' | 'forgetPrefixes'>;
   election: Pick<LeaderElection, 'holds'>;
   config: () => FairgateConfig;
   metrics: GatewayMetrics;
@@ -42,7 +42,9 @@ export interface PodScraperOptions {
  * per pod with scrape.timeout_ms, all pods at once. The gauges go to the scheduler in one
  * fenced reportPodLoad (admission and saturation gating); a pod that failed is simply left
  * out, so its last report ages and counts as saturated once stale. The latest scrape of
- * each pod stays here for the capacity tuner. Rounds never overlap; only the leader runs.
+ * each pod stays here for the capacity tuner. A pod whose counters went down restarted: its
+ * KV cache is empty, so its entries in the prefix index go (forgetPrefixes). Rounds never
+ * overlap; only the leader runs.
  */
 export class PodScraper {
   readonly #timer = new LeaderTimer({
@@ -117,8 +119,19 @@ export class PodScraper {
       }),
     );
     const scrapes = results.filter((s): s is PodScrape => s !== null);
+    const restarted = scrapes.filter((scrape) => {
+      const before = this.#latest.get(scrape.pod);
+      return before !== undefined && countersWentDown(before.metrics, scrape.metrics);
+    });
     for (const scrape of scrapes) this.#latest.set(scrape.pod, scrape);
     if (!election.holds(fence)) return scrapes;
+    if (restarted.length > 0) {
+      const pods = restarted.map((scrape) => scrape.pod);
+      log(`fairgate: pod ${pods.join(', ')} restarted (counters went down): prefix index dropped`);
+      await store.forgetPrefixes(pods).catch(() => {
+        metrics.redisErrors.inc({ operation: 'forgetPrefixes' });
+      });
+    }
     const loads: PodLoadReport[] = scrapes.map(({ pod, metrics: m }) => ({
       pod,
       waiting: Math.max(0, Math.round(m.waiting ?? 0)),
@@ -142,4 +155,14 @@ export class PodScraper {
     }
     return scrapes;
   }
+}
+
+/** A restarted pod: one of its monotonic counters is below the previous scrape's. */
+function countersWentDown(before: VllmMetrics, after: VllmMetrics): boolean {
+  const down = (a: number | null, b: number | null) => a !== null && b !== null && b < a;
+  return (
+    down(before.promptTokens, after.promptTokens) ||
+    down(before.generationTokens, after.generationTokens) ||
+    down(before.requestSuccess, after.requestSuccess)
+  );
 }

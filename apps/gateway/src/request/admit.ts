@@ -41,6 +41,7 @@ export async function admit(deps: GatewayDeps, call: Call): Promise<Admission> {
     sloClass: cls.sloClass,
     kvBlocks: cls.kvBlocks,
     ...(cls.bucketTokens > 0 ? { tokens: cls.bucketTokens } : {}),
+    ...(call.prefix && call.prefix.length > 0 ? { prefix: call.prefix } : {}),
     ...(cls.deadlineMs !== undefined
       ? { deadlineMs: Math.max(0, cls.deadlineMs - call.nowMs) }
       : {}),

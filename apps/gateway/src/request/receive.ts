@@ -1,5 +1,10 @@
 import type { TenantConfig } from '@fairgate/config';
-import { type Endpoint, parseGenerationRequest, parseJsonBody } from '@fairgate/openai';
+import {
+  type Endpoint,
+  parseGenerationRequest,
+  parseJsonBody,
+  promptBlockKeys,
+} from '@fairgate/openai';
 import { ClientLink } from '@fairgate/runtime';
 import { Attr, type RequestSeries } from '@fairgate/telemetry';
 import type { Context as OtelContext, Span } from '@opentelemetry/api';
@@ -29,6 +34,11 @@ export interface Call extends Arrival {
    * waiting request holds only this and the text).
    */
   readonly forwarding: Forwarding;
+  /**
+   * Index keys of the prompt's first blocks, when the pool routes by prefix
+   * (`routing.prefix: on`; docs/routing.md): the scheduler picks the pod with them.
+   */
+  readonly prefix: readonly string[] | undefined;
   /** The body as the client sent it (forwarded as is when nothing in it changes). */
   readonly body: string;
   readonly cls: Classification;
@@ -106,6 +116,10 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
       clientWantsUsage: request.stream_options?.include_usage === true,
       hasStreamOptions: request.stream_options !== undefined,
     },
+    prefix:
+      pool.routing.prefix === 'on'
+        ? promptBlockKeys(request, pool.scheduler.kv_block_size, pool.routing.max_blocks)
+        : undefined,
     // A requested alias goes to the pod as the model's own name.
     body: route.model === request.model ? body : JSON.stringify({ ...request, model: route.model }),
     cls,

@@ -1,0 +1,143 @@
+import {
+  type AppHandle,
+  type RedisHandle,
+  sha256Hex,
+  startGatewayProcess,
+  startRedis,
+  startSim,
+  stopAll,
+  TEST_KEYS,
+  writeGatewayConfig,
+} from '@fairgate/testkit';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+/**
+ * Prefix-aware pod choice across replicas (docs/routing.md): two sims behind two gateway
+ * replicas sharing one Redis, `routing.prefix: on`. Four long system prompts, each asked
+ * with a different user turn in every round, through alternating replicas. The sims'
+ * usage.prompt_tokens_details.cached_tokens is the ground truth: with one index shared by
+ * the replicas, only a prompt's first request misses the pods' prefix caches.
+ */
+const SYSTEM_PROMPTS = ['legal', 'medical', 'travel', 'code'].map((topic) =>
+  `You are an assistant for ${topic} questions. `.repeat(80),
+);
+const ROUNDS = 6;
+const pool = `px${Math.random().toString(36).slice(2, 8)}`;
+
+interface Answer {
+  status: number;
+  cached: number;
+  prompt: number;
+}
+
+async function ask(gateway: AppHandle, system: string, user: string): Promise<Answer> {
+  const response = await fetch(`${gateway.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TEST_KEYS.paying}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      model: 'sim-model',
+      messages: [
+        { role: 'system', content: system },
+        { role: 'user', content: user },
+      ],
+      max_tokens: 4,
+    }),
+  });
+  const body = (await response.json()) as {
+    usage?: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens: number } };
+  };
+  return {
+    status: response.status,
+    cached: body.usage?.prompt_tokens_details?.cached_tokens ?? 0,
+    prompt: body.usage?.prompt_tokens ?? 0,
+  };
+}
+
+describe('prefix-aware routing with one index shared by the replicas', () => {
+  let redis: RedisHandle;
+  let sims: AppHandle[];
+  let gateways: AppHandle[];
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    sims = await Promise.all(
+      [0, 1].map(() => startSim({ args: { 'alpha-ms': 2, 'beta-ms': 0.01, model: 'sim-model' } })),
+    );
+    const config = writeGatewayConfig({
+      redisUrl: redis.url,
+      pool,
+      budget: 16,
+      pods: sims.map((sim, i) => ({ name: `pod-${i}`, url: sim.url, cap: 8 })),
+      tenants: [{ id: 'paying', api_key_sha256: [sha256Hex(TEST_KEYS.paying)], queue_max: 100 }],
+      scheduler: { queue_ttl_ms: 30_000 },
+      sections: { routing: { prefix: 'on' }, scrape: { interval_ms: 100 } },
+    });
+    gateways = await Promise.all(
+      [1, 2].map((n) => startGatewayProcess({ config, replicaId: `prefix-${n}` })),
+    );
+  }, 60_000);
+
+  afterAll(async () => {
+    await stopAll();
+    await redis?.stop();
+  });
+
+  it('only the first request of each system prompt misses, through either replica', async () => {
+    const answers: Answer[] = [];
+    for (let round = 0; round < ROUNDS; round += 1) {
+      // Every prompt once per round, at once, in a different order each round.
+      const order = SYSTEM_PROMPTS.map((_, i) => (i + round) % SYSTEM_PROMPTS.length);
+      answers.push(
+        ...(await Promise.all(
+          order.map((p, i) =>
+            ask(
+              gateways[(round + i) % 2] as AppHandle,
+              SYSTEM_PROMPTS[p] as string,
+              `Question ${round}.${p}: what applies here?`,
+            ),
+          ),
+        )),
+      );
+    }
+    expect(answers.every((a) => a.status === 200)).toBe(true);
+    // A hit serves at least the system prompt's blocks from the cache.
+    const systemTokens = Math.floor((SYSTEM_PROMPTS[0] as string).length / 4);
+    const misses = answers.filter((a) => a.cached < systemTokens - 32);
+    expect(misses.length).toBeLessThanOrEqual(SYSTEM_PROMPTS.length);
+    // The prompts are spread over both pods (their first round arrives at once).
+    const served = await Promise.all(
+      sims.map(async (sim) => {
+        const text = await (await fetch(`${sim.url}/metrics`)).text();
+        let total = 0;
+        for (const m of text.matchAll(/^vllm:request_success_total\{[^}]*\} (\d+)/gm)) {
+          total += Number(m[1]);
+        }
+        return total;
+      }),
+    );
+    expect(served.every((n) => n > 0)).toBe(true);
+  }, 60_000);
+
+  it("drops a restarted pod's entries from the index in Redis", async () => {
+    const keys = new Redis(redis.url);
+    try {
+      const indexed = async (pod: string) =>
+        (await keys.scard(`{fg:${pool}}:pxc:${pod}`)) +
+        (await keys.scard(`{fg:${pool}}:pxo:${pod}`));
+      const before = await Promise.all(['pod-0', 'pod-1'].map(indexed));
+      expect(before.some((n) => n > 0)).toBe(true);
+      // pod-1's process restarts on its port: the leader's scrape sees its counters reset.
+      const [, sim1] = sims as [AppHandle, AppHandle];
+      await sim1.stop();
+      sims[1] = await startSim({
+        port: sim1.port,
+        args: { 'alpha-ms': 2, 'beta-ms': 0.01, model: 'sim-model' },
+      });
+      await expect.poll(() => indexed('pod-1'), { timeout: 10_000 }).toBe(0);
+      expect(await indexed('pod-0')).toBe(before[0]);
+    } finally {
+      keys.disconnect();
+    }
+  }, 30_000);
+});
