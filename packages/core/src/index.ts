@@ -45,6 +45,14 @@ export {
   type ReleaseOutcome,
 } from './outcomes.js';
 export {
+  DEFAULT_PREFIX_ROUTING,
+  leadingRun,
+  MAX_PREFIX_BLOCKS,
+  type PrefixRoutingConfig,
+  prefixGenerationSize,
+  prefixScore,
+} from './prefix.js';
+export {
   type DropNotice,
   type DropReason,
   type DropResponse,
@@ -68,11 +76,3 @@ export {
   trueUp,
   wholeTokens,
 } from './token-bucket.js';
-export {
-  DEFAULT_PREFIX_ROUTING,
-  leadingRun,
-  MAX_PREFIX_BLOCKS,
-  type PrefixRoutingConfig,
-  prefixGenerationSize,
-  prefixScore,
-} from './prefix.js';

@@ -37,7 +37,6 @@ export function prefixRouting(getPool: GetPool): void {
   };
 
   it('a request goes where its prefix was served while that pod is not much busier', async () => {
-    const pool = getPool();
     await setup();
     expect(await grant('first', chain('x', 4))).toBe('pod-a');
     await release('first');
