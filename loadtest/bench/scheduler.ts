@@ -9,6 +9,11 @@
  * 2. p50/p99 of an enqueue that is granted at once (sequential, one connection)
  * 3. Redis calls per unqueued request, from INFO commandstats deltas (goal 2)
  * 4. dispatch rate with 10,000 idle tenants vs 10 (goal: within 20%)
+ * 5. dispatch cost with prefix-aware pod choice on vs off, requests of 64 prompt blocks over
+ *    4 pods (goal: Redis time per dispatch within 1.5x)
+ * 6. the prefix index after PREFIX_DISTINCT distinct prefixes (default 1,000,000; 16 blocks
+ *    each): entries and MEMORY USAGE of the index keys against the configured bound
+ *    (pods x entriesPerPod, plus one request's blocks per pod)
  */
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
@@ -26,6 +31,10 @@ const ACTIVE_TENANTS = 10;
 const IDLE_TENANTS = 10_000;
 const DISPATCH_ROUNDS = 5;
 const DISPATCHES_PER_ROUND = 1_000;
+const PREFIX_BLOCKS = 64;
+const PREFIX_DISTINCT = Number(process.env.PREFIX_DISTINCT ?? 1_000_000);
+const PREFIX_INDEX_SECONDS = Number(process.env.PREFIX_INDEX_SECONDS ?? 300);
+const PREFIX_ENTRIES_PER_POD = 65_536;
 
 const redisHandle = await startRedis();
 const url = redisHandle.url;
@@ -50,17 +59,20 @@ async function preparePool(
   scheduler: RedisScheduler,
   budget: number,
   tenants: number,
-  settings: { queueTtlMs?: number } = {},
+  settings: { queueTtlMs?: number; prefix?: boolean; pods?: number } = {},
 ): Promise<string[]> {
-  await scheduler.configure({ initialBudget: budget, queueTtlMs: settings.queueTtlMs ?? 60_000 });
+  await scheduler.configure({
+    initialBudget: budget,
+    queueTtlMs: settings.queueTtlMs ?? 60_000,
+    prefix: { enabled: settings.prefix ?? false, entriesPerPod: PREFIX_ENTRIES_PER_POD },
+  });
   const ids = Array.from({ length: tenants }, (_, i) => `tenant-${i}`);
   for (let i = 0; i < ids.length; i += 500) {
     await scheduler.upsertTenants(ids.slice(i, i + 500).map((id) => ({ id })));
   }
-  await scheduler.upsertPods([
-    { name: 'pod-0', cap: 1_000_000 },
-    { name: 'pod-1', cap: 1_000_000 },
-  ]);
+  await scheduler.upsertPods(
+    Array.from({ length: settings.pods ?? 2 }, (_, i) => ({ name: `pod-${i}`, cap: 1_000_000 })),
+  );
   return ids;
 }
 
@@ -178,12 +190,20 @@ interface DispatchPool {
   held: string[];
   tenantOf: Map<string, string>;
   serial: number;
+  /** Requests carry PREFIX_BLOCKS block hashes (8 conversations, each request its own tail). */
+  prefix: boolean;
 }
 
-async function dispatchPool(name: string, idle: number): Promise<DispatchPool> {
+async function dispatchPool(
+  name: string,
+  idle: number,
+  prefix?: { enabled: boolean },
+): Promise<DispatchPool> {
   const scheduler = open(name, pipelinedConnection());
   const budget = 8;
-  const tenants = await preparePool(scheduler, budget, ACTIVE_TENANTS + idle);
+  const tenants = await preparePool(scheduler, budget, ACTIVE_TENANTS + idle, {
+    ...(prefix ? { prefix: prefix.enabled, pods: 4 } : {}),
+  });
   // Idle tenants have a history (a request came and went) but nothing waiting now.
   const idleIds = tenants.slice(ACTIVE_TENANTS);
   for (let i = 0; i < idleIds.length; i += 1_000) {
@@ -194,7 +214,14 @@ async function dispatchPool(name: string, idle: number): Promise<DispatchPool> {
       }),
     );
   }
-  const pool: DispatchPool = { name, scheduler, held: [], tenantOf: new Map(), serial: 0 };
+  const pool: DispatchPool = {
+    name,
+    scheduler,
+    held: [],
+    tenantOf: new Map(),
+    serial: 0,
+    prefix: prefix !== undefined,
+  };
   for (let round = 0; round < 40; round += 1) {
     for (const tenant of tenants.slice(0, ACTIVE_TENANTS)) await enqueueFor(pool, tenant);
   }
@@ -206,8 +233,81 @@ async function enqueueFor(pool: DispatchPool, tenant: string): Promise<void> {
   pool.serial += 1;
   const id = `${tenant}-${pool.serial}`;
   pool.tenantOf.set(id, tenant);
-  const result = await pool.scheduler.enqueue({ id, tenant, band: 3, replica: 'disp' });
+  const result = await pool.scheduler.enqueue({
+    id,
+    tenant,
+    band: 3,
+    replica: 'disp',
+    ...(pool.prefix ? { prefix: promptBlocks(pool.serial % 8, pool.serial, PREFIX_BLOCKS) } : {}),
+  });
   if (result.status === 'granted') pool.held.push(id);
+}
+
+/**
+ * Block hashes of a request in conversation `family`: the family's shared first three
+ * quarters (a system prompt), then blocks of its own (`serial`).
+ */
+function promptBlocks(family: number, serial: number, blocks: number): string[] {
+  const shared = Math.floor((blocks * 3) / 4);
+  return Array.from({ length: blocks }, (_, i) =>
+    i < shared ? `f${family}b${i}` : `s${serial}b${i}`,
+  );
+}
+
+// 6. The prefix index stays bounded ---------------------------------------------------------
+async function prefixIndexBound(): Promise<{
+  distinct: number;
+  entries: number;
+  bound: number;
+  bytes: number;
+  seconds: number;
+}> {
+  const pods = 4;
+  const schedulers = Array.from({ length: CONNECTIONS }, () =>
+    open('prefix-index', pipelinedConnection()),
+  );
+  const tenants = await preparePool(schedulers[0] as RedisScheduler, 1_000_000, 16, {
+    prefix: true,
+    pods,
+  });
+  let done = 0;
+  let serial = 0;
+  const started = performance.now();
+  const deadline = started + PREFIX_INDEX_SECONDS * 1_000;
+  const worker = async (scheduler: RedisScheduler) => {
+    while (serial < PREFIX_DISTINCT && performance.now() < deadline) {
+      serial += 1;
+      const id = `x${serial}`;
+      // Every request its own prefix from the first block: PREFIX_DISTINCT distinct ones.
+      const prefix = Array.from({ length: 16 }, (_, i) => `u${serial}b${i}`);
+      const result = await scheduler.enqueue({
+        id,
+        tenant: tenants[serial % tenants.length] as string,
+        band: 3,
+        replica: 'idx',
+        prefix,
+      });
+      if (result.status !== 'granted') throw new Error('prefix index run: expected a grant');
+      await scheduler.release(id, { outcome: 'completed' });
+      done += 1;
+    }
+  };
+  await Promise.all(
+    schedulers.flatMap((scheduler) =>
+      Array.from({ length: WORKERS_PER_CONNECTION }, () => worker(scheduler)),
+    ),
+  );
+  const seconds = (performance.now() - started) / 1_000;
+  let entries = 0;
+  let bytes = 0;
+  for (let pod = 0; pod < pods; pod += 1) {
+    for (const generation of ['pxc', 'pxo']) {
+      const key = `{fg:prefix-index}:${generation}:pod-${pod}`;
+      entries += await admin.scard(key);
+      bytes += Number((await admin.memory('USAGE', key, 'SAMPLES', '0')) ?? 0);
+    }
+  }
+  return { distinct: done, entries, bound: pods * (PREFIX_ENTRIES_PER_POD + 16), bytes, seconds };
 }
 
 /** Frees one slot at a time; each release runs the dispatch pass that grants the next. */
@@ -281,6 +381,29 @@ try {
   report(
     `dispatch rate, +10,000 idle  ${fmt(crowdedRate)} dispatches/s, ${fmt(crowdedCost, 1)} us Redis time per dispatch  (rate ratio ${fmt(crowdedRate / base, 3)}, Redis-time ratio ${fmt(crowdedCost / baseCost, 3)}; goal 0.80-1.20)`,
   );
+  // 5. Prefix scoring: the same dispatch loop, requests of 64 blocks over 4 pods, on vs off.
+  const prefixOff = await dispatchPool('dispatch-px-off', 0, { enabled: false });
+  const prefixOn = await dispatchPool('dispatch-px-on', 0, { enabled: true });
+  const prefixCosts = { off: [] as number[], on: [] as number[] };
+  for (let round = 0; round < DISPATCH_ROUNDS; round += 1) {
+    for (const [key, pool] of [
+      ['off', prefixOff],
+      ['on', prefixOn],
+    ] as const) {
+      prefixCosts[key].push((await dispatchRound(pool)).redisUsecPerDispatch);
+    }
+  }
+  const [offCost, onCost] = [median(prefixCosts.off), median(prefixCosts.on)];
+  report(
+    `dispatch with prefix scoring ${fmt(onCost, 1)} us Redis time per dispatch, ${fmt(offCost, 1)} us without  (${PREFIX_BLOCKS} blocks, 4 pods; ratio ${fmt(onCost / offCost, 3)}; goal <= 1.5)`,
+  );
+
+  if (PREFIX_DISTINCT > 0) {
+    const index = await prefixIndexBound();
+    report(
+      `prefix index after ${fmt(index.distinct)} distinct prefixes (16 blocks each, ${fmt(index.seconds, 0)} s): ${fmt(index.entries)} entries of at most ${fmt(index.bound)} (4 pods x ${fmt(PREFIX_ENTRIES_PER_POD)} + one request's blocks each), ${fmt(index.bytes / 1_048_576, 1)} MiB by MEMORY USAGE (${fmt(index.bytes / Math.max(1, index.entries), 1)} bytes per entry; ratio to the bound ${fmt(index.entries / index.bound, 3)})`,
+    );
+  }
   console.log(`\nmachine load average at end: ${load()}`);
 } finally {
   await Promise.all(opened.map((scheduler) => scheduler.close().catch(() => {})));

@@ -23,15 +23,21 @@ local function prefixHashes(req)
   return req.prefixHashes
 end
 
--- How many of `hashes`, from the first, pod `name` holds in either generation.
+-- How many of `hashes`, from the first, pod `name` holds in either generation. Most pods
+-- do not hold a request's first block: two one-member checks answer 0 for them, and only a
+-- pod that does is asked about every block.
 local function prefixMatched(name, hashes)
   local n = #hashes
   local currentKey = prefixCurrentPrefix .. name
+  local previousKey = prefixPreviousPrefix .. name
+  if rcall('SISMEMBER', currentKey, hashes[1]) == 0
+    and rcall('SISMEMBER', previousKey, hashes[1]) == 0 then
+    return 0
+  end
   local current = rcall('SMISMEMBER', currentKey, unpack(hashes))
   local run = 0
   while run < n and current[run + 1] == 1 do run = run + 1 end
   if run == n then return n end
-  local previousKey = prefixPreviousPrefix .. name
   local previous = rcall('SMISMEMBER', previousKey, unpack(hashes))
   while run < n and (current[run + 1] == 1 or previous[run + 1] == 1) do run = run + 1 end
   return run
