@@ -1,3 +1,4 @@
+import { estimateTextTokens } from '@fairgate/openai';
 import { createRng } from '@fairgate/runtime';
 import { describe, expect, it } from 'vitest';
 import {
@@ -7,6 +8,7 @@ import {
   expectedArrivals,
   rateFunction,
 } from '../src/load/arrivals.js';
+import { conversationMessages } from '../src/load/conversations.js';
 import { type ArrivalSpec, parseScenario } from '../src/load/scenario.js';
 import { percentile } from '../src/load/stats.js';
 
@@ -159,5 +161,67 @@ describe('arrival processes', () => {
       tenants: [{ name: 'a', key_ref: 'paying', arrival: { kind: 'poisson', rate: 100 } }],
     });
     expect(() => buildSchedule(s)).toThrow(/limits.max_requests/);
+  });
+});
+
+describe('shared_prefix conversations', () => {
+  const scenario = parseScenario({
+    name: 'conv',
+    duration_s: 30,
+    tenants: [
+      {
+        name: 'chat',
+        key_ref: 'paying',
+        arrival: { kind: 'poisson', rate: 10 },
+        prompt_tokens: { median: 20, sigma: 0, max: 64 },
+        output_tokens: { median: 10, sigma: 0, max: 64 },
+        shared_prefix: { system_prompts: 3, system_tokens: 200, users: 5, max_turns: 3 },
+      },
+    ],
+  });
+  const schedule = buildSchedule(scenario);
+  const tenant = scenario.tenants[0] as (typeof scenario.tenants)[0] & {
+    shared_prefix: NonNullable<(typeof scenario.tenants)[0]['shared_prefix']>;
+  };
+
+  it("numbers each user's turns, starting a new conversation after max_turns", () => {
+    const byUser = new Map<number, Array<{ round: number; turn: number }>>();
+    for (const arrival of schedule) {
+      const at = arrival.conversation;
+      expect(at).toBeDefined();
+      const list = byUser.get(at!.user) ?? [];
+      list.push({ round: at!.round, turn: at!.turn });
+      byUser.set(at!.user, list);
+    }
+    expect([...byUser.keys()].every((u) => u >= 0 && u < 5)).toBe(true);
+    for (const turns of byUser.values()) {
+      turns.forEach((t, i) => expect(t).toEqual({ round: Math.floor(i / 3), turn: i % 3 }));
+    }
+  });
+
+  it('makes each turn start with the whole previous turn, and users share system prompts', () => {
+    const text = (m: { content?: unknown }) => String(m.content);
+    const prompt = (user: number, round: number, turn: number) =>
+      conversationMessages(tenant, { user, round, turn }, 20).map(text).join('\n');
+    const first = conversationMessages(tenant, { user: 1, round: 0, turn: 0 }, 20);
+    const third = conversationMessages(tenant, { user: 1, round: 0, turn: 2 }, 20);
+    expect(first.map((m) => m.role)).toEqual(['system', 'user']);
+    expect(third.map((m) => m.role)).toEqual([
+      'system',
+      'user',
+      'assistant',
+      'user',
+      'assistant',
+      'user',
+    ]);
+    // Turn 2 repeats turn 1's messages, question included, then adds an answer and a question.
+    const second = conversationMessages(tenant, { user: 1, round: 0, turn: 1 }, 20);
+    expect(third.slice(0, 3).map(text)).toEqual(second.slice(0, 3).map(text));
+    // Users 1 and 4 share system prompt 1 (4 mod 3); user 2 has another.
+    expect(text(conversationMessages(tenant, { user: 4, round: 0, turn: 0 }, 20)[0]!)).toBe(
+      text(first[0]!),
+    );
+    expect(prompt(2, 0, 0).slice(0, 50)).not.toBe(prompt(1, 0, 0).slice(0, 50));
+    expect(estimateTextTokens(text(first[0]!))).toBeGreaterThanOrEqual(190);
   });
 });

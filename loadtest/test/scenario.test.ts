@@ -68,6 +68,7 @@ describe('scenario parsing', () => {
       'burst',
       'mixed_priority',
       'noisy_neighbor',
+      'shared_prefix',
       'sweep',
     ]);
     for (const name of builtInNames()) {
@@ -83,6 +84,14 @@ describe('scenario parsing', () => {
     expect(sweep.kind).toBe('sweep');
     expect(sweep.sweep?.caps).toEqual([4, 8, 16, 32, 64, 128, 256]);
     expect(sweep.sweep?.controller).toEqual(['off', 'on']);
+    const shared = loadScenario('shared_prefix');
+    expect(shared.tenants[0]?.shared_prefix).toEqual({
+      system_prompts: 8,
+      system_tokens: 1000,
+      users: 64,
+      max_turns: 4,
+    });
+    expect(shared.gateway.routing).toEqual({ prefix: 'on' });
   });
 
   it('resolves percentages against the duration', () => {

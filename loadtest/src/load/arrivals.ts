@@ -1,4 +1,4 @@
-import { createRng, exponential, logNormal, type Rng } from '@fairgate/runtime';
+import { createRng, exponential, logNormal, type Rng, uniformInt } from '@fairgate/runtime';
 import {
   type ArrivalSpec,
   type LengthSpec,
@@ -23,6 +23,16 @@ export interface Arrival {
   seq: number;
   promptTokens: number;
   outputTokens: number;
+  /** A shared_prefix tenant's request: whose conversation, and which turn of it. */
+  conversation?: ConversationTurn;
+}
+
+export interface ConversationTurn {
+  user: number;
+  /** How many conversations this user finished before (a new one after max_turns). */
+  round: number;
+  /** Earlier turns in this conversation (0 = its first request). */
+  turn: number;
 }
 
 export interface RateFunction {
@@ -116,6 +126,9 @@ export function buildSchedule(scenario: Scenario, duration = scenario.duration_s
   scenario.tenants.forEach((tenant, index) => {
     const timing = createRng(scenario.seed, `arrivals:${tenant.name}`);
     const lengths = createRng(scenario.seed, `lengths:${tenant.name}`);
+    const users = createRng(scenario.seed, `users:${tenant.name}`);
+    const turnsSoFar = new Map<number, number>();
+    const shared = tenant.shared_prefix;
     let times: number[];
     try {
       times = arrivalTimes(tenant.arrival, duration, timing, limit * 20);
@@ -125,13 +138,24 @@ export function buildSchedule(scenario: Scenario, duration = scenario.duration_s
       ]);
     }
     times.forEach((t, seq) => {
-      all.push({
+      const arrival: Arrival = {
         t,
         tenant: index,
         seq,
         promptTokens: drawLength(tenant.prompt_tokens, lengths),
         outputTokens: drawLength(tenant.output_tokens, lengths),
-      });
+      };
+      if (shared) {
+        const user = uniformInt(users, 0, shared.users - 1);
+        const done = turnsSoFar.get(user) ?? 0;
+        turnsSoFar.set(user, done + 1);
+        arrival.conversation = {
+          user,
+          round: Math.floor(done / shared.max_turns),
+          turn: done % shared.max_turns,
+        };
+      }
+      all.push(arrival);
     });
   });
   if (all.length > limit) {

@@ -3,7 +3,14 @@ import { repoRoot } from '@fairgate/testkit';
 /**
  * Built-in scenarios: YAML files under examples/scenarios/ (copy one to start your own).
  */
-export const BUILT_IN_NAMES = ['steady', 'burst', 'mixed_priority', 'noisy_neighbor', 'sweep'];
+export const BUILT_IN_NAMES = [
+  'steady',
+  'burst',
+  'mixed_priority',
+  'noisy_neighbor',
+  'shared_prefix',
+  'sweep',
+];
 
 export function builtInPath(name: string): string | undefined {
   return BUILT_IN_NAMES.includes(name) ? `${repoRoot}examples/scenarios/${name}.yaml` : undefined;

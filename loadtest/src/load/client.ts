@@ -1,4 +1,4 @@
-import { createSseDecoder } from '@fairgate/openai';
+import { type ChatMessage, createSseDecoder } from '@fairgate/openai';
 import { Agent, type Dispatcher, request } from 'undici';
 
 /**
@@ -46,6 +46,8 @@ export interface RequestPlan {
   promptTokens: number;
   outputTokens: number;
   scheduledS: number;
+  /** The chat messages to send (a conversation); default one unique user message. */
+  messages?: ChatMessage[];
 }
 
 /** Chat template overhead of one user message in the shared token estimate (characters). */
@@ -110,7 +112,7 @@ export async function sendRequest(
   if (plan.sloTtftMs !== undefined) headers['x-slo-ttft-ms'] = String(plan.sloTtftMs);
   const body = JSON.stringify({
     model: plan.model,
-    messages: [
+    messages: plan.messages ?? [
       { role: 'user', content: promptText(plan.promptTokens, `t${plan.tenant}-${plan.seq}`) },
     ],
     max_tokens: plan.outputTokens,

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { AdminPoller, type AdminSample, type SeenAction } from './admin.js';
 import { buildSchedule } from './arrivals.js';
 import { createAgent, type RequestRecord, sendRequest } from './client.js';
+import { conversationMessages } from './conversations.js';
 import { reportTarget, type Scenario, tenantApiKey } from './scenario.js';
 
 /**
@@ -148,6 +149,15 @@ export async function runScenario(options: RunOptions): Promise<RunResult> {
         promptTokens: arrival.promptTokens,
         outputTokens: arrival.outputTokens,
         scheduledS: arrival.t,
+        ...(arrival.conversation && spec.shared_prefix
+          ? {
+              messages: conversationMessages(
+                { ...spec, shared_prefix: spec.shared_prefix },
+                arrival.conversation,
+                arrival.promptTokens,
+              ),
+            }
+          : {}),
       },
       {
         dispatcher: agent,

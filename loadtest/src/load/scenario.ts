@@ -96,6 +96,20 @@ export const tenantSchema = z
     stream: z.boolean().default(true),
     /** Index into the target list; default: requests go round-robin over all targets. */
     via_replica: z.number().int().min(0).max(63).optional(),
+    /**
+     * Conversations sharing long system prompts (chat): each request is a turn of one of
+     * `users` users, whose conversation opens with system prompt (user mod system_prompts)
+     * and carries its earlier turns (user turns of prompt_tokens' median, answers of
+     * output_tokens' median), so it grows; after max_turns the user starts afresh.
+     */
+    shared_prefix: z
+      .strictObject({
+        system_prompts: z.number().int().min(1).max(1_000).default(8),
+        system_tokens: z.number().int().min(1).max(100_000).default(1_000),
+        users: z.number().int().min(1).max(1_000_000).default(64),
+        max_turns: z.number().int().min(1).max(100).default(4),
+      })
+      .optional(),
   })
   .superRefine((t, ctx) => {
     if ((t.api_key === undefined) === (t.key_ref === undefined)) {
@@ -126,6 +140,7 @@ export const gatewayOverridesSchema = z.strictObject({
   upstream: section.optional(),
   leader: section.optional(),
   limits: section.optional(),
+  routing: section.optional(),
   slo_classes: z.record(z.string(), z.number().int()).optional(),
 });
 export type GatewayOverrides = z.infer<typeof gatewayOverridesSchema>;

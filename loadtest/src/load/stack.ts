@@ -154,6 +154,7 @@ export function gatewayConfig(
     ...(saturation ? { saturation } : {}),
     ...(o.leader ? { leader: o.leader } : {}),
     ...(o.limits ? { limits: o.limits } : {}),
+    ...(o.routing ? { routing: o.routing } : {}),
   };
 }
 

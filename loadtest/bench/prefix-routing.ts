@@ -1,0 +1,119 @@
+/**
+ * Prefix-aware routing on vs off (docs/routing.md), in one run: the built-in scenario
+ * `shared_prefix` (examples/scenarios/shared_prefix.yaml: 64 users, 8 system prompts of
+ * 1,000 tokens, growing conversations) on its stack (4 sims, 3 gateway replicas, one
+ * Redis), once with `routing.prefix: off` and once `on`, each on fresh sims (cold caches)
+ * with the same seed and schedule. The sims' own counters are the ground truth:
+ * vllm:prefix_cache_hits / queries (the hit rate), vllm:request_success (each pod's share).
+ * Bounded: the scenario's duration (PREFIX_BENCH_SECONDS overrides it) plus its drain.
+ *
+ *   npm run bench:prefix-routing -w @fairgate/loadtest
+ *
+ * Goals (issue 18): hit rate >= 2x and p50 TTFT >= 30% lower with routing on, at >= the
+ * same throughput, every pod's share within 25% of the mean pod.
+ */
+
+import { runScenario } from '../src/load/runner.js';
+import { DEV_ADMIN_TOKEN, loadScenario, type Scenario } from '../src/load/scenario.js';
+import { type Infra, SIM_MODEL, startGateways, startInfra } from '../src/load/stack.js';
+
+const DURATION_S = Number(process.env.PREFIX_BENCH_SECONDS ?? 0) || undefined;
+
+interface Measured {
+  label: string;
+  hitRate: number;
+  hits: number;
+  queries: number;
+  ttftP50Ms: number;
+  ttftP99Ms: number;
+  completedPerS: number;
+  ok: number;
+  failed: number;
+  perPod: number[];
+  maxOffMean: number;
+}
+
+/** Sum of every sample of `name` in a Prometheus text. */
+function sum(text: string, name: string): number {
+  let total = 0;
+  for (const m of text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, 'gm'))) {
+    total += Number(m[1]);
+  }
+  return total;
+}
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+}
+
+async function measure(base: Scenario, prefix: 'on' | 'off'): Promise<Measured> {
+  const scenario: Scenario = {
+    ...base,
+    gateway: { ...base.gateway, routing: { ...base.gateway.routing, prefix } },
+  };
+  const log = (line: string) => console.log(`  [${prefix}] ${line}`);
+  const infra: Infra = await startInfra(scenario.stack, log);
+  try {
+    const gateways = await startGateways(
+      scenario,
+      infra,
+      { kind: 'fairgate' },
+      log,
+      `px-${prefix}`,
+    );
+    try {
+      const result = await runScenario({
+        scenario,
+        targets: gateways.urls,
+        adminToken: DEV_ADMIN_TOKEN,
+        model: SIM_MODEL,
+        label: prefix,
+        ...(DURATION_S ? { durationS: DURATION_S } : {}),
+      });
+      const texts = await Promise.all(
+        infra.sims.map(async (sim) => (await fetch(`${sim.url}/metrics`)).text()),
+      );
+      const hits = texts.reduce((n, t) => n + sum(t, 'vllm:prefix_cache_hits_total'), 0);
+      const queries = texts.reduce((n, t) => n + sum(t, 'vllm:prefix_cache_queries_total'), 0);
+      const perPod = texts.map((t) => sum(t, 'vllm:request_success_total'));
+      const mean = perPod.reduce((a, b) => a + b, 0) / perPod.length;
+      const ok = result.requests.filter((r) => r.outcome === 'ok');
+      const ttft = ok.flatMap((r) => (r.ttftMs === undefined ? [] : [r.ttftMs]));
+      return {
+        label: prefix,
+        hits,
+        queries,
+        hitRate: queries > 0 ? hits / queries : 0,
+        ttftP50Ms: percentile(ttft, 50),
+        ttftP99Ms: percentile(ttft, 99),
+        completedPerS: ok.length / result.durationS,
+        ok: ok.length,
+        failed: result.requests.length - ok.length,
+        perPod,
+        maxOffMean: Math.max(...perPod.map((n) => Math.abs(n - mean) / mean)),
+      };
+    } finally {
+      await gateways.stop();
+    }
+  } finally {
+    await infra.stop();
+  }
+}
+
+const scenario = loadScenario('shared_prefix');
+console.log(
+  `prefix-routing benchmark: scenario ${scenario.name}, ${scenario.stack.pods} sims x ${scenario.stack.replicas} replicas, ${DURATION_S ?? scenario.duration_s} s each, off then on`,
+);
+const off = await measure(scenario, 'off');
+const on = await measure(scenario, 'on');
+const fmt = (n: number, d = 0) =>
+  n.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d });
+for (const m of [off, on]) {
+  console.log(
+    `routing.prefix ${m.label.padEnd(3)}  hit rate ${fmt(m.hitRate * 100, 1)}% (${fmt(m.hits)} of ${fmt(m.queries)} tokens)  TTFT p50 ${fmt(m.ttftP50Ms, 1)} ms p99 ${fmt(m.ttftP99Ms, 1)} ms  ${fmt(m.completedPerS, 2)} completed/s (${m.ok} ok, ${m.failed} not)  per pod ${m.perPod.map((n) => fmt(n)).join(' / ')} (max ${fmt(m.maxOffMean * 100, 1)}% off the mean)`,
+  );
+}
+console.log(
+  `on / off: hit rate x${fmt(on.hitRate / off.hitRate, 2)} (goal >= 2), TTFT p50 ${fmt((1 - on.ttftP50Ms / off.ttftP50Ms) * 100, 1)}% lower (goal >= 30%), throughput x${fmt(on.completedPerS / off.completedPerS, 3)} (goal >= 1), pods within ${fmt(on.maxOffMean * 100, 1)}% of the mean with routing on (goal <= 25%)`,
+);
