@@ -31,6 +31,26 @@ interface Measured {
   failed: number;
   perPod: number[];
   maxOffMean: number;
+  /** Most requests open at once at each pod (the sim's /debug/requests intervals). */
+  peakPerPod: number[];
+}
+
+/** The most requests open at once at one sim. */
+async function peakOpen(simUrl: string): Promise<number> {
+  const { intervals } = (await (await fetch(`${simUrl}/debug/requests`)).json()) as {
+    intervals: Array<[string, string]>;
+  };
+  const events: Array<[bigint, number]> = [];
+  for (const [start, end] of intervals) events.push([BigInt(start), 1], [BigInt(end), -1]);
+  // At equal times an end sorts before a start: touching intervals do not overlap.
+  events.sort((a, b) => (a[0] === b[0] ? a[1] - b[1] : a[0] < b[0] ? -1 : 1));
+  let open = 0;
+  let peak = 0;
+  for (const [, step] of events) {
+    open += step;
+    peak = Math.max(peak, open);
+  }
+  return peak;
 }
 
 /** Sum of every sample of `name` in a Prometheus text. */
@@ -77,6 +97,7 @@ async function measure(base: Scenario, prefix: 'on' | 'off'): Promise<Measured> 
       const hits = texts.reduce((n, t) => n + sum(t, 'vllm:prefix_cache_hits_total'), 0);
       const queries = texts.reduce((n, t) => n + sum(t, 'vllm:prefix_cache_queries_total'), 0);
       const perPod = texts.map((t) => sum(t, 'vllm:request_success_total'));
+      const peakPerPod = await Promise.all(infra.sims.map((sim) => peakOpen(sim.url)));
       const mean = perPod.reduce((a, b) => a + b, 0) / perPod.length;
       const ok = result.requests.filter((r) => r.outcome === 'ok');
       const ttft = ok.flatMap((r) => (r.ttftMs === undefined ? [] : [r.ttftMs]));
@@ -92,6 +113,7 @@ async function measure(base: Scenario, prefix: 'on' | 'off'): Promise<Measured> 
         failed: result.requests.length - ok.length,
         perPod,
         maxOffMean: Math.max(...perPod.map((n) => Math.abs(n - mean) / mean)),
+        peakPerPod,
       };
     } finally {
       await gateways.stop();
@@ -111,7 +133,7 @@ const fmt = (n: number, d = 0) =>
   n.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d });
 for (const m of [off, on]) {
   console.log(
-    `routing.prefix ${m.label.padEnd(3)}  hit rate ${fmt(m.hitRate * 100, 1)}% (${fmt(m.hits)} of ${fmt(m.queries)} tokens)  TTFT p50 ${fmt(m.ttftP50Ms, 1)} ms p99 ${fmt(m.ttftP99Ms, 1)} ms  ${fmt(m.completedPerS, 2)} completed/s (${m.ok} ok, ${m.failed} not)  per pod ${m.perPod.map((n) => fmt(n)).join(' / ')} (max ${fmt(m.maxOffMean * 100, 1)}% off the mean)`,
+    `routing.prefix ${m.label.padEnd(3)}  hit rate ${fmt(m.hitRate * 100, 1)}% (${fmt(m.hits)} of ${fmt(m.queries)} tokens)  TTFT p50 ${fmt(m.ttftP50Ms, 1)} ms p99 ${fmt(m.ttftP99Ms, 1)} ms  ${fmt(m.completedPerS, 2)} completed/s (${m.ok} ok, ${m.failed} not)  per pod ${m.perPod.map((n) => fmt(n)).join(' / ')} (max ${fmt(m.maxOffMean * 100, 1)}% off the mean), peak open per pod ${m.peakPerPod.join(' / ')} (cap ${scenario.stack.pod_cap})`,
   );
 }
 console.log(

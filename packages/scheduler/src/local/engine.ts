@@ -241,8 +241,7 @@ export class LocalEngine {
     const hinted = hint === '' ? undefined : this.pods.get(hint);
     if (hinted && hasRoom(hinted)) return hinted;
     if (prefix.length > 0 && settings?.prefix.enabled) {
-      const chosen = this.choosePrefixPod(pods, prefix, settings, now);
-      if (chosen) return chosen;
+      return this.choosePrefixPod(pods, prefix, settings, now) ?? this.chooseFreshPod(pods, now);
     }
     let best: LocalPod | undefined;
     for (const pod of pods) {
@@ -284,6 +283,28 @@ export class LocalEngine {
       }
     }
     return anyMatch ? best : undefined;
+  }
+
+  /**
+   * A prefix no pod holds: the least-loaded pod with room, ties going to the pod whose
+   * index holds the fewest keys, then to the first by name (chooseFreshPod in prefix.lua).
+   */
+  private chooseFreshPod(pods: readonly LocalPod[], now: number): LocalPod | undefined {
+    let best: LocalPod | undefined;
+    let bestKeys = 0;
+    for (const pod of pods) {
+      if (!pod.healthy || pod.inflight >= pod.cap) continue;
+      const better = !best || pod.inflight * best.cap < best.inflight * pod.cap;
+      const tie = best !== undefined && pod.inflight * best.cap === best.inflight * pod.cap;
+      if (better || tie) {
+        const keys = this.prefixIndex.size(pod.name, now);
+        if (better || keys < bestKeys) {
+          best = pod;
+          bestKeys = keys;
+        }
+      }
+    }
+    return best;
   }
 
   /** A grant on `pod`: its index learns the request's prefix (prefix routing on). */

@@ -107,18 +107,38 @@ export function prefixRouting(getPool: GetPool): void {
 
   it('the index is bounded: old conversations are forgotten, recent ones kept', async () => {
     await setup({ entriesPerPod: 8 });
-    // Nine conversations of 4 blocks, one at a time: each lands on pod-a (a tie, name order).
+    // Nine conversations of 4 blocks, one at a time, all granted on pod-a (its hint).
     for (let i = 0; i <= 8; i += 1) {
-      expect(await grant(`c${i}`, chain(`c${i}-`, 4))).toBe('pod-a');
+      expect(await grant(`c${i}`, chain(`c${i}-`, 4), 'pod-a')).toBe('pod-a');
       await release(`c${i}`);
     }
     // Two generations of 4 entries: c7 and c8 are held, c0 is long gone.
-    await grant('busy', undefined); // pod-a one request busier than pod-b
+    await grant('busy', undefined, 'pod-a'); // pod-a one request busier than pod-b
     expect(await grant('c0-again', chain('c0-', 4))).toBe('pod-b');
     await release('c0-again');
     expect(await grant('c7-again', chain('c7-', 4))).toBe('pod-a');
     expect(await grant('c8-again', chain('c8-', 4))).toBe('pod-a');
     for (const id of ['busy', 'c7-again', 'c8-again']) await release(id);
+  });
+
+  it('a prefix no pod holds goes to the least-loaded pod, among equals the one with fewest keys', async () => {
+    await setup();
+    // Idle pods: the first conversation to pod-a (a tie, name order), the next to pod-b
+    // (pod-a's index now holds keys), the next ones to whichever holds fewer.
+    expect(await grant('p', chain('p', 4))).toBe('pod-a');
+    await release('p');
+    expect(await grant('q', chain('q', 2))).toBe('pod-b');
+    await release('q');
+    expect(await grant('r', chain('r', 1))).toBe('pod-b'); // 4 keys against 2
+    await release('r');
+    expect(await grant('s', chain('s', 1))).toBe('pod-b'); // 4 against 3
+    await release('s');
+    expect(await grant('u', chain('u', 1))).toBe('pod-a'); // 4 each: name order
+    await release('u');
+    // Load first: pod-a busier, so a new conversation goes to pod-b whatever its keys.
+    await grant('busy', undefined, 'pod-a');
+    expect(await grant('t', chain('t', 8))).toBe('pod-b');
+    for (const id of ['busy', 't']) await release(id);
   });
 
   it("forgetPrefixes drops a restarted pod's entries", async () => {
