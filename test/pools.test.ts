@@ -219,16 +219,33 @@ describe('pools of their own models, discovered models, per-tenant allow-lists',
     const quiet = median(await timeB(10));
 
     // The flood: 48 open requests on pool A through both replicas (budget 4).
-    const flood = { stop: false, deadline: Date.now() + 20_000, done: 0, failed: 0 };
+    const flood = {
+      stop: false,
+      deadline: Date.now() + 20_000,
+      done: 0,
+      failed: 0,
+      queueMs: [] as number[],
+    };
+    /** One request on model-a; resolves with its x-fairgate-queue-ms. */
+    const onA = async (gateway: AppHandle, key: string) => {
+      const { response } = await client(gateway, key)
+        .chat.completions.create({
+          model: 'model-a',
+          messages: [{ role: 'user', content: 'x' }],
+          max_tokens: 8,
+        })
+        .withResponse();
+      return Number(response.headers.get('x-fairgate-queue-ms'));
+    };
     const flooder = async (gateway: AppHandle) => {
-      const one = client(gateway, TEST_KEYS.free);
       while (!flood.stop && Date.now() < flood.deadline) {
-        await one.chat.completions
-          .create({ model: 'model-a', messages: [{ role: 'user', content: 'x' }], max_tokens: 8 })
-          .then(
-            () => flood.done++,
-            () => flood.failed++,
-          );
+        await onA(gateway, TEST_KEYS.free).then(
+          (queueMs) => {
+            flood.done++;
+            flood.queueMs.push(queueMs);
+          },
+          () => flood.failed++,
+        );
       }
     };
     const flooders = Array.from({ length: 48 }, (_, i) => flooder(i % 2 ? r1 : r2));
@@ -245,6 +262,11 @@ describe('pools of their own models, discovered models, per-tenant allow-lists',
       expect(stateB.inflight).toBeLessThanOrEqual(BUDGET_B);
       // Within 50% (and 30 ms) of the quiet median: two loopback processes on shared cores.
       expect(median(during)).toBeLessThan(Math.max(quiet * 1.5, quiet + 30));
+      // Fairness inside pool A: tenant both, one request at a time, is served at its DRR
+      // turn while tenant one's flood waits behind its own queue.
+      const bothQueueMs: number[] = [];
+      for (let i = 0; i < 6; i += 1) bothQueueMs.push(await onA(r1, TEST_KEYS.paying));
+      expect(median(bothQueueMs)).toBeLessThan(median(flood.queueMs) / 3);
     } finally {
       flood.stop = true;
       await Promise.all(flooders);
