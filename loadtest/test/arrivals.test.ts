@@ -195,7 +195,9 @@ describe('shared_prefix conversations', () => {
     }
     expect([...byUser.keys()].every((u) => u >= 0 && u < 5)).toBe(true);
     for (const turns of byUser.values()) {
-      turns.forEach((t, i) => expect(t).toEqual({ round: Math.floor(i / 3), turn: i % 3 }));
+      turns.forEach((t, i) => {
+        expect(t).toEqual({ round: Math.floor(i / 3), turn: i % 3 });
+      });
     }
   });
 

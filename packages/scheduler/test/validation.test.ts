@@ -152,7 +152,8 @@ describe('requests', () => {
     [{ prefix: ['ok', 'a,b'] }, /request.prefix\[1\]/],
     [{ prefix: [''] }, /request.prefix\[0\]/],
     [{ prefix: ['x'.repeat(65)] }, /request.prefix\[0\]/],
-    [{ prefix: 'abc' }, /request.prefix must be an array/],
+    // A caller without types (a string where the array goes).
+    [{ prefix: 'abc' as unknown as string[] }, /request.prefix must be an array/],
     [{ prefix: Array.from({ length: 513 }, (_, i) => `h${i}`) }, /at most 512/],
   ])('rejects %j', (patch, message) => {
     expect(() => normalizeEnqueue({ ...base, ...patch })).toThrow(message);
