@@ -1,16 +1,7 @@
-import {
-  type AppHandle,
-  type RedisHandle,
-  sha256Hex,
-  startGatewayProcess,
-  startRedis,
-  startSim,
-  stopAll,
-  TEST_KEYS,
-  writeGatewayConfig,
-} from '@fairgate/testkit';
+import { type AppHandle, sha256Hex, startSim, TEST_KEYS } from '@fairgate/testkit';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Pool, startPool } from './support/pool.js';
 
 /**
  * Prefix-aware pod choice across replicas (docs/routing.md): two sims behind two gateway
@@ -23,7 +14,7 @@ const SYSTEM_PROMPTS = ['legal', 'medical', 'travel', 'code'].map((topic) =>
   `You are an assistant for ${topic} questions. `.repeat(80),
 );
 const ROUNDS = 6;
-const pool = `px${Math.random().toString(36).slice(2, 8)}`;
+const SIM_FLAGS = { 'alpha-ms': 2, 'beta-ms': 0.01 };
 
 interface Answer {
   status: number;
@@ -55,32 +46,24 @@ async function ask(gateway: AppHandle, system: string, user: string): Promise<An
 }
 
 describe('prefix-aware routing with one index shared by the replicas', () => {
-  let redis: RedisHandle;
+  let stack: Pool;
   let sims: AppHandle[];
   let gateways: AppHandle[];
 
   beforeAll(async () => {
-    redis = await startRedis();
-    sims = await Promise.all(
-      [0, 1].map(() => startSim({ args: { 'alpha-ms': 2, 'beta-ms': 0.01, model: 'sim-model' } })),
-    );
-    const config = writeGatewayConfig({
-      redisUrl: redis.url,
-      pool,
+    stack = await startPool({
+      sims: [SIM_FLAGS, SIM_FLAGS],
+      podCap: 8,
       budget: 16,
-      pods: sims.map((sim, i) => ({ name: `pod-${i}`, url: sim.url, cap: 8 })),
       tenants: [{ id: 'paying', api_key_sha256: [sha256Hex(TEST_KEYS.paying)], queue_max: 100 }],
       scheduler: { queue_ttl_ms: 30_000 },
       sections: { routing: { prefix: 'on' }, scrape: { interval_ms: 100 } },
     });
-    gateways = await Promise.all(
-      [1, 2].map((n) => startGatewayProcess({ config, replicaId: `prefix-${n}` })),
-    );
+    ({ sims, gateways } = stack);
   }, 60_000);
 
   afterAll(async () => {
-    await stopAll();
-    await redis?.stop();
+    await stack?.stop();
   });
 
   it('only the first request of each system prompt misses, through either replica', async () => {
@@ -120,7 +103,8 @@ describe('prefix-aware routing with one index shared by the replicas', () => {
   }, 60_000);
 
   it("drops a restarted pod's entries from the index in Redis", async () => {
-    const keys = new Redis(redis.url);
+    const keys = new Redis(stack.redis.url);
+    const { pool } = await stack.state();
     try {
       const indexed = async (pod: string) =>
         (await keys.scard(`{fg:${pool}}:pxc:${pod}`)) +
@@ -130,10 +114,7 @@ describe('prefix-aware routing with one index shared by the replicas', () => {
       // pod-1's process restarts on its port: the leader's scrape sees its counters reset.
       const [, sim1] = sims as [AppHandle, AppHandle];
       await sim1.stop();
-      sims[1] = await startSim({
-        port: sim1.port,
-        args: { 'alpha-ms': 2, 'beta-ms': 0.01, model: 'sim-model' },
-      });
+      sims[1] = await startSim({ port: sim1.port, args: { ...SIM_FLAGS, model: 'sim-model' } });
       await expect.poll(() => indexed('pod-1'), { timeout: 10_000 }).toBe(0);
       expect(await indexed('pod-0')).toBe(before[0]);
     } finally {

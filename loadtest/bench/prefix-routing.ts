@@ -13,9 +13,11 @@
  * same throughput, every pod's share within 25% of the mean pod.
  */
 
+import { poolPeakConcurrency } from '../../test/support/pool.js';
 import { runScenario } from '../src/load/runner.js';
 import { DEV_ADMIN_TOKEN, loadScenario, type Scenario } from '../src/load/scenario.js';
 import { type Infra, SIM_MODEL, startGateways, startInfra } from '../src/load/stack.js';
+import { percentile } from '../src/load/stats.js';
 
 const DURATION_S = Number(process.env.PREFIX_BENCH_SECONDS ?? 0) || undefined;
 
@@ -35,24 +37,6 @@ interface Measured {
   peakPerPod: number[];
 }
 
-/** The most requests open at once at one sim. */
-async function peakOpen(simUrl: string): Promise<number> {
-  const { intervals } = (await (await fetch(`${simUrl}/debug/requests`)).json()) as {
-    intervals: Array<[string, string]>;
-  };
-  const events: Array<[bigint, number]> = [];
-  for (const [start, end] of intervals) events.push([BigInt(start), 1], [BigInt(end), -1]);
-  // At equal times an end sorts before a start: touching intervals do not overlap.
-  events.sort((a, b) => (a[0] === b[0] ? a[1] - b[1] : a[0] < b[0] ? -1 : 1));
-  let open = 0;
-  let peak = 0;
-  for (const [, step] of events) {
-    open += step;
-    peak = Math.max(peak, open);
-  }
-  return peak;
-}
-
 /** Sum of every sample of `name` in a Prometheus text. */
 function sum(text: string, name: string): number {
   let total = 0;
@@ -60,11 +44,6 @@ function sum(text: string, name: string): number {
     total += Number(m[1]);
   }
   return total;
-}
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
 
 async function measure(base: Scenario, prefix: 'on' | 'off'): Promise<Measured> {
@@ -97,7 +76,7 @@ async function measure(base: Scenario, prefix: 'on' | 'off'): Promise<Measured> 
       const hits = texts.reduce((n, t) => n + sum(t, 'vllm:prefix_cache_hits_total'), 0);
       const queries = texts.reduce((n, t) => n + sum(t, 'vllm:prefix_cache_queries_total'), 0);
       const perPod = texts.map((t) => sum(t, 'vllm:request_success_total'));
-      const peakPerPod = await Promise.all(infra.sims.map((sim) => peakOpen(sim.url)));
+      const peakPerPod = await Promise.all(infra.sims.map((sim) => poolPeakConcurrency([sim])));
       const mean = perPod.reduce((a, b) => a + b, 0) / perPod.length;
       const ok = result.requests.filter((r) => r.outcome === 'ok');
       const ttft = ok.flatMap((r) => (r.ttftMs === undefined ? [] : [r.ttftMs]));
@@ -106,8 +85,8 @@ async function measure(base: Scenario, prefix: 'on' | 'off'): Promise<Measured> 
         hits,
         queries,
         hitRate: queries > 0 ? hits / queries : 0,
-        ttftP50Ms: percentile(ttft, 50),
-        ttftP99Ms: percentile(ttft, 99),
+        ttftP50Ms: percentile(ttft, 0.5),
+        ttftP99Ms: percentile(ttft, 0.99),
         completedPerS: ok.length / result.durationS,
         ok: ok.length,
         failed: result.requests.length - ok.length,

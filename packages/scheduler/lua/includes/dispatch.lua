@@ -72,7 +72,7 @@ local function grantWaiting(pass, req, band, fifo)
   local pod = chooseRequestPod(pass.pods, req, pass.cfg, pass.now)
   unlinkWaiting(req)
   local requestKey = requestPrefix .. req.id
-  rcall('HSET', requestKey, 'state', 'granted', 'pod', pod.name)
+  rcall('HSET', requestKey, 'state', 'granted', 'pod', pod.name, 'prefix', '')
   holdLease(req, pod, pass.now, pass.cfg, req.ownerLiveness, pass)
   rememberPrefix(pod, req, pass.cfg)
   local queueKey = queuePrefix .. band .. ':' .. req.tenant

@@ -89,17 +89,24 @@ local function anyHealthyPod(pods)
 end
 
 -- The hinted pod when it is healthy and under its cap, else the least-loaded healthy pod
--- under its cap (load = inflight / cap, compared exactly; ties go to the bytewise-first
--- name).
-local function choosePod(pods, hint)
+-- under its cap (load = inflight / cap, compared exactly). Ties go to the lowest
+-- tieBreak(pod) when given (asked of each candidate as the scan meets it), then to the
+-- bytewise-first name.
+local function choosePod(pods, hint, tieBreak)
   if hint and hint ~= '' then
     local hinted = pods.byName[hint]
     if hinted and podHasRoom(hinted) then return hinted end
   end
-  local best = nil
+  local best, bestTie = nil, 0
   for _, pod in ipairs(pods.list) do
-    if podHasRoom(pod) and (not best or pod.inflight * best.cap < best.inflight * pod.cap) then
-      best = pod
+    if podHasRoom(pod) then
+      if not best or pod.inflight * best.cap < best.inflight * pod.cap then
+        best = pod
+        if tieBreak then bestTie = tieBreak(pod) end
+      elseif tieBreak and pod.inflight * best.cap == best.inflight * pod.cap then
+        local key = tieBreak(pod)
+        if key < bestTie then best, bestTie = pod, key end
+      end
     end
   end
   return best

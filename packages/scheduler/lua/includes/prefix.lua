@@ -63,34 +63,18 @@ local function choosePrefixPod(pods, hashes, cfg, now)
   return nil
 end
 
--- Keys a pod's index holds (both generations).
-local function prefixKeys(name)
-  local currentKey = prefixCurrentPrefix .. name
-  local previousKey = prefixPreviousPrefix .. name
+-- Keys a pod's index holds (both generations): a prefix no pod holds goes to the
+-- least-loaded pod, ties to the one holding the fewest (choosePod's tieBreak), so new prompts
+-- spread over idle pods instead of all landing on the first by name.
+local function prefixKeys(pod)
+  local currentKey = prefixCurrentPrefix .. pod.name
+  local previousKey = prefixPreviousPrefix .. pod.name
   return rcall('SCARD', currentKey) + rcall('SCARD', previousKey)
 end
 
--- A prefix no pod holds: the least-loaded pod with room (as choosePod), ties going to the
--- pod whose index holds the fewest keys, then to the first by name. New prefixes spread
--- over idle pods instead of all landing on the first.
-local function chooseFreshPod(pods)
-  local best, bestKeys = nil, 0
-  for _, pod in ipairs(pods.list) do
-    if podHasRoom(pod) then
-      local better = not best or pod.inflight * best.cap < best.inflight * pod.cap
-      local tie = best and pod.inflight * best.cap == best.inflight * pod.cap
-      if better or tie then
-        local keys = prefixKeys(pod.name)
-        if better or keys < bestKeys then best, bestKeys = pod, keys end
-      end
-    end
-  end
-  return best
-end
-
 -- The pod for a request: its hinted pod when that has room; else, with prefix routing on
--- and a prefix, the best-scoring pod when some pod holds part of it, or chooseFreshPod when
--- none does; else the least-loaded pod with room (LocalEngine.choosePod).
+-- and a prefix, the best-scoring pod when some pod holds part of it, or the least-loaded
+-- pod by prefixKeys when none does; else the least-loaded pod with room (LocalEngine.choosePod).
 local function chooseRequestPod(pods, req, cfg, now)
   if req.hint and req.hint ~= '' then
     local hinted = pods.byName[req.hint]
@@ -99,7 +83,7 @@ local function chooseRequestPod(pods, req, cfg, now)
   if cfg.prefixEnabled then
     local hashes = prefixHashes(req)
     if #hashes > 0 then
-      return choosePrefixPod(pods, hashes, cfg, now) or chooseFreshPod(pods)
+      return choosePrefixPod(pods, hashes, cfg, now) or choosePod(pods, nil, prefixKeys)
     end
   end
   return choosePod(pods, nil)

@@ -2,7 +2,8 @@
 --- @include "includes/bucket"
 --[[
   req:<id> hash: tenant, band, owner (replica), class, cost, kvBlocks, hint, prefix (prompt
-  block hashes joined by ',', includes/prefix.lua), expiresAt
+  block hashes joined by ',', includes/prefix.lua; kept only while queued: the grant uses
+  them, so a granted request's reads stay small), expiresAt
   (queue expiry), seq, tokens (charged to the tenant's bucket, 0 = not charged), state
   ('queued' | 'granted') and pod once granted. A request is live iff its hash exists; it is
   deleted the moment the request ends, so ids never leak.
@@ -40,7 +41,7 @@ local function storeRequest(req, state, pod)
   rcall('HSET', requestKey, 'state', state, 'tenant', req.tenant, 'band', req.band,
     'owner', req.owner, 'class', req.class, 'cost', req.cost, 'kvBlocks', req.kvBlocks,
     'hint', req.hint, 'expiresAt', req.expiresAt, 'seq', req.seq, 'tokens', req.tokens,
-    'pod', pod or '', 'prefix', req.prefix)
+    'pod', pod or '', 'prefix', state == 'queued' and req.prefix or '')
 end
 
 -- Score in the shedding and eviction indexes (sheddableScore in src/local/engine.ts): the

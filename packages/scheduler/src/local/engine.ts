@@ -228,7 +228,8 @@ export class LocalEngine {
   /**
    * The hinted pod when it has room; else, for a request with a prefix while prefix routing
    * is on, the best-scoring pod with room when some pod holds part of the prefix
-   * (choosePrefixPod); else the least-loaded pod with room.
+   * (choosePrefixPod), or the least-loaded pod with ties to the fewest indexed keys when
+   * none does; else the least-loaded pod with room (chooseRequestPod in prefix.lua).
    */
   choosePod(
     pods: readonly LocalPod[],
@@ -237,17 +238,15 @@ export class LocalEngine {
     settings?: SchedulerSettings,
     now = 0,
   ): LocalPod | undefined {
-    const hasRoom = (pod: LocalPod) => pod.healthy && pod.inflight < pod.cap;
     const hinted = hint === '' ? undefined : this.pods.get(hint);
-    if (hinted && hasRoom(hinted)) return hinted;
+    if (hinted && podHasRoom(hinted)) return hinted;
     if (prefix.length > 0 && settings?.prefix.enabled) {
-      return this.choosePrefixPod(pods, prefix, settings, now) ?? this.chooseFreshPod(pods, now);
+      return (
+        this.choosePrefixPod(pods, prefix, settings, now) ??
+        leastLoaded(pods, (pod) => this.prefixIndex.size(pod.name, now))
+      );
     }
-    let best: LocalPod | undefined;
-    for (const pod of pods) {
-      if (hasRoom(pod) && (!best || pod.inflight * best.cap < best.inflight * pod.cap)) best = pod;
-    }
-    return best;
+    return leastLoaded(pods);
   }
 
   // --- prefix.lua
@@ -265,7 +264,7 @@ export class LocalEngine {
     let bestScore = 0;
     let anyMatch = false;
     for (const pod of pods) {
-      if (!pod.healthy || pod.inflight >= pod.cap) continue;
+      if (!podHasRoom(pod)) continue;
       const matched = this.prefixIndex.matched(pod.name, prefix, now);
       if (matched > 0) anyMatch = true;
       const pressure = podPressure(pod, now, settings.saturation) ?? 0;
@@ -286,31 +285,14 @@ export class LocalEngine {
   }
 
   /**
-   * A prefix no pod holds: the least-loaded pod with room, ties going to the pod whose
-   * index holds the fewest keys, then to the first by name (chooseFreshPod in prefix.lua).
+   * A grant on `pod`: its index learns the request's prefix (prefix routing on), and the
+   * granted request keeps it no longer (as its Lua record).
    */
-  private chooseFreshPod(pods: readonly LocalPod[], now: number): LocalPod | undefined {
-    let best: LocalPod | undefined;
-    let bestKeys = 0;
-    for (const pod of pods) {
-      if (!pod.healthy || pod.inflight >= pod.cap) continue;
-      const better = !best || pod.inflight * best.cap < best.inflight * pod.cap;
-      const tie = best !== undefined && pod.inflight * best.cap === best.inflight * pod.cap;
-      if (better || tie) {
-        const keys = this.prefixIndex.size(pod.name, now);
-        if (better || keys < bestKeys) {
-          best = pod;
-          bestKeys = keys;
-        }
-      }
-    }
-    return best;
-  }
-
-  /** A grant on `pod`: its index learns the request's prefix (prefix routing on). */
   rememberPrefix(pod: LocalPod, req: LocalRequest, now: number, settings: SchedulerSettings): void {
-    if (settings.prefix.enabled)
+    if (settings.prefix.enabled) {
       this.prefixIndex.remember(pod.name, req.prefix, now, settings.prefix);
+    }
+    req.prefix = [];
   }
 
   // --- requests.lua
@@ -708,4 +690,35 @@ function earlier(a: EarliestHead, b: EarliestHead): boolean {
     compareOrderKeys({ score: a.score, id: a.head.req.id }, { score: b.score, id: b.head.req.id }) <
     0
   );
+}
+
+function podHasRoom(pod: LocalPod): boolean {
+  return pod.healthy && pod.inflight < pod.cap;
+}
+
+/**
+ * The least-loaded pod with room (load = inflight / cap, compared exactly); ties go to the
+ * lowest tieBreak(pod) when given (asked of each candidate as the scan meets it), then to the
+ * first by name (choosePod in lua/includes/pods.lua).
+ */
+function leastLoaded(
+  pods: readonly LocalPod[],
+  tieBreak?: (pod: LocalPod) => number,
+): LocalPod | undefined {
+  let best: LocalPod | undefined;
+  let bestTie = 0;
+  for (const pod of pods) {
+    if (!podHasRoom(pod)) continue;
+    if (!best || pod.inflight * best.cap < best.inflight * pod.cap) {
+      best = pod;
+      if (tieBreak) bestTie = tieBreak(pod);
+    } else if (tieBreak && pod.inflight * best.cap === best.inflight * pod.cap) {
+      const key = tieBreak(pod);
+      if (key < bestTie) {
+        best = pod;
+        bestTie = key;
+      }
+    }
+  }
+  return best;
 }
