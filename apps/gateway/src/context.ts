@@ -2,6 +2,8 @@ import type { FairgateConfig } from '@fairgate/config';
 import type { Scheduler } from '@fairgate/scheduler';
 import type { EdgeMetrics } from '@fairgate/telemetry';
 import type { Tracer } from '@opentelemetry/api';
+import type { BatchService } from './batch/batch-service.js';
+import type { FileStore } from './batch/file-store.js';
 import type { Drain } from './drain.js';
 import type { GrantBroker } from './grants.js';
 import type { LocalShareInfo } from './local-share.js';
@@ -28,6 +30,12 @@ export interface GatewayDeps {
   drain: Drain;
   /** The replica's log (GatewayOptions.log): one line per call. */
   log: (line: string) => void;
+  /**
+   * The Batch API's files (routes/files.ts) and batches (routes/batches.ts); undefined on
+   * the embedded scheduler (no Redis): those endpoints answer 501 batch_unavailable.
+   */
+  files: FileStore | undefined;
+  batches: BatchService | undefined;
 }
 
 /** Where a request is admitted and released: the shared scheduler, or the local share. */

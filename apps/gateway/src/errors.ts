@@ -199,3 +199,44 @@ export function adminUnauthorized(): OpenAIHttpError {
     code: 'invalid_admin_token',
   });
 }
+
+/** A Batch API object (file, batch) that does not exist or belongs to another tenant. */
+export function noSuchObject(kind: 'File' | 'Batch', id: string): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 404,
+    type: 'invalid_request_error',
+    message: `No such ${kind} object: ${id}`,
+    param: 'id',
+    code: 'not_found',
+  });
+}
+
+/** The Batch API needs `redis:` (its files, batches and queues live there). */
+export function batchUnavailable(): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 501,
+    type: 'invalid_request_error',
+    message: 'The Batch API needs a shared Redis (config `redis:`); this gateway runs embedded',
+    code: 'batch_unavailable',
+  });
+}
+
+/** An upload past `batch.max_file_bytes` (413) or the tenant's `batch.max_tenant_bytes` (429). */
+export function fileRefused(kind: 'file_too_large' | 'tenant_quota_exceeded', message: string) {
+  return new OpenAIHttpError({
+    status: kind === 'file_too_large' ? 413 : 429,
+    type: 'invalid_request_error',
+    message,
+    code: kind,
+  });
+}
+
+/** A batch line granted after its batch was cancelled (the worker counts it as skipped). */
+export function batchCancelled(batch: string): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 409,
+    type: 'invalid_request_error',
+    message: `Batch ${batch} was cancelled before this line ran`,
+    code: 'batch_cancelled',
+  });
+}

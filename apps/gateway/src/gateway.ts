@@ -5,6 +5,7 @@ import { ConfigWatcher, type FairgateConfig } from '@fairgate/config';
 import { createEdgeMetrics, startTelemetry, type Telemetry } from '@fairgate/telemetry';
 import type { Hono } from 'hono';
 import { createGatewayApp, gatewayRequestListener } from './app.js';
+import { type BatchApi, startBatchApi } from './batch/batch-api.js';
 import type { GatewayDeps } from './context.js';
 import { Drain } from './drain.js';
 import { draining } from './errors.js';
@@ -103,6 +104,9 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       traces: config.telemetry.traces,
     });
   const ownsTelemetry = options.telemetry === undefined;
+  const batch: BatchApi | undefined = config.redis
+    ? startBatchApi({ config: current, pools, metrics, tracer: telemetry.tracer, log })
+    : undefined;
   const deps: GatewayDeps = {
     replica,
     config: current,
@@ -113,6 +117,8 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     mode: pools.first.mode,
     drain: new Drain(),
     log,
+    files: batch?.files,
+    batches: batch?.batches,
   };
   const app = createGatewayApp(deps);
   for (const pool of pools.all) pool.run();
@@ -133,6 +139,8 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   installClientErrorHandler(server, (phase) => refused(`${phase}_timeout`));
   const shownHost = host === '0.0.0.0' ? '127.0.0.1' : host;
   const url = `http://${shownHost}:${port}`;
+  // Batch lines are requests to this replica's own server (batch/line-runner.ts).
+  batch?.batches.work(url);
   log(
     `fairgate: replica ${replica} listening on ${url} (${deps.mode} scheduler, ${pools.all.map((pool) => `pool ${pool.name}: ${pool.pods.all.length} pods`).join(', ')})`,
   );
@@ -169,6 +177,8 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
         log(
           `fairgate: ${cause ? `${cause}: ` : ''}draining replica ${replica}: /readyz and new requests answer 503 draining; ${leads ? 'gives the leader lease up; ' : ''}${handedBackNow} queued requests handed back; ${inProgress - handedBackNow} in progress get ${timeoutMs / 1_000} s`,
         );
+        // The batch workers take no new line; the lines they run end like any request.
+        const batchesStopped = batch?.batches.stopWorking();
         const ended = await Promise.race([
           drain.idle(timeoutMs).then((idle) => (idle ? 'idle' : 'drain timeout')),
           cutRequested,
@@ -180,6 +190,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
           await drain.idle(500);
         }
         await steppingDown;
+        await batchesStopped;
         await gateway.close(500);
         const report: DrainReport = {
           inProgress,
@@ -207,6 +218,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
           }, graceMs);
           deadline.unref();
         });
+        await batch?.close();
         await Promise.all(all.map((pool) => pool.close()));
         // Spans that cannot be flushed (collector away) are lost, not a failed shutdown.
         if (ownsTelemetry) {

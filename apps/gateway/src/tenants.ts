@@ -1,5 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import { apiKeyDigest, type FairgateConfig, type TenantConfig } from '@fairgate/config';
+import { unauthorized } from './errors.js';
 
 /**
  * API key -> tenant. Keys are never stored: the config holds sha256 digests.
@@ -36,6 +37,21 @@ export class TenantDirectory {
   get all(): TenantConfig[] {
     return [...this.#byId.values()];
   }
+}
+
+/**
+ * The tenant an `Authorization: Bearer <API key>` header names; 401 (OpenAI's wording)
+ * without one or with an unknown key. Every tenant-facing route authenticates here.
+ */
+export function authenticateTenant(
+  directory: TenantDirectory,
+  authorization: string | undefined,
+): TenantConfig {
+  const token = bearerToken(authorization);
+  if (!token) throw unauthorized('Missing `Authorization: Bearer <API key>` header');
+  const tenant = directory.authenticate(token);
+  if (!tenant) throw unauthorized('Incorrect API key provided');
+  return tenant;
 }
 
 /** The token of an `Authorization: Bearer <token>` header, or undefined. */

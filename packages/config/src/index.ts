@@ -7,6 +7,7 @@ export {
 export { ModelRoutes, poolView } from './pools.js';
 export {
   type AdmissionSectionConfig,
+  type BatchSectionConfig,
   type ControllerSectionConfig,
   configSchema,
   DEFAULT_SLO_CLASSES,

@@ -64,6 +64,12 @@ export const tenantSchema = z.strictObject({
    * answers 404 `model_not_found`, and GET /v1/models lists only these.
    */
   models: z.array(z.string().min(1)).min(1).optional(),
+  /**
+   * The SLO class this tenant's Batch API lines run at (docs/batch.md); absent = `batch`
+   * when slo_classes has it, else the tenant's default class. Capped at max_class like
+   * x-slo-class.
+   */
+  batch_class: z.string().optional(),
 });
 
 /** A model name as clients send it (`meta-llama/Llama-3.1-8B-Instruct`, a LoRA adapter's name). */
@@ -358,6 +364,45 @@ export const serverSchema = z
     }
   });
 
+const MiB = 1024 * 1024;
+
+/**
+ * The Batch API (docs/batch.md): files and batches in Redis, lines run as BullMQ jobs by
+ * workers in every replica, each line through the scheduler at the tenant's batch class.
+ * Needs `redis:` (without it the endpoints answer 501).
+ */
+export const batchSchema = z.strictObject({
+  /** Lines one replica runs at once per pool (its BullMQ worker's concurrency); 0 = none. */
+  concurrency: z.number().int().min(0).max(4_096).default(16),
+  /** Largest file one upload may store (413 past it). */
+  max_file_bytes: z
+    .number()
+    .int()
+    .min(1)
+    .max(512 * MiB)
+    .default(50 * MiB),
+  /** Most bytes one tenant's files may hold together (429 past it). */
+  max_tenant_bytes: z
+    .number()
+    .int()
+    .min(1)
+    .max(64 * 1024 * MiB)
+    .default(500 * MiB),
+  /** Most lines in one input file (OpenAI's limit is 50,000). */
+  max_lines: z.number().int().min(1).max(1_000_000).default(50_000),
+  /** First wait before a line the scheduler dropped (evicted, queue TTL, shed) runs again. */
+  retry_base_ms: z.number().int().min(1).max(600_000).default(1_000),
+  /** Longest wait between tries of one line (the wait doubles from retry_base_ms up to this). */
+  retry_max_ms: z.number().int().min(1).max(3_600_000).default(30_000),
+  /** Most ms one line may take on its pod, queue wait included; then it is tried again. */
+  line_timeout_ms: z.number().int().min(100).max(86_400_000).default(600_000),
+  /**
+   * A line whose replica stopped renewing its lock for this long (a crash) runs again on
+   * another replica (BullMQ's lock duration and stalled-job check).
+   */
+  stalled_ms: z.number().int().min(100).max(600_000).default(30_000),
+});
+
 /** Graceful shutdown on SIGTERM (docs/gateway.md, *Drain*). */
 export const shutdownSchema = z.strictObject({
   /**
@@ -441,6 +486,7 @@ const configObject = z.strictObject({
   routing: routingSchema.default(routingSchema.parse({})),
   server: serverSchema.default(serverSchema.parse({})),
   shutdown: shutdownSchema.default(shutdownSchema.parse({})),
+  batch: batchSchema.default(batchSchema.parse({})),
 });
 
 export const configSchema = configObject
@@ -594,7 +640,7 @@ export const configSchema = configObject
           }
         });
       }
-      for (const key of ['default_class', 'max_class'] as const) {
+      for (const key of ['default_class', 'max_class', 'batch_class'] as const) {
         const name = tenant[key];
         if (name !== undefined && !(name in config.slo_classes)) {
           ctx.addIssue({
@@ -615,6 +661,13 @@ export const configSchema = configObject
         });
       }
     });
+    if (config.batch.retry_max_ms < config.batch.retry_base_ms) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['batch', 'retry_max_ms'],
+        message: `must be at least batch.retry_base_ms (${config.batch.retry_base_ms})`,
+      });
+    }
   })
   .transform((config) => {
     const pools = poolsOf(config);
@@ -701,3 +754,4 @@ export type RedisSectionConfig = z.infer<typeof redisSchema>;
 export type ServerSectionConfig = z.infer<typeof serverSchema>;
 export type ShutdownSectionConfig = z.infer<typeof shutdownSchema>;
 export type RoutingConfig = z.infer<typeof routingSchema>;
+export type BatchSectionConfig = z.infer<typeof batchSchema>;

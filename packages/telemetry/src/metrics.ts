@@ -369,6 +369,7 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
  */
 export function createEdgeMetrics(labels: { replica: string }) {
   const registry = new Registry();
+  const pendingLines: { read?: () => Promise<Map<string, number>> } = {};
   registry.setDefaultLabels(labels);
   return {
     registry,
@@ -378,6 +379,39 @@ export function createEdgeMetrics(labels: { replica: string }) {
       labelNames: ['reason'],
       registers: [registry],
     }),
+    /** Batch API lines this replica ran to an end (docs/batch.md), by tenant and outcome. */
+    batchLines: new Counter({
+      name: 'fairgate_batch_lines_total',
+      help: 'Batch API lines this replica ended, by tenant and outcome: completed (in the output file), failed (in the error file), skipped (batch cancelled before the line ran), retried (dropped by flow control or a transient failure: tried again later).',
+      labelNames: ['tenant', 'outcome'],
+      registers: [registry],
+    }),
+    batchLinesRunning: new Gauge({
+      name: 'fairgate_batch_lines_running',
+      help: "Batch API lines this replica's workers are running now (submitted to the scheduler, queued or in flight), by tenant.",
+      labelNames: ['tenant'],
+      registers: [registry],
+    }),
+    batchLinesPending: new Gauge({
+      name: 'fairgate_batch_lines_pending',
+      help: 'Batch API lines not yet ended in the batches in progress, by tenant (read from Redis at each scrape: every replica shows the same value; use max).',
+      labelNames: ['tenant'],
+      registers: [registry],
+      async collect() {
+        this.reset();
+        const read = pendingLines.read;
+        if (!read) return;
+        try {
+          for (const [tenant, lines] of await read()) this.set({ tenant }, lines);
+        } catch {
+          // Redis away: the series are absent for this scrape.
+        }
+      },
+    }),
+    /** Where batchLinesPending reads from (the batch service, when the Batch API runs). */
+    readPendingBatchLinesFrom(read: () => Promise<Map<string, number>>): void {
+      pendingLines.read = read;
+    },
   };
 }
 

@@ -12,7 +12,7 @@ import type { Span } from '@opentelemetry/api';
 import type { Context } from 'hono';
 import { type NodeExchange, nodeExchange, nodeHeader } from '../body.js';
 import type { GatewayDeps, RequestState } from '../context.js';
-import { CLIENT_GONE_STATUS } from '../errors.js';
+import { batchCancelled, CLIENT_GONE_STATUS } from '../errors.js';
 import {
   describeError,
   errorResponse,
@@ -126,6 +126,11 @@ async function generate(
   }
 
   const held = new HeldSlot(call, granted, ticket);
+  if (call.batch !== undefined && !(await deps.batches?.running(call.batch))) {
+    // A line of a batch cancelled while it waited: it never reaches a pod (docs/batch.md).
+    held.finish('cancelled', undefined, 409);
+    throw batchCancelled(call.batch);
+  }
   const forwarded = await forward(deps, call, granted.pod, held);
   if (!forwarded.ok) {
     held.finish(forwarded.outcome, undefined, forwarded.status, forwarded.error);

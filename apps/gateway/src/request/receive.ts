@@ -8,12 +8,13 @@ import {
 import { ClientLink } from '@fairgate/runtime';
 import { Attr, type RequestSeries } from '@fairgate/telemetry';
 import type { Context as OtelContext, Span } from '@opentelemetry/api';
+import { BATCH_ID_HEADER, BATCH_TENANT_HEADER } from '../batch/credential.js';
 import { type NodeExchange, nodeHeader, readBodyText } from '../body.js';
 import { type Classification, classify, SLO_CLASS_HEADER, SLO_TTFT_HEADER } from '../classify.js';
 import { DEFAULT_MAX_TOKENS, type GatewayDeps, type RequestState } from '../context.js';
 import { modelNotFound, unauthorized } from '../errors.js';
 import type { PoolRuntime } from '../pool-runtime.js';
-import { bearerToken } from '../tenants.js';
+import { authenticateTenant } from '../tenants.js';
 
 /**
  * Stage 1 of the request path (request/pipeline.ts): who is asking, for what, at which
@@ -39,6 +40,11 @@ export interface Call extends Arrival {
    * (`routing.prefix: on`; docs/routing.md): the scheduler picks the pod with them.
    */
   readonly prefix: readonly string[] | undefined;
+  /**
+   * The batch this request is a line of (a Batch API worker's call: batch/line-runner.ts);
+   * it is checked at the grant, so no line of a cancelled batch goes to a pod.
+   */
+  readonly batch: string | undefined;
   /** The body as the client sent it (forwarded as is when nothing in it changes). */
   readonly body: string;
   readonly cls: Classification;
@@ -74,7 +80,8 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
   const { node, span } = arrival;
   const config = deps.config();
   const client = ClientLink.ofResponse(node.outgoing);
-  const tenant = authenticate(deps, node);
+  const onBehalfOf = nodeHeader(node.incoming, BATCH_TENANT_HEADER);
+  const tenant = authenticate(deps, node, onBehalfOf);
   span.setAttribute(Attr.tenant, tenant.id);
   const body = await readBodyText(node.incoming, config.limits.max_body_bytes);
   const request = parseGenerationRequest(arrival.endpoint, parseJsonBody(body));
@@ -122,16 +129,26 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
         : undefined,
     // A requested alias goes to the pod as the model's own name.
     body: route.model === request.model ? body : JSON.stringify({ ...request, model: route.model }),
+    batch: onBehalfOf === undefined ? undefined : nodeHeader(node.incoming, BATCH_ID_HEADER),
     cls,
     series: route.pool.metrics.series(tenant.id, cls.sloClass),
     nowMs,
   };
 }
 
-function authenticate(deps: GatewayDeps, node: NodeExchange): TenantConfig {
-  const token = bearerToken(nodeHeader(node.incoming, 'authorization'));
-  if (!token) throw unauthorized('Missing `Authorization: Bearer <API key>` header');
-  const tenant = deps.tenants().authenticate(token);
-  if (!tenant) throw unauthorized('Incorrect API key provided');
-  return tenant;
+/**
+ * The tenant of an API key; or, for a Batch API line a worker of this replica submits,
+ * the tenant it names with the replica's batch credential (batch/credential.ts).
+ */
+function authenticate(
+  deps: GatewayDeps,
+  node: NodeExchange,
+  onBehalfOf: string | undefined,
+): TenantConfig {
+  const authorization = nodeHeader(node.incoming, 'authorization');
+  if (onBehalfOf !== undefined) {
+    if (!deps.batches) throw unauthorized(`${BATCH_TENANT_HEADER} is for batch lines only`);
+    return deps.batches.credential.tenantOf(deps.tenants(), onBehalfOf, authorization);
+  }
+  return authenticateTenant(deps.tenants(), authorization);
 }
