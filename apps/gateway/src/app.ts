@@ -9,7 +9,9 @@ import { notFound } from './errors.js';
 import { adminAuth } from './middleware/admin-auth.js';
 import { describeError, httpErrorOf, requestContext } from './middleware/request-context.js';
 import { generationHandler, nodeGenerationHandler } from './request/pipeline.js';
+import { registerBatchRoutes } from './routes/batches.js';
 import { adminCapacity } from './routes/capacity.js';
+import { registerFileRoutes } from './routes/files.js';
 import { adminState, healthz, metrics, models, readyz } from './routes/system.js';
 
 /**
@@ -29,6 +31,8 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   app.post('/v1/chat/completions', generationHandler(deps, 'chat'));
   app.post('/v1/completions', generationHandler(deps, 'completions'));
   app.get('/v1/models', models(deps));
+  registerFileRoutes(app, deps);
+  registerBatchRoutes(app, deps);
   app.get('/healthz', healthz);
   app.get('/readyz', readyz(deps));
   app.get('/metrics', metrics(deps));
