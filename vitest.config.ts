@@ -20,6 +20,7 @@ const TIMING_SENSITIVE = [
   'test/controller-closed-loop.test.ts',
   'test/slow-clients.test.ts',
   'test/stream-backpressure.test.ts',
+  'test/batch-backfill.test.ts',
   'apps/gateway/test/http-edge.test.ts',
 ];
 
