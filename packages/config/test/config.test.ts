@@ -79,6 +79,29 @@ describe('defaults', () => {
   });
 });
 
+describe('batch section', () => {
+  it('defaults: 16 lines per replica per pool, 50 MiB files, 500 MiB per tenant', () => {
+    const config = parseConfig(minimal());
+    expect(config.batch).toEqual({
+      concurrency: 16,
+      max_file_bytes: 50 * 1024 * 1024,
+      max_tenant_bytes: 500 * 1024 * 1024,
+      max_lines: 50_000,
+      retry_base_ms: 1_000,
+      retry_max_ms: 30_000,
+      line_timeout_ms: 600_000,
+      stalled_ms: 30_000,
+    });
+    expect(config.tenants[0]?.batch_class).toBeUndefined();
+  });
+
+  it('a tenant may name its batch class', () => {
+    const raw = minimal();
+    (raw.tenants as Array<Record<string, unknown>>)[0]!.batch_class = 'sheddable';
+    expect(parseConfig(raw).tenants[0]?.batch_class).toBe('sheddable');
+  });
+});
+
 describe('server and shutdown sections', () => {
   it('default to the documented values', () => {
     const config = parseConfig(minimal());
@@ -456,6 +479,25 @@ describe('bad configs name the key', () => {
       'shutdown.drain_timeout_s',
     ],
     ['unknown shutdown key', (c) => (c.shutdown = { grace_s: 5 }), 'shutdown'],
+    ['batch concurrency negative', (c) => (c.batch = { concurrency: -1 }), 'batch.concurrency'],
+    [
+      'batch file limit above 512 MiB',
+      (c) => (c.batch = { max_file_bytes: 600 * 1024 * 1024 }),
+      'batch.max_file_bytes',
+    ],
+    ['batch max lines zero', (c) => (c.batch = { max_lines: 0 }), 'batch.max_lines'],
+    [
+      'batch retry max below base',
+      (c) => (c.batch = { retry_base_ms: 5_000, retry_max_ms: 1_000 }),
+      'batch.retry_max_ms',
+    ],
+    ['batch stalled too short', (c) => (c.batch = { stalled_ms: 10 }), 'batch.stalled_ms'],
+    ['unknown batch key', (c) => (c.batch = { workers: 4 }), 'batch'],
+    [
+      'unknown batch class',
+      (c) => (c.tenants[0].batch_class = 'overnight'),
+      'tenants[0].batch_class',
+    ],
   ];
   it.each(cases)('%s -> %s', (_name, mutate, key) => {
     const raw = minimal();
