@@ -1,7 +1,9 @@
 import { readFileSync, writeFileSync } from 'node:fs';
+import { TEST_KEYS } from '@fairgate/testkit';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
+import { batchInput, sdk, submitBatch, waitForBatch } from '../support/batch.js';
 import {
   DASHBOARD_JSON,
   eventually,
@@ -122,6 +124,8 @@ suite(`prometheus: dashboard and alert rules${tools ? '' : ` (skipped: ${PROMETH
 
       const loadSeconds = 24;
       const load = runOpsLoad({ gateways: () => pool.gateways, seconds: loadSeconds });
+      // A small batch, so the Batch API panels have their series (docs/batch.md).
+      const batch = await submitBatch(sdk(pool.gateways[0]!, TEST_KEYS.paying), batchInput(20));
       const loadEndsAt = Date.now() + loadSeconds * 1_000;
 
       // The slowest series: the tuner's sizing (a baseline period, a bootstrap, an update).
@@ -216,6 +220,8 @@ suite(`prometheus: dashboard and alert rules${tools ? '' : ` (skipped: ${PROMETH
       const results = await load;
       const dropped = results.filter((r) => r.status === 429).length;
       log(`load: ${results.length} requests, ${dropped} dropped`);
+      const ended = await waitForBatch(sdk(pool.gateways[1]!, TEST_KEYS.paying), batch.id, 30_000);
+      log(`batch: ${ended.status}, ${JSON.stringify(ended.request_counts)}`);
 
       // 3. Nobody can lead: a foreign holder takes the lease key; the leader's renewal is
       // refused and every acquire answers "held".
