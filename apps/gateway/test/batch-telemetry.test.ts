@@ -54,16 +54,15 @@ describe('batch lines: spans, metrics and the batch credential', () => {
       file: await toFile(Buffer.from(jsonl), 'in.jsonl'),
       purpose: 'batch',
     });
-    let batch = await client.batches.create({
+    const created = await client.batches.create({
       input_file_id: file.id,
       endpoint: '/v1/chat/completions',
       completion_window: '24h',
     });
     await expect
-      .poll(async () => (batch = await client.batches.retrieve(batch.id)).status, {
-        timeout: 15_000,
-      })
+      .poll(async () => (await client.batches.retrieve(created.id)).status, { timeout: 15_000 })
       .toBe('completed');
+    const batch = await client.batches.retrieve(created.id);
 
     await telemetry.flush();
     const spans = exporter.getFinishedSpans();
