@@ -1,6 +1,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
+import { setTimeout as delay } from 'node:timers/promises';
 import { ConfigWatcher, type FairgateConfig } from '@fairgate/config';
 import { createEdgeMetrics, startTelemetry, type Telemetry } from '@fairgate/telemetry';
 import type { Hono } from 'hono';
@@ -211,6 +212,11 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     close(graceMs = 10_000) {
       closing ??= (async () => {
         watcher.stop();
+        // Batch workers first, while the server still serves the lines they run.
+        await Promise.race([
+          batch?.batches.stopWorking(),
+          delay(graceMs, undefined, { ref: false }),
+        ]);
         await new Promise<void>((resolve) => {
           server.close(() => resolve());
           const deadline = setTimeout(() => {

@@ -225,6 +225,23 @@ describe('BatchStore', () => {
     await started({ total: 5, tenant: 'other' });
     await store.create(record({ total: 7 })); // still validating: not counted
     const pending = await store.pendingByTenant(['acme', 'other', 'idle']);
-    expect(Object.fromEntries(pending)).toEqual({ acme: 8, other: 5 });
+    expect(Object.fromEntries(pending)).toEqual({ acme: 8, other: 5, idle: 0 });
+    for (let i = 2; i < 10; i++) await store.recordLine(a.id, i, 'output', '{}');
+    await store.finish(a.id, null, null);
+    expect(Object.fromEntries(await store.pendingByTenant(['acme']))).toEqual({
+      acme: 0,
+      other: 5,
+    });
+  });
+
+  it('failValidation fails a batch still validating, and nothing else', async () => {
+    const error = { code: 'input_file_missing', message: 'gone', param: null, line: null };
+    const waiting = record();
+    await store.create(waiting);
+    expect(await store.failValidation(waiting.id, error)).toBe(true);
+    expect(await store.read(waiting.id)).toMatchObject({ status: 'failed', errors: [error] });
+    const running = await started();
+    expect(await store.failValidation(running.id, error)).toBe(false);
+    expect((await store.read(running.id))?.status).toBe('in_progress');
   });
 });

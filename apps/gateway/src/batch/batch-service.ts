@@ -111,10 +111,16 @@ export class BatchService {
     return tenant?.default_class ?? 'batch';
   }
 
-  /** Whether a batch still runs lines (checked when one of its lines is granted). */
+  /**
+   * Whether a batch still runs lines (asked when one of its lines is granted). A failed read
+   * says yes: the line runs (it would have without the cancel), and its slot is never lost.
+   */
   async running(id: string): Promise<boolean> {
-    const batch = await this.store.read(id);
-    return batch?.status === 'in_progress';
+    try {
+      return (await this.store.status(id)) === 'in_progress';
+    } catch {
+      return true;
+    }
   }
 
   /**
@@ -231,6 +237,7 @@ export class BatchService {
     await Promise.all([...this.#queues.values()].map((queue) => queue.stopWorking()));
   }
 
+  /** Closes the queues and workers (without waiting for the lines still running). */
   async close(): Promise<void> {
     await Promise.all([...this.#queues.values()].map((queue) => queue.close()));
     await this.#runner?.close();

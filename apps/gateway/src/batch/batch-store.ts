@@ -9,6 +9,7 @@ import type { Cluster, Redis } from 'ioredis';
  *   {fg-batch}:batch:<id>:results  hash: line index -> kind (o output, e error, s skipped)
  *                                  and the output line; cleared when the batch ends
  *   {fg-batch}:batches:<tenant>    sorted set: the tenant's batch ids by creation ms
+ *   {fg-batch}:active              set: ids of the batches in progress (start to end)
  *
  * A line's result is written once (HSETNX on its index): a line run twice (its replica
  * died after the write, BullMQ ran it again) counts and appears once. The script that
@@ -19,6 +20,8 @@ const TAG = '{fg-batch}';
 const batchKey = (id: string) => `${TAG}:batch:${id}`;
 const resultsKey = (id: string) => `${TAG}:batch:${id}:results`;
 const tenantKey = (tenant: string) => `${TAG}:batches:${tenant}`;
+/** The batches between their start and their end (the pending-lines gauge reads them). */
+const ACTIVE_KEY = `${TAG}:active`;
 
 export type BatchStatus =
   | 'validating'
@@ -123,7 +126,8 @@ end
 return {1, 0}
 `;
 
-// KEYS[1] batch; ARGV[1] now (s). validating -> in_progress; a batch cancelled while
+// KEYS[1] batch, KEYS[2] active; ARGV[1] now (s), ARGV[2] id. validating -> in_progress
+// (and into the active set); a batch cancelled while
 // validating, or one with no lines, goes straight to finalizing. Returns the new status.
 const START = `
 local f = redis.call('HMGET', KEYS[1], 'status', 'total')
@@ -134,6 +138,7 @@ if f[1] == 'validating' then
     return 'finalizing'
   end
   redis.call('HSET', KEYS[1], 'status', 'in_progress', 'in_progress_at', ARGV[1])
+  redis.call('SADD', KEYS[2], ARGV[2])
   return 'in_progress'
 end
 if f[1] == 'cancelling' then
@@ -147,6 +152,13 @@ end
 return f[1]
 `;
 
+// KEYS[1] batch; ARGV[1] errors (JSON), ARGV[2] now (s). validating -> failed.
+const FAIL = `
+if redis.call('HGET', KEYS[1], 'status') ~= 'validating' then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'failed', 'failed_at', ARGV[2], 'errors', ARGV[1])
+return 1
+`;
+
 // KEYS[1] batch; ARGV[1] now (s). Returns the status after the call.
 const CANCEL = `
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -158,8 +170,8 @@ end
 return status
 `;
 
-// KEYS[1] batch, KEYS[2] results; ARGV[1] output file id, ARGV[2] error file id, ARGV[3]
-// now (s). finalizing -> its final status (completed, cancelled, or expired when a line
+// KEYS[1] batch, KEYS[2] results, KEYS[3] active; ARGV[1] output file id, ARGV[2] error
+// file id, ARGV[3] now (s), ARGV[4] id. finalizing -> its final status (completed, cancelled, or expired when a line
 // found the window past). Returns 1 when this call ended it (0: another did).
 const FINISH = `
 local f = redis.call('HMGET', KEYS[1], 'status', 'final_status', 'expired_at')
@@ -170,6 +182,7 @@ redis.call('HSET', KEYS[1], 'status', final, final .. '_at', ARGV[3])
 if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], 'output_file_id', ARGV[1]) end
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'error_file_id', ARGV[2]) end
 redis.call('DEL', KEYS[2])
+redis.call('SREM', KEYS[3], ARGV[4])
 return 1
 `;
 
@@ -184,23 +197,27 @@ type Scripted = {
     line: string,
     now: number,
   ): Promise<[number, number]>;
-  fgBatchStart(batch: string, now: number): Promise<string>;
+  fgBatchStart(batch: string, active: string, now: number, id: string): Promise<string>;
+  fgBatchFail(batch: string, errors: string, now: number): Promise<number>;
   fgBatchCancel(batch: string, now: number): Promise<string | null>;
   fgBatchFinish(
     batch: string,
     results: string,
+    active: string,
     outputFile: string,
     errorFile: string,
     now: number,
+    id: string,
   ): Promise<number>;
 };
 
 const SCRIPTS = {
   fgBatchBegin: { keys: 2, lua: BEGIN_LINE },
   fgBatchRecord: { keys: 2, lua: RECORD_LINE },
-  fgBatchStart: { keys: 1, lua: START },
+  fgBatchStart: { keys: 2, lua: START },
+  fgBatchFail: { keys: 1, lua: FAIL },
   fgBatchCancel: { keys: 1, lua: CANCEL },
-  fgBatchFinish: { keys: 2, lua: FINISH },
+  fgBatchFinish: { keys: 3, lua: FINISH },
 } as const;
 
 const nowS = () => Math.floor(Date.now() / 1_000);
@@ -244,6 +261,18 @@ export class BatchStore {
     return hash.id ? fromHash(hash) : undefined;
   }
 
+  async status(id: string): Promise<BatchStatus | undefined> {
+    return ((await this.#redis.hget(batchKey(id), 'status')) as BatchStatus | null) ?? undefined;
+  }
+
+  /**
+   * A batch that cannot start (its input file was deleted before its start job ran): failed
+   * with one error, when it is still validating. True when it did.
+   */
+  async failValidation(id: string, error: BatchError): Promise<boolean> {
+    return (await this.#redis.fgBatchFail(batchKey(id), JSON.stringify([error]), nowS())) === 1;
+  }
+
   /** Newest first; the page starts after the batch `after` (OpenAI's cursor). */
   async list(
     tenant: string,
@@ -269,7 +298,7 @@ export class BatchStore {
 
   /** validating -> in_progress (or finalizing: cancelled meanwhile, or no lines). */
   start(id: string): Promise<string> {
-    return this.#redis.fgBatchStart(batchKey(id), nowS());
+    return this.#redis.fgBatchStart(batchKey(id), ACTIVE_KEY, nowS(), id);
   }
 
   /** Cancels (validating / in_progress -> cancelling); the status after, null if unknown. */
@@ -339,32 +368,32 @@ export class BatchStore {
     const ended = await this.#redis.fgBatchFinish(
       batchKey(id),
       resultsKey(id),
+      ACTIVE_KEY,
       outputFileId ?? '',
       errorFileId ?? '',
       nowS(),
+      id,
     );
     return ended === 1;
   }
 
-  /** Lines not yet ended per tenant, over the batches in progress (the pending gauge). */
+  /**
+   * Lines not yet ended per tenant over the batches in progress (the pending gauge): 0 for
+   * every tenant named, plus any other tenant with a batch in progress.
+   */
   async pendingByTenant(tenants: readonly string[]): Promise<Map<string, number>> {
-    const pending = new Map<string, number>();
-    for (const tenant of tenants) {
-      // Batches of the last completion window can still be running.
-      const since = (Date.now() - 2 * 86_400_000).toString();
-      const ids = await this.#redis.zrangebyscore(tenantKey(tenant), since, '+inf');
-      if (ids.length === 0) continue;
-      const pipeline = this.#redis.pipeline();
-      for (const id of ids) {
-        pipeline.hmget(batchKey(id), 'status', 'total', 'completed', 'failed', 'skipped');
-      }
-      let lines = 0;
-      for (const [, fields] of (await pipeline.exec()) ?? []) {
-        const [status, total, completed, failed, skipped] = fields as (string | null)[];
-        if (status !== 'in_progress' && status !== 'cancelling') continue;
-        lines += Number(total) - Number(completed) - Number(failed) - Number(skipped);
-      }
-      pending.set(tenant, lines);
+    const pending = new Map<string, number>(tenants.map((tenant) => [tenant, 0]));
+    const ids = await this.#redis.smembers(ACTIVE_KEY);
+    if (ids.length === 0) return pending;
+    const pipeline = this.#redis.pipeline();
+    for (const id of ids) {
+      pipeline.hmget(batchKey(id), 'tenant', 'total', 'completed', 'failed', 'skipped');
+    }
+    for (const [, fields] of (await pipeline.exec()) ?? []) {
+      const [tenant, total, completed, failed, skipped] = fields as (string | null)[];
+      if (!tenant) continue;
+      const lines = Number(total) - Number(completed) - Number(failed) - Number(skipped);
+      pending.set(tenant, (pending.get(tenant) ?? 0) + lines);
     }
     return pending;
   }

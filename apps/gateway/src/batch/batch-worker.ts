@@ -45,13 +45,22 @@ export class BatchWorker {
   /** Adds the batch's line jobs (again, after a crash: the same ids are the same jobs). */
   async #start(id: string): Promise<void> {
     const { store, files } = this.deps;
-    const status = await store.start(id);
-    if (status === 'finalizing') return this.queue.add([{ kind: 'finalize', batch: id }]);
-    if (status !== 'in_progress' && status !== 'cancelling') return;
     const batch = await store.read(id);
     if (!batch) return;
     const content = await files.content(batch.tenant, batch.inputFileId);
-    if (!content) throw new Error(`batch ${id}: its input file ${batch.inputFileId} is gone`);
+    if (!content) {
+      // Deleted between the batch's creation and this job: the batch cannot run.
+      await store.failValidation(id, {
+        code: 'input_file_missing',
+        message: `The input file ${batch.inputFileId} was deleted before the batch started`,
+        param: 'input_file_id',
+        line: null,
+      });
+      return;
+    }
+    const status = await store.start(id);
+    if (status === 'finalizing') return this.queue.add([{ kind: 'finalize', batch: id }]);
+    if (status !== 'in_progress' && status !== 'cancelling') return;
     const lines = parseBatchInput(content.toString('utf8'), { maxLines: this.deps.maxLines() });
     for (let from = 0; from < lines.length; from += ADD_CHUNK) {
       await this.queue.add(

@@ -160,8 +160,9 @@ export class LineQueue {
     await this.#worker?.close();
   }
 
+  /** Closes the worker at once (a job still running is retried elsewhere) and the queue. */
   async close(): Promise<void> {
-    await this.stopWorking();
+    await this.#worker?.close(true);
     await this.#queue.close();
     for (const connection of this.#connections) connection.disconnect();
   }
