@@ -8,8 +8,9 @@ import {
   sdk,
   submitBatch,
   waitForBatch,
+  waitForProgress,
 } from './support/batch.js';
-import { expectConserved, type Pool, SIM_MODEL, sleep, startPool } from './support/pool.js';
+import { expectConserved, type Pool, SIM_MODEL, startPool } from './support/pool.js';
 
 /**
  * OpenAI's Batch API through the official `openai` SDK against two gateway replicas on one
@@ -148,12 +149,7 @@ describe('the Batch API through the official SDK (Redis, 1 sim, 2 replicas)', ()
   it('cancel mid-batch: no line reaches a pod after the acknowledgement; done lines are in the output', async () => {
     const client = sdk(pool.gateways[0]!, TEST_KEYS.paying);
     const batch = await submitBatch(client, batchInput(300, 8));
-    let running = await client.batches.retrieve(batch.id);
-    const deadline = Date.now() + 30_000;
-    while ((running.request_counts?.completed ?? 0) < 30 && Date.now() < deadline) {
-      await sleep(50);
-      running = await client.batches.retrieve(batch.id);
-    }
+    const running = await waitForProgress(client, batch.id, 30);
     expect(running.status).toBe('in_progress');
     const cancelling = await sdk(pool.gateways[1]!, TEST_KEYS.paying).batches.cancel(batch.id);
     const acknowledgedNs = process.hrtime.bigint();

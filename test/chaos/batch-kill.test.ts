@@ -7,8 +7,9 @@ import {
   sdk,
   submitBatch,
   waitForBatch,
+  waitForProgress,
 } from '../support/batch.js';
-import { expectConserved, type Pool, sleep, startPool } from '../support/pool.js';
+import { expectConserved, type Pool, startPool } from '../support/pool.js';
 
 /**
  * kill -9 of a replica mid-batch (docs/batch.md, *Crashes*): its worker's lines stop
@@ -46,12 +47,7 @@ describe('kill -9 of a replica mid-batch (Redis, 2 sims, 2 replicas)', () => {
     const [survivor, victim] = pool.gateways;
     const client = sdk(survivor!, TEST_KEYS.paying);
     const batch = await submitBatch(client, batchInput(LINES, 8));
-    let progress = await client.batches.retrieve(batch.id);
-    const deadline = Date.now() + 30_000;
-    while ((progress.request_counts?.completed ?? 0) < LINES / 4 && Date.now() < deadline) {
-      await sleep(50);
-      progress = await client.batches.retrieve(batch.id);
-    }
+    const progress = await waitForProgress(client, batch.id, LINES / 4);
     expect(progress.status).toBe('in_progress');
     const before = (await pool.state(1)).inflight;
     await victim!.kill();

@@ -60,6 +60,22 @@ export async function waitForBatch(
   return batch;
 }
 
+/** Polls the batch until `completed` of its lines are done (it must still be running then). */
+export async function waitForProgress(
+  client: OpenAI,
+  id: string,
+  completed: number,
+  timeoutMs = 30_000,
+): Promise<Batch> {
+  const deadline = Date.now() + timeoutMs;
+  let batch = await client.batches.retrieve(id);
+  while ((batch.request_counts?.completed ?? 0) < completed && Date.now() < deadline) {
+    await sleep(50);
+    batch = await client.batches.retrieve(id);
+  }
+  return batch;
+}
+
 export interface OutputLine {
   id: string;
   custom_id: string;

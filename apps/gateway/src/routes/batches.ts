@@ -5,6 +5,7 @@ import type { BatchRecord } from '../batch/batch-store.js';
 import type { GatewayDeps } from '../context.js';
 import { badRequest, batchUnavailable, noSuchObject } from '../errors.js';
 import { authenticateTenant } from '../tenants.js';
+import { listPage } from './list-page.js';
 
 /**
  * OpenAI's Batch API, batches part (docs/batch.md): POST /v1/batches, GET /v1/batches,
@@ -43,14 +44,7 @@ export function registerBatchRoutes(app: Hono, deps: GatewayDeps): void {
         limit: query.limit,
         ...(query.after ? { after: query.after } : {}),
       });
-      const data = page.batches.map(batchObject);
-      return c.json({
-        object: 'list',
-        data,
-        first_id: data[0]?.id ?? null,
-        last_id: data.at(-1)?.id ?? null,
-        has_more: page.hasMore,
-      });
+      return c.json(listPage(page.batches.map(batchObject), page.hasMore));
     }),
   );
 

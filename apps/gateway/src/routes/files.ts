@@ -12,6 +12,7 @@ import { BatchInputError, parseBatchInput } from '../batch/jsonl.js';
 import type { GatewayDeps } from '../context.js';
 import { badRequest, batchUnavailable, fileRefused, noSuchObject } from '../errors.js';
 import { authenticateTenant } from '../tenants.js';
+import { listPage } from './list-page.js';
 
 /**
  * The OpenAI Files API, for the Batch API's files (docs/batch.md): upload (purpose `batch`
@@ -157,14 +158,7 @@ function checkBatchInput(content: Buffer, maxLines: number): void {
 /** GET /v1/files: the tenant's files, a page at a time (OpenAI's cursor `after`). */
 async function list(c: FilesContext): Promise<Response> {
   const page = await c.var.files.list(c.var.tenant.id, listQuery(c));
-  const data = page.files.map(fileObject);
-  return c.json({
-    object: 'list',
-    data,
-    first_id: data[0]?.id ?? null,
-    last_id: data.at(-1)?.id ?? null,
-    has_more: page.hasMore,
-  });
+  return c.json(listPage(page.files.map(fileObject), page.hasMore));
 }
 
 function listQuery(c: FilesContext): FileListQuery {
