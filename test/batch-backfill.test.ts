@@ -29,9 +29,14 @@ import {
  * request is dropped, the pool stays ≥ 90% busy while the batch runs, and it completes.
  */
 const BUDGET = 32;
-/** 25 ms iterations, 8 output tokens: ~0.23 s a request, ~140 requests/s for the pool. */
-const ALPHA_MS = 25;
-const INTERACTIVE_RATE = 70;
+/**
+ * 50 ms iterations, 4 output tokens: ~0.25 s a request, ~128 requests/s for the pool. Long
+ * iterations keep the TTFT (one to two of them) large against the CPU jitter of a 2-core
+ * machine running the load, the sims, Redis and both replicas.
+ */
+const ALPHA_MS = 50;
+const MAX_TOKENS = 4;
+const INTERACTIVE_RATE = 64;
 const PHASE_MS = 12_000;
 const LINES = 5_000;
 
@@ -62,7 +67,7 @@ describe('a 5,000-line batch backfills a half-loaded pool (Redis, 2 sims, 2 repl
     openLoop(INTERACTIVE_RATE, PHASE_MS, (i) =>
       generate(pool.gateways[i % 2]!.url, TEST_KEYS.paying, {
         stream: true,
-        maxTokens: 8,
+        maxTokens: MAX_TOKENS,
         signal: AbortSignal.timeout(30_000),
       }),
     );
@@ -78,7 +83,7 @@ describe('a 5,000-line batch backfills a half-loaded pool (Redis, 2 sims, 2 repl
     expect(tally(alone)).toEqual({ 200: alone.length });
 
     const client = sdk(pool.gateways[0]!, TEST_KEYS.free);
-    const batch = await submitBatch(client, batchInput(LINES, 8));
+    const batch = await submitBatch(client, batchInput(LINES, MAX_TOKENS));
     // Busy capacity: the pool's in-flight requests over its budget, sampled every 100 ms.
     const busy: number[] = [];
     let sampling = true;
