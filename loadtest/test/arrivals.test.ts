@@ -70,6 +70,19 @@ describe('arrival processes', () => {
         [110, 200, 5],
       ],
     ],
+    [
+      // rate(t) = 10 + 30 (1 - cos(2 pi t / 100)) / 2; its mean over [a, b) is
+      // 25 - 15 (sin(2 pi b / 100) - sin(2 pi a / 100)) / (2 pi (b - a) / 100).
+      'diurnal',
+      { kind: 'diurnal', base_rate: 10, peak_rate: 40, period_s: '50%' },
+      [
+        [0, 200, 25],
+        [0, 100, 25],
+        [0, 25, 25 - 15 / (Math.PI / 2)],
+        [25, 75, 25 + 30 / Math.PI],
+        [75, 125, 25 - 30 / Math.PI],
+      ],
+    ],
   ];
 
   it.each(cases)('%s: empirical rates within tolerance', (_name, spec, windows) => {
@@ -104,6 +117,88 @@ describe('arrival processes', () => {
       100,
     );
     expect([burst.rate(5), burst.rate(15), burst.rate(25)]).toEqual([1, 9, 1]);
+  });
+
+  // [name, spec, duration, [t, expected rate(t)]...]: the diurnal day shape, phase by phase.
+  const day: Array<[string, ArrivalSpec, number, Array<[number, number]>]> = [
+    [
+      'base 10, peak 50, period 40 s',
+      { kind: 'diurnal', base_rate: 10, peak_rate: 50, period_s: 40 },
+      100,
+      [
+        [0, 10], // phase 0: the trough
+        [10, 30], // phase 1/4: half way
+        [20, 50], // phase 1/2: the peak
+        [30, 30], // phase 3/4
+        [40, 10], // a whole period: the trough again
+        [60, 50], // and the next day's peak
+      ],
+    ],
+    [
+      'no base, period as a percentage',
+      { kind: 'diurnal', base_rate: 0, peak_rate: 8, period_s: '50%' },
+      60,
+      [
+        [0, 0],
+        [7.5, 4],
+        [15, 8],
+        [22.5, 4],
+        [30, 0],
+      ],
+    ],
+    [
+      'a window: phase 0 at start_s, silent outside',
+      { kind: 'diurnal', base_rate: 2, peak_rate: 6, period_s: 20, start_s: 10, end_s: '80%' },
+      50,
+      [
+        [5, 0],
+        [10, 2],
+        [15, 4],
+        [20, 6],
+        [25, 4],
+        [30, 2],
+        [39.9, 2 + (4 * (1 - Math.cos((2 * Math.PI * 29.9) / 20))) / 2],
+        [40, 0],
+      ],
+    ],
+    [
+      'flat: base = peak is a constant rate',
+      { kind: 'diurnal', base_rate: 7, peak_rate: 7, period_s: 10 },
+      30,
+      [
+        [0, 7],
+        [2.5, 7],
+        [5, 7],
+      ],
+    ],
+  ];
+
+  it.each(day)('diurnal %s: rate by phase, peak', (_name, spec, duration, points) => {
+    const { rate, peak } = rateFunction(spec, duration);
+    for (const [t, expected] of points) {
+      expect(rate(t), `rate(${t})`).toBeCloseTo(expected, 9);
+    }
+    if (spec.kind === 'diurnal') expect(peak).toBe(Math.max(spec.base_rate, spec.peak_rate));
+    // Thinning needs rate <= peak everywhere.
+    for (let t = 0; t < duration; t += 0.25) expect(rate(t)).toBeLessThanOrEqual(peak + 1e-9);
+  });
+
+  it('diurnal: mean over whole periods is (base + peak) / 2; seeded like every kind', () => {
+    const spec: ArrivalSpec = { kind: 'diurnal', base_rate: 4, peak_rate: 36, period_s: 30 };
+    expect(expectedArrivals(spec, 120)).toBeCloseTo(20 * 120, 0);
+    const one = arrivalTimes(spec, 120, createRng(11, 'arrivals:x'));
+    const two = arrivalTimes(spec, 120, createRng(11, 'arrivals:x'));
+    const other = arrivalTimes(spec, 120, createRng(12, 'arrivals:x'));
+    expect(two).toEqual(one);
+    expect(other).not.toEqual(one);
+    expect(within(one.length, 2_400)).toBe(true);
+    // More arrivals around the peaks (15 s, 45 s, ...) than around the troughs (0, 30 s, ...).
+    const peaks = [0, 1, 2, 3].reduce((n, k) => n + countIn(one, 30 * k + 10, 30 * k + 20), 0);
+    const troughs = [0, 1, 2, 3].reduce(
+      (n, k) => n + countIn(one, 30 * k, 30 * k + 5) + countIn(one, 30 * k + 25, 30 * k + 30),
+      0,
+    );
+    expect(peaks).toBeGreaterThan(3 * troughs);
   });
 
   it('log-normal lengths: median, clamping', () => {
@@ -151,6 +246,41 @@ describe('arrival processes', () => {
     expect(alone.map((a) => [a.t, a.promptTokens, a.outputTokens])).toEqual(
       both.map((a) => [a.t, a.promptTokens, a.outputTokens]),
     );
+  });
+
+  it('a diurnal tenant is seeded like any other: same seed, same schedule', () => {
+    const diurnal = (seed: number) =>
+      parseScenario({
+        name: 'd',
+        duration_s: 60,
+        seed,
+        tenants: [
+          {
+            name: 'day',
+            key_ref: 'paying',
+            arrival: { kind: 'diurnal', base_rate: 2, peak_rate: 30, period_s: '50%' },
+          },
+        ],
+      });
+    const one = buildSchedule(diurnal(3));
+    expect(buildSchedule(diurnal(3))).toEqual(one);
+    expect(buildSchedule(diurnal(4)).map((a) => a.t)).not.toEqual(one.map((a) => a.t));
+    expect(within(one.length, 16 * 60)).toBe(true);
+  });
+
+  it('a tenant without arrival (the batch tenant) sends no live request', () => {
+    const s = parseScenario({
+      name: 'b',
+      duration_s: 20,
+      tenants: [
+        { name: 'live', key_ref: 'paying', arrival: { kind: 'poisson', rate: 5 } },
+        { name: 'bulk', key_ref: 'free' },
+      ],
+      batch: { tenant: 'bulk', lines: 10 },
+    });
+    const schedule = buildSchedule(s);
+    expect(schedule.length).toBeGreaterThan(50);
+    expect(schedule.every((a) => a.tenant === 0)).toBe(true);
   });
 
   it('refuses a schedule above limits.max_requests', () => {

@@ -240,6 +240,10 @@ describe('report data', () => {
         leader: 'r2',
         replicas: [{}, {}, {}],
         tenants: [{ tenant: 'paying', inflight: 10, waiting: 1 }],
+        pods: [
+          { name: 'pod-0', cap: 16, inflight: 7, healthy: true },
+          { name: 'pod-1', cap: 16, inflight: 5, healthy: true },
+        ],
         controller: {
           enabled: true,
           cap_per_worker: 32,
@@ -271,6 +275,8 @@ describe('report data', () => {
       windowP99S: 0.4,
     });
     expect(s.tenants.paying).toEqual({ inflight: 10, waiting: 1 });
+    expect([s.podCap, s.podInflight]).toEqual([32, 12]);
+    expect(parseAdminState({ budget: 8 }, 1).sample.podCap).toBeUndefined();
     expect(actions[0]).toMatchObject({ tick: 9, kind: 'increase', capAfter: 32, t: 3.5 });
   });
 

@@ -69,6 +69,7 @@ describe('scenario parsing', () => {
       'mixed_priority',
       'noisy_neighbor',
       'shared_prefix',
+      'batch_backfill',
       'sweep',
     ]);
     for (const name of builtInNames()) {
@@ -92,6 +93,55 @@ describe('scenario parsing', () => {
       max_turns: 4,
     });
     expect(shared.gateway.routing).toEqual({ prefix: 'on' });
+    const backfill = loadScenario('batch_backfill');
+    expect(backfill.tenants.map((t) => [t.name, t.slo_class, t.arrival?.kind])).toEqual([
+      ['interactive', 'standard', 'diurnal'],
+      ['backfill', 'batch', undefined],
+    ]);
+    expect(backfill.batch).toMatchObject({ tenant: 'backfill', lines: 5000, poll_ms: 500 });
+    expect(backfill.gateway.scheduler).toMatchObject({ inflight_eviction: true });
+    expect(backfill.gateway.batch).toMatchObject({ concurrency: 32 });
+    expect(backfill.stack).toMatchObject({ pods: 2, replicas: 2 });
+  });
+
+  it('reads a batch section, with defaults, and a batch-only tenant without arrival', () => {
+    const s = parseScenario({
+      ...base(),
+      tenants: [...base().tenants, { name: 'bulk', key_ref: 'free', batch_class: 'sheddable' }],
+      batch: { tenant: 'bulk', lines: 300, output_tokens: { median: 8, max: 16 } },
+      gateway: { batch: { concurrency: 8, retry_base_ms: 100 } },
+    });
+    expect(s.batch).toEqual({
+      tenant: 'bulk',
+      lines: 300,
+      at_s: 0,
+      output_tokens: { median: 8, sigma: 0.5, min: 1, max: 16 },
+      poll_ms: 500,
+      drain_s: 60,
+      via_replica: 0,
+    });
+    expect(s.tenants[1]?.arrival).toBeUndefined();
+    expect(s.tenants[1]?.batch_class).toBe('sheddable');
+    expect(s.gateway.batch).toEqual({ concurrency: 8, retry_base_ms: 100 });
+  });
+
+  it('reads a diurnal arrival', () => {
+    const s = parseScenario({
+      ...base(),
+      tenants: [
+        {
+          ...base().tenants[0],
+          arrival: { kind: 'diurnal', peak_rate: 20, period_s: '50%', start_s: 5 },
+        },
+      ],
+    });
+    expect(s.tenants[0]?.arrival).toEqual({
+      kind: 'diurnal',
+      base_rate: 0,
+      peak_rate: 20,
+      period_s: '50%',
+      start_s: 5,
+    });
   });
 
   it('resolves percentages against the duration', () => {
@@ -191,6 +241,105 @@ describe('scenario parsing', () => {
       'sweep: is required when kind is sweep',
     ],
     ['sweep bad caps', (s) => ({ ...s, kind: 'sweep', sweep: { caps: [0] } }), 'sweep.caps[0]:'],
+    [
+      'diurnal without peak_rate',
+      (s) => ({
+        ...s,
+        tenants: [{ ...s.tenants[0], arrival: { kind: 'diurnal', base_rate: 1, period_s: 10 } }],
+      }),
+      'tenants[0].arrival.peak_rate:',
+    ],
+    [
+      'diurnal peak below base',
+      (s) => ({
+        ...s,
+        tenants: [
+          {
+            ...s.tenants[0],
+            arrival: { kind: 'diurnal', base_rate: 9, peak_rate: 3, period_s: 10 },
+          },
+        ],
+      }),
+      'tenants[0].arrival.peak_rate: must be >= base_rate (9)',
+    ],
+    [
+      'diurnal period zero',
+      (s) => ({
+        ...s,
+        tenants: [{ ...s.tenants[0], arrival: { kind: 'diurnal', peak_rate: 3, period_s: 0 } }],
+      }),
+      'tenants[0].arrival.period_s: must be > 0',
+    ],
+    [
+      'diurnal period "0%"',
+      (s) => ({
+        ...s,
+        tenants: [{ ...s.tenants[0], arrival: { kind: 'diurnal', peak_rate: 3, period_s: '0%' } }],
+      }),
+      'tenants[0].arrival.period_s: must be > 0',
+    ],
+    [
+      'diurnal typo',
+      (s) => ({
+        ...s,
+        tenants: [
+          {
+            ...s.tenants[0],
+            arrival: { kind: 'diurnal', peak_rate: 3, period_s: 10, peak: 4 },
+          },
+        ],
+      }),
+      'tenants[0].arrival.peak: unknown key',
+    ],
+    [
+      'a tenant without arrival that is not the batch tenant',
+      (s) => ({ ...s, tenants: [...s.tenants, { name: 'idle', key_ref: 'free' }] }),
+      'tenants[1].arrival: is required (only the tenant of the batch: section may go without)',
+    ],
+    [
+      'batch of an unknown tenant',
+      (s) => ({ ...s, batch: { tenant: 'nobody', lines: 10 } }),
+      "batch.tenant: unknown tenant 'nobody' (tenants: t)",
+    ],
+    ['batch without lines', (s) => ({ ...s, batch: { tenant: 't' } }), 'batch.lines:'],
+    ['batch with zero lines', (s) => ({ ...s, batch: { tenant: 't', lines: 0 } }), 'batch.lines:'],
+    [
+      'batch typo',
+      (s) => ({ ...s, batch: { tenant: 't', lines: 10, line_count: 5 } }),
+      'batch.line_count: unknown key',
+    ],
+    [
+      'batch bad at_s',
+      (s) => ({ ...s, batch: { tenant: 't', lines: 10, at_s: 'early' } }),
+      'batch.at_s:',
+    ],
+    [
+      'batch poll_ms too small',
+      (s) => ({ ...s, batch: { tenant: 't', lines: 10, poll_ms: 1 } }),
+      'batch.poll_ms:',
+    ],
+    [
+      'batch lengths min > max',
+      (s) => ({
+        ...s,
+        batch: { tenant: 't', lines: 10, output_tokens: { median: 4, min: 9, max: 8 } },
+      }),
+      'batch.output_tokens.min:',
+    ],
+    [
+      'batch length typo',
+      (s) => ({
+        ...s,
+        batch: { tenant: 't', lines: 10, prompt_tokens: { median: 4, max: 8, mean: 3 } },
+      }),
+      'batch.prompt_tokens.mean: unknown key',
+    ],
+    [
+      'batch in a sweep',
+      (s) => ({ ...s, kind: 'sweep', sweep: {}, batch: { tenant: 't', lines: 10 } }),
+      'batch: is not supported in a sweep',
+    ],
+    ['gateway.batch not a section', (s) => ({ ...s, gateway: { batch: 16 } }), 'gateway.batch:'],
     [
       'via_replica negative',
       (s) => ({ ...s, tenants: [{ ...s.tenants[0], via_replica: -1 }] }),

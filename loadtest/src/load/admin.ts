@@ -15,6 +15,9 @@ export interface AdminSample {
   leader: string | null;
   replicas: number;
   tenants: Record<string, { inflight: number; waiting: number }>;
+  /** Sum of the pods' caps (pods[].cap) and of their in-flight requests (absent: no pods listed). */
+  podCap?: number;
+  podInflight?: number;
   capPerWorker: number | null;
   controllerEnabled: boolean;
   windowP99S: number | null;
@@ -50,6 +53,7 @@ export function parseAdminState(
     const name = str(entry.tenant) ?? str(entry.id);
     if (name) tenants[name] = { inflight: num(entry.inflight), waiting: num(entry.waiting) };
   }
+  const pods = Array.isArray(body.pods) ? (body.pods as Json[]) : [];
   const sample: AdminSample = {
     t,
     mode: str(body.mode),
@@ -59,6 +63,12 @@ export function parseAdminState(
     leader: str(body.leader),
     replicas: Array.isArray(body.replicas) ? body.replicas.length : 0,
     tenants,
+    ...(pods.length > 0
+      ? {
+          podCap: pods.reduce((sum, p) => sum + num(p.cap), 0),
+          podInflight: pods.reduce((sum, p) => sum + num(p.inflight), 0),
+        }
+      : {}),
     capPerWorker: typeof controller.cap_per_worker === 'number' ? controller.cap_per_worker : null,
     controllerEnabled: controller.enabled === true,
     windowP99S: typeof window.p99_ttft_s === 'number' ? window.p99_ttft_s : null,

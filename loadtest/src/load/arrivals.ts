@@ -78,6 +78,19 @@ export function rateFunction(spec: ArrivalSpec, duration: number): RateFunction 
         peak: Math.max(spec.rate, spec.base_rate),
       };
     }
+    case 'diurnal': {
+      const period = resolveInstant(spec.period_s, duration);
+      const swing = spec.peak_rate - spec.base_rate;
+      return {
+        rate: (t) => {
+          if (!inWindow(t)) return 0;
+          return (
+            spec.base_rate + (swing * (1 - Math.cos((2 * Math.PI * (t - start)) / period))) / 2
+          );
+        },
+        peak: Math.max(spec.peak_rate, spec.base_rate),
+      };
+    }
   }
 }
 
@@ -129,6 +142,8 @@ export function buildSchedule(scenario: Scenario, duration = scenario.duration_s
     const users = createRng(scenario.seed, `users:${tenant.name}`);
     const turnsSoFar = new Map<number, number>();
     const shared = tenant.shared_prefix;
+    // A tenant without an arrival process only submits the scenario's batch.
+    if (!tenant.arrival) return;
     let times: number[];
     try {
       times = arrivalTimes(tenant.arrival, duration, timing, limit * 20);

@@ -9,6 +9,7 @@ export const BUILT_IN_NAMES = [
   'mixed_priority',
   'noisy_neighbor',
   'shared_prefix',
+  'batch_backfill',
   'sweep',
 ];
 

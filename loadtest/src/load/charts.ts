@@ -31,6 +31,13 @@ export interface HLine {
   color?: string;
 }
 
+/** A vertical marker at x (an event: a batch submitted, ended). */
+export interface VLine {
+  name: string;
+  x: number;
+  color?: string;
+}
+
 export interface ChartSpec {
   title: string;
   subtitle?: string;
@@ -40,9 +47,12 @@ export interface ChartSpec {
   lines: LineSeries[];
   scatters?: ScatterSeries[];
   hlines?: HLine[];
+  vlines?: VLine[];
   width?: number;
   height?: number;
   yMin?: number;
+  y2Min?: number;
+  y2Max?: number;
   /** Category x axis (labels) instead of a value axis. */
   categories?: string[];
 }
@@ -98,23 +108,37 @@ export function lineChart(spec: ChartSpec): string {
     });
   }
   const hlines = spec.hlines ?? [];
-  if (hlines.length > 0 && series.length > 0) {
+  const vlines = spec.vlines ?? [];
+  if ((hlines.length > 0 || vlines.length > 0) && series.length > 0) {
     series[0] = {
       ...series[0],
       markLine: {
         symbol: 'none',
         silent: true,
         // Alternate label ends so two lines close together keep readable labels.
-        data: hlines.map((h, i) => ({
-          name: h.name,
-          yAxis: h.y,
-          lineStyle: { color: h.color ?? '#111827', type: 'dashed', width: 1.4 },
-          label: {
-            formatter: h.name,
-            position: i % 2 === 0 ? 'insideEndTop' : 'insideStartBottom',
-            color: h.color ?? '#111827',
-          },
-        })),
+        data: [
+          ...hlines.map((h, i) => ({
+            name: h.name,
+            yAxis: h.y,
+            lineStyle: { color: h.color ?? '#111827', type: 'dashed', width: 1.4 },
+            label: {
+              formatter: h.name,
+              position: i % 2 === 0 ? 'insideEndTop' : 'insideStartBottom',
+              color: h.color ?? '#111827',
+            },
+          })),
+          ...vlines.map((v, i) => ({
+            name: v.name,
+            xAxis: v.x,
+            lineStyle: { color: v.color ?? '#6b7280', type: 'dotted', width: 1.4 },
+            label: {
+              formatter: v.name,
+              position: i % 2 === 0 ? 'insideEndTop' : 'insideEndBottom',
+              color: v.color ?? '#6b7280',
+              fontSize: 10,
+            },
+          })),
+        ],
       },
     };
   }
@@ -127,7 +151,14 @@ export function lineChart(spec: ChartSpec): string {
       splitLine: { lineStyle: { color: '#e5e7eb' } },
     },
   ];
-  if (spec.y2Name) yAxis.push({ type: 'value', name: spec.y2Name, splitLine: { show: false } });
+  if (spec.y2Name)
+    yAxis.push({
+      type: 'value',
+      name: spec.y2Name,
+      splitLine: { show: false },
+      ...(spec.y2Min !== undefined ? { min: spec.y2Min } : {}),
+      ...(spec.y2Max !== undefined ? { max: spec.y2Max } : {}),
+    });
   return render(
     {
       title: {

@@ -59,7 +59,17 @@ export function renderTable(progress: RunProgress, title: string): string[] {
     lines.push(`pool: ${progress.admin.lastError ?? 'waiting for /admin/state'}`);
   }
   lines.push(`controller: ${actionLine(progress)}`);
+  if (progress.batch) lines.push(`batch: ${batchLine(progress)}`);
   return lines;
+}
+
+/** The batch's progress: status and request_counts at the last poll. */
+export function batchLine(progress: RunProgress): string {
+  const b = progress.batch;
+  if (!b) return '';
+  const c = b.requestCounts;
+  const errors = b.errors.length > 0 ? `  last error: ${b.errors.at(-1)}` : '';
+  return `${b.status} ${c.completed}/${b.lines} completed ${c.failed} failed (${b.tenant}${b.id ? ` ${b.id}` : ''})${errors}`;
 }
 
 /** One plain line (non-TTY). */
@@ -74,7 +84,8 @@ export function renderPlain(progress: RunProgress, title: string): string {
   const pool = s
     ? `budget ${s.budget} inflight ${s.inflight} waiting ${s.waiting} leader ${s.leader ?? '-'}`
     : (progress.admin.lastError ?? 'no /admin/state yet');
-  return `[${title} ${progress.elapsedS.toFixed(0)}/${progress.durationS}s] ${tenants} | ${pool} | ctl ${actionLine(progress)}`;
+  const batch = progress.batch ? ` | batch ${batchLine(progress)}` : '';
+  return `[${title} ${progress.elapsedS.toFixed(0)}/${progress.durationS}s] ${tenants} | ${pool} | ctl ${actionLine(progress)}${batch}`;
 }
 
 export interface LiveView {

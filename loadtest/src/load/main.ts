@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { stopAll } from '@fairgate/testkit';
 import { stringify } from 'yaml';
 import { buildSchedule } from './arrivals.js';
+import { batchLines } from './batch.js';
 import { builtInPath } from './builtins.js';
 import { createLiveView } from './live.js';
 import { summaryText, sweepText, writeRunReport, writeSweepReport } from './report.js';
@@ -12,6 +13,7 @@ import {
   builtInNames,
   DEV_ADMIN_TOKEN,
   loadScenario,
+  resolveInstant,
   type Scenario,
   ScenarioError,
 } from './scenario.js';
@@ -189,6 +191,9 @@ export async function runCli(
     const results: RunResult[] = [];
     if (values.stack) {
       infra = await startInfra(scenario.stack, log);
+      if (scenario.batch && infra.embedded) {
+        log('batch:    the Batch API needs redis: (no redis-server here); the batch will not run');
+      }
       const capacity = await maybeProbe(scenario, infra, log, abort.signal);
       const variants: Array<{ label: string; variant: Variant }> = values.baseline
         ? [
@@ -284,7 +289,11 @@ async function maybeProbe(
   log: (line: string) => void,
   signal: AbortSignal,
 ): Promise<number | undefined> {
-  const schedule = buildSchedule(scenario, scenario.sweep?.run_s ?? scenario.duration_s);
+  // The work's mean lengths: the live requests' and the batch's lines together.
+  const schedule: Array<{ promptTokens: number; outputTokens: number }> = [
+    ...buildSchedule(scenario, scenario.sweep?.run_s ?? scenario.duration_s),
+    ...batchLines(scenario),
+  ];
   const meanOf = (pick: (a: (typeof schedule)[number]) => number) =>
     schedule.reduce((sum, a) => sum + pick(a), 0) / Math.max(1, schedule.length);
   const perPod = Math.min(scenario.stack.pod_cap, scenario.stack.sim.max_num_seqs);
@@ -294,7 +303,7 @@ async function maybeProbe(
     meanOf((a) => a.outputTokens),
   );
   log(
-    `capacity: ${modeled.toFixed(0)} output tokens/s (sim model, ${scenario.stack.pods} pods full at ${perPod} requests, the schedule's mean lengths)`,
+    `capacity: ${modeled.toFixed(0)} output tokens/s (sim model, ${scenario.stack.pods} pods full at ${perPod} requests, the schedule's mean lengths${scenario.batch ? " and the batch lines'" : ''})`,
   );
   const seconds = scenario.stack.capacity_probe_s;
   if (seconds > 0 && !signal.aborted) {
@@ -320,6 +329,12 @@ async function runOne(
   log(
     `\nrunning ${scenario.name} (${label}) for ${scenario.duration_s} s, seed ${scenario.seed}, against ${targets.join(', ')}`,
   );
+  const batch = scenario.batch;
+  if (batch) {
+    log(
+      `batch:   ${batch.lines} lines of ${batch.tenant} at ${resolveInstant(batch.at_s, scenario.duration_s).toFixed(1)} s; the run waits for it up to ${scenario.duration_s + batch.drain_s} s`,
+    );
+  }
   const view = createLiveView(`${scenario.name} ${label}`, { plain });
   try {
     return await runScenario({

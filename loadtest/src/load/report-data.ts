@@ -1,6 +1,8 @@
+import type { AdminSample } from './admin.js';
+import type { OutputCheck } from './batch.js';
 import type { RequestRecord } from './client.js';
 import type { RunResult } from './runner.js';
-import { pct, percentileSorted } from './stats.js';
+import { mean, pct, percentileSorted } from './stats.js';
 
 /**
  * What the report shows, computed from a run's records (pure: no I/O, no clock), so the
@@ -53,6 +55,8 @@ export interface RunSummary {
   actions: { increase: number; decrease: number; hold: number };
   budget?: { min: number; max: number; last: number };
   lastCapPerWorker?: number;
+  /** The scenario's batch (the `batch:` section), when it had one. */
+  batch?: BatchSummary;
 }
 
 interface Window {
@@ -185,6 +189,7 @@ export function summarize(result: RunResult, window: Window = defaultWindow(resu
         }
       : {}),
     ...(lastCap !== undefined && lastCap !== null ? { lastCapPerWorker: lastCap } : {}),
+    ...(result.batch ? { batch: summarizeBatch(result, window) } : {}),
   };
 }
 
@@ -369,4 +374,213 @@ export function analyzeSweep(
     });
   }
   return analysis;
+}
+
+/** Interactive (live) requests that started in [fromS, toS): how many, and their TTFT. */
+export interface TtftWindow {
+  fromS: number;
+  toS: number;
+  requests: number;
+  completed: number;
+  ttftP50Ms: number;
+  ttftP99Ms: number;
+}
+
+export interface BatchSummary {
+  tenant: string;
+  id?: string;
+  /** The last status seen (completed, ..., or not_submitted / submit_failed). */
+  status: string;
+  /** Lines in the input file, and the batch's request_counts at the last poll. */
+  lines: number;
+  total: number;
+  completed: number;
+  failed: number;
+  /** Run seconds: submitted (the upload began), first seen in_progress, lines ended (finalizing or later), ended. */
+  submittedS?: number;
+  runningFromS?: number;
+  linesEndedS?: number;
+  endedS?: number;
+  /** Submission to the end (a terminal status seen): what the client waited. */
+  durationS?: number;
+  /** in_progress to the lines' end: how long lines ran. */
+  runningS?: number;
+  /** Lines completed per second while it ran. */
+  linesPerS?: number;
+  /** Mean busy capacity (in flight / the pods' caps, %) while the lines ran, and before. */
+  meanBusyPct?: number;
+  meanBusyPctBefore?: number;
+  /** The interactive (live) requests' share of it while the lines ran. */
+  meanInteractiveBusyPct?: number;
+  /** Live requests' TTFT before the batch was submitted (after the warm-up), while it ran, after. */
+  interactive: { before?: TtftWindow; during?: TtftWindow; after?: TtftWindow };
+  output?: OutputCheck;
+  timedOut: boolean;
+  cancelledByRunner: boolean;
+  errors: string[];
+}
+
+/** The capacity a sample's in-flight count is measured against: the pods' caps, else the budget. */
+function seatsOf(s: AdminSample): number {
+  return s.podCap !== undefined && s.podCap > 0 ? s.podCap : s.budget;
+}
+
+/** In flight as a percentage of the pods' caps (busy capacity). */
+export function busyPct(s: AdminSample): number {
+  return pct(s.inflight, seatsOf(s));
+}
+
+/** The live tenants' share: in flight of every tenant but the batch's, in % of the caps. */
+export function interactiveBusyPct(s: AdminSample, batchTenant: string | undefined): number {
+  let inflight = 0;
+  for (const [name, t] of Object.entries(s.tenants))
+    if (name !== batchTenant) inflight += t.inflight;
+  return pct(inflight, seatsOf(s));
+}
+
+function ttftWindow(records: RequestRecord[], fromS: number, toS: number): TtftWindow | undefined {
+  if (!(toS > fromS)) return undefined;
+  const started = records.filter((r) => r.startS >= fromS && r.startS < toS);
+  const ok = started.filter((r) => r.outcome === 'ok');
+  const ttft = sorted(ok.flatMap((r) => (r.ttftMs === undefined ? [] : [r.ttftMs])));
+  return {
+    fromS,
+    toS,
+    requests: started.length,
+    completed: ok.length,
+    ttftP50Ms: percentileSorted(ttft, 0.5),
+    ttftP99Ms: percentileSorted(ttft, 0.99),
+  };
+}
+
+/**
+ * The batch's numbers: counts, when it ran, how busy the pods were meanwhile, and the live
+ * requests' TTFT before, during and after it. "Ran" is from the first poll that saw it
+ * in_progress to the first that saw its lines ended (finalizing or a terminal status),
+ * else to the end of the run.
+ */
+export function summarizeBatch(
+  result: RunResult,
+  window: Window = defaultWindow(result),
+): BatchSummary | undefined {
+  const b = result.batch;
+  if (!b) return undefined;
+  const runningFromS = b.statusSeenS.in_progress ?? b.statusSeenS.finalizing;
+  const lastS = Math.max(result.durationS, ...result.admin.map((s) => s.t));
+  const runUntil = b.linesEndedS ?? lastS;
+  const during =
+    runningFromS !== undefined
+      ? result.admin.filter((s) => s.t >= runningFromS && s.t <= runUntil)
+      : [];
+  const before =
+    b.submittedS !== undefined
+      ? result.admin.filter((s) => s.t >= window.fromS && s.t < b.submittedS!)
+      : [];
+  const summary: BatchSummary = {
+    tenant: b.tenant,
+    ...(b.id ? { id: b.id } : {}),
+    status: b.status,
+    lines: b.lines,
+    ...b.requestCounts,
+    ...(b.submittedS !== undefined ? { submittedS: b.submittedS } : {}),
+    ...(runningFromS !== undefined ? { runningFromS } : {}),
+    ...(b.linesEndedS !== undefined ? { linesEndedS: b.linesEndedS } : {}),
+    ...(b.endedS !== undefined ? { endedS: b.endedS } : {}),
+    interactive: {},
+    ...(b.output ? { output: b.output } : {}),
+    timedOut: b.timedOut,
+    cancelledByRunner: b.cancelledByRunner,
+    errors: b.errors,
+  };
+  if (b.submittedS !== undefined && b.endedS !== undefined)
+    summary.durationS = b.endedS - b.submittedS;
+  if (runningFromS !== undefined && b.linesEndedS !== undefined) {
+    summary.runningS = b.linesEndedS - runningFromS;
+    if (summary.runningS > 0) summary.linesPerS = b.requestCounts.completed / summary.runningS;
+  }
+  if (during.length > 0) {
+    summary.meanBusyPct = mean(during.map(busyPct));
+    summary.meanInteractiveBusyPct = mean(during.map((s) => interactiveBusyPct(s, b.tenant)));
+  }
+  if (before.length > 0) summary.meanBusyPctBefore = mean(before.map(busyPct));
+  const records = result.requests;
+  if (b.submittedS !== undefined) {
+    const w = ttftWindow(records, window.fromS, b.submittedS);
+    if (w) summary.interactive.before = w;
+  }
+  if (runningFromS !== undefined) {
+    const w = ttftWindow(records, runningFromS, Math.min(runUntil, result.durationS));
+    if (w) summary.interactive.during = w;
+  }
+  if (b.linesEndedS !== undefined) {
+    const w = ttftWindow(records, b.linesEndedS, result.durationS);
+    if (w) summary.interactive.after = w;
+  }
+  return summary;
+}
+
+/** The "Batch backfill" panel's series, on one time axis. */
+export interface BatchSeries {
+  bucketS: number;
+  times: number[];
+  /** Live requests completed per second (by the second they ended). */
+  interactiveCompletedPerS: number[];
+  /** Batch lines completed (and failed) per second: the deltas of request_counts between polls. */
+  batchCompletedPerS: number[];
+  batchFailedPerS: number[];
+  /** Per /admin/state sample: in flight over the pods' caps (%), and the live tenants' share. */
+  busyPct: Array<[number, number]>;
+  interactiveBusyPct: Array<[number, number]>;
+  submittedS?: number;
+  runningFromS?: number;
+  linesEndedS?: number;
+}
+
+export function computeBatchSeries(result: RunResult, bucketS = 1): BatchSeries | undefined {
+  const b = result.batch;
+  if (!b) return undefined;
+  const lastEnd = result.requests.reduce((m, r) => Math.max(m, r.endS), 0);
+  const lastPoll = b.samples.at(-1)?.t ?? 0;
+  const span = Math.max(
+    result.durationS,
+    Math.min(Math.max(lastEnd, lastPoll), result.durationS * 3),
+  );
+  const n = Math.max(1, Math.ceil(span / bucketS));
+  const at = (s: number) => Math.min(n - 1, Math.max(0, Math.floor(s / bucketS)));
+  const interactive = new Array<number>(n).fill(0);
+  for (const r of result.requests) if (r.outcome === 'ok') interactive[at(r.endS)]! += 1 / bucketS;
+  const completed = new Array<number>(n).fill(0);
+  const failed = new Array<number>(n).fill(0);
+  // A poll's delta happened somewhere since the previous poll: spread it evenly over that
+  // interval (so a poll_ms that does not divide the bucket leaves no comb of zeros).
+  const spread = (into: number[], delta: number, from: number, to: number) => {
+    if (delta <= 0) return;
+    if (!(to > from)) {
+      into[at(to)]! += delta / bucketS;
+      return;
+    }
+    for (let i = at(from); i <= at(to); i++) {
+      const overlap = Math.min(to, (i + 1) * bucketS) - Math.max(from, i * bucketS);
+      if (overlap > 0) into[i]! += (delta * overlap) / (to - from) / bucketS;
+    }
+  };
+  let prev = { t: b.samples[0]?.t ?? 0, completed: 0, failed: 0 };
+  for (const sample of b.samples) {
+    spread(completed, sample.completed - prev.completed, prev.t, sample.t);
+    spread(failed, sample.failed - prev.failed, prev.t, sample.t);
+    prev = sample;
+  }
+  const runningFromS = b.statusSeenS.in_progress ?? b.statusSeenS.finalizing;
+  return {
+    bucketS,
+    times: Array.from({ length: n }, (_, i) => i * bucketS),
+    interactiveCompletedPerS: interactive,
+    batchCompletedPerS: completed,
+    batchFailedPerS: failed,
+    busyPct: result.admin.map((s) => [s.t, busyPct(s)]),
+    interactiveBusyPct: result.admin.map((s) => [s.t, interactiveBusyPct(s, b.tenant)]),
+    ...(b.submittedS !== undefined ? { submittedS: b.submittedS } : {}),
+    ...(runningFromS !== undefined ? { runningFromS } : {}),
+    ...(b.linesEndedS !== undefined ? { linesEndedS: b.linesEndedS } : {}),
+  };
 }

@@ -4,6 +4,8 @@ import { DEFAULT_SLO_CLASSES, isSheddablePriority } from '@fairgate/gateway';
 import { barChart, type LineSeries, lineChart, PALETTE } from './charts.js';
 import {
   analyzeSweep,
+  type BatchSummary,
+  computeBatchSeries,
   computeSeries,
   type RunSummary,
   type SweepAnalysis,
@@ -40,7 +42,9 @@ export function runCharts(result: RunResult, prefix = ''): Chart[] {
   const label = result.label;
   const charts: Chart[] = [];
 
-  series.tenants.forEach((s) => {
+  series.tenants.forEach((s, index) => {
+    // A tenant that only submitted the batch sent no live request: no panel of zeros.
+    if (s.name === result.batch?.tenant && !result.requests.some((r) => r.tenant === index)) return;
     charts.push({
       file: `${prefix}tenant-${slug(s.name)}.svg`,
       title: `${s.name}: submitted / admitted / dropped`,
@@ -176,7 +180,82 @@ export function runCharts(result: RunResult, prefix = ''): Chart[] {
           : [],
     }),
   });
+  const backfill = batchChart(result, prefix);
+  if (backfill) charts.push(backfill);
   return charts;
+}
+
+/**
+ * "Batch backfill" (a run with a batch): live completions and batch lines completed per
+ * second (left) and the pods' busy capacity with the live requests' share of it (right),
+ * on one time axis, so the batch is seen filling the live load's troughs.
+ */
+export function batchChart(result: RunResult, prefix = ''): Chart | undefined {
+  const bs = computeBatchSeries(result, 1);
+  if (!bs) return undefined;
+  const pair = (values: number[]): Array<[number, number | null]> =>
+    values.map((v, i) => [bs.times[i]!, Number(v.toFixed(3))]);
+  const round = (points: Array<[number, number]>): Array<[number, number | null]> =>
+    points.map(([t, v]) => [Number(t.toFixed(2)), Number(v.toFixed(1))]);
+  const marks = [
+    ...(bs.submittedS !== undefined ? [{ name: 'batch submitted', x: bs.submittedS }] : []),
+    ...(bs.linesEndedS !== undefined ? [{ name: 'batch lines done', x: bs.linesEndedS }] : []),
+  ].map((m) => ({ ...m, x: Number(m.x.toFixed(2)), color: '#9333ea' }));
+  const b = result.batch!;
+  const failed = bs.batchFailedPerS.some((v) => v > 0);
+  return {
+    file: `${prefix}batch.svg`,
+    title: 'Batch backfill',
+    svg: lineChart({
+      title: `Batch backfill (${result.label})`,
+      subtitle: `batch of ${b.lines} lines (${b.tenant}): ${b.status}; busy capacity = in flight / the pods' caps`,
+      xName: 'seconds',
+      yName: 'per second',
+      y2Name: '% busy',
+      yMin: 0,
+      y2Min: 0,
+      lines: [
+        {
+          name: 'batch lines completed/s',
+          data: pair(bs.batchCompletedPerS),
+          color: '#9333ea',
+          area: true,
+          width: 1.6,
+        },
+        ...(failed
+          ? [
+              {
+                name: 'batch lines failed/s',
+                data: pair(bs.batchFailedPerS),
+                color: '#dc2626',
+                dash: 'dashed' as const,
+              },
+            ]
+          : []),
+        {
+          name: 'interactive completed/s',
+          data: pair(bs.interactiveCompletedPerS),
+          color: '#16a34a',
+          width: 2,
+        },
+        {
+          name: 'busy capacity %',
+          data: round(bs.busyPct),
+          color: '#111827',
+          yAxis: 1,
+          width: 1.6,
+        },
+        {
+          name: 'interactive share %',
+          data: round(bs.interactiveBusyPct),
+          color: '#2563eb',
+          dash: 'dashed',
+          yAxis: 1,
+        },
+      ],
+      vlines: marks,
+    }),
+  };
 }
 
 /** Side-by-side comparison of two or more runs of one scenario (baseline mode). */
@@ -366,6 +445,38 @@ function poolLine(s: RunSummary): string {
   return parts.join('; ');
 }
 
+/** The batch's numbers as lines (the console summary and the report). */
+export function batchText(b: BatchSummary): string[] {
+  const s = (v: number | undefined, digits = 1) => (v === undefined ? '-' : `${fmt(v, digits)} s`);
+  const p = (v: number | undefined) => (v === undefined ? '-' : `${fmt(v, 1)}%`);
+  const out = [
+    `batch ${b.id ?? '(not created)'} of ${b.tenant}: ${b.status}${b.timedOut ? ' (deadline passed: cancelled)' : ''}; ${b.lines} lines, ${b.completed} completed, ${b.failed} failed (request_counts total ${b.total})`,
+    `batch times: submitted ${s(b.submittedS)}, in progress ${s(b.runningFromS)}, lines done ${s(b.linesEndedS)}, ended ${s(b.endedS)}; duration ${s(b.durationS)} (lines ran ${s(b.runningS)}, ${b.linesPerS === undefined ? '-' : fmt(b.linesPerS, 1)} lines/s)`,
+    `busy capacity while the batch ran: mean ${p(b.meanBusyPct)} (interactive share ${p(b.meanInteractiveBusyPct)}); before it ${p(b.meanBusyPctBefore)}`,
+  ];
+  const w = (name: string, x: BatchSummary['interactive']['before']) =>
+    x
+      ? `${name} (${fmt(x.fromS, 0)}-${fmt(x.toS, 0)} s, ${x.completed} requests) p50 ${fmtMs(x.ttftP50Ms)} p99 ${fmtMs(x.ttftP99Ms)}`
+      : `${name} -`;
+  out.push(
+    `interactive TTFT: ${[
+      w('before', b.interactive.before),
+      w('during', b.interactive.during),
+      w('after', b.interactive.after),
+    ].join('; ')}`,
+  );
+  if (b.output) {
+    const o = b.output;
+    out.push(
+      o.ok
+        ? `output: every custom_id exactly once (${o.exactlyOnce}: ${o.outputLines} output lines, ${o.errorLines} error lines)`
+        : `output: NOT every custom_id exactly once: ${o.missing} missing, ${o.duplicated} duplicated, ${o.unexpected} unexpected (${o.outputLines} output, ${o.errorLines} error lines; e.g. ${[...o.examples.missing, ...o.examples.duplicated, ...o.examples.unexpected].slice(0, 3).join(', ')})`,
+    );
+  } else out.push('output: not checked (the batch did not complete)');
+  for (const e of b.errors.slice(0, 3)) out.push(`batch error: ${e}`);
+  return out;
+}
+
 /** Plain-text checks against the target: protected tenants within it, who took the drops. */
 export function checks(summary: RunSummary, classes?: Record<string, number>): string[] {
   const out: string[] = [];
@@ -405,6 +516,7 @@ export function summaryText(summary: RunSummary, classes?: Record<string, number
   }
   lines.push(poolLine(summary));
   for (const c of checks(summary, classes)) lines.push(`  - ${c}`);
+  if (summary.batch) for (const b of batchText(summary.batch)) lines.push(`  - ${b}`);
   return lines.join('\n');
 }
 
@@ -448,6 +560,13 @@ ${tenantTable(summary)}
 <ul>${checks(summary, classes)
     .map((c) => `<li>${esc(c)}</li>`)
     .join('')}</ul>
+${
+  summary.batch
+    ? `<h3>Batch</h3><ul>${batchText(summary.batch)
+        .map((c) => `<li>${esc(c)}</li>`)
+        .join('')}</ul>`
+    : ''
+}
 <div class="grid">${charts.map(figure).join('')}</div>`;
 }
 

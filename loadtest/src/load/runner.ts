@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AdminPoller, type AdminSample, type SeenAction } from './admin.js';
 import { buildSchedule } from './arrivals.js';
+import { BatchDriver, type BatchResult } from './batch.js';
 import { createAgent, type RequestRecord, sendRequest } from './client.js';
 import { conversationMessages } from './conversations.js';
 import { reportTarget, type Scenario, tenantApiKey } from './scenario.js';
@@ -30,6 +31,8 @@ export interface RunProgress {
   tenants: TenantLive[];
   admin: AdminPoller;
   phase: 'running' | 'draining' | 'done';
+  /** The scenario's batch as seen so far (updated by every poll). */
+  batch?: BatchResult;
 }
 
 export interface RunOptions {
@@ -63,6 +66,8 @@ export interface RunResult {
   admin: AdminSample[];
   actions: SeenAction[];
   stoppedEarly: boolean;
+  /** The scenario's batch: submission, every poll, the output check. */
+  batch?: BatchResult;
   meta: Record<string, unknown>;
 }
 
@@ -74,6 +79,7 @@ export async function runScenario(options: RunOptions): Promise<RunResult> {
   const limits = scenario.limits;
   const startedAt = new Date().toISOString();
   const t0 = performance.now();
+  const wallAtZeroMs = Date.now();
   const clock = () => performance.now() - t0;
   const agent = createAgent(Math.max(64, limits.max_outstanding));
   const abort = new AbortController();
@@ -96,6 +102,21 @@ export async function runScenario(options: RunOptions): Promise<RunResult> {
   const counters = new Array<number>(scenario.tenants.length).fill(0);
   let phase: RunProgress['phase'] = 'running';
 
+  // The batch runs beside the arrivals (it waits for its at_s itself) and is bounded by
+  // duration + batch.drain_s; only the external stop ends it earlier.
+  const batch = scenario.batch
+    ? new BatchDriver({
+        scenario,
+        targets,
+        model: options.model,
+        clock,
+        wallAtZeroMs,
+        durationS,
+        ...(options.signal ? { signal: options.signal } : {}),
+        dispatcher: agent,
+      })
+    : undefined;
+  const batchTask = batch?.run();
   const progress = (): RunProgress => ({
     elapsedS: clock() / 1_000,
     durationS,
@@ -103,6 +124,7 @@ export async function runScenario(options: RunOptions): Promise<RunResult> {
     tenants,
     admin,
     phase,
+    ...(batch ? { batch: batch.result } : {}),
   });
   const ticker = setInterval(() => options.onTick?.(progress()), 1_000);
 
@@ -192,13 +214,17 @@ export async function runScenario(options: RunOptions): Promise<RunResult> {
   const untilEnd = durationS * 1_000 - clock();
   if (untilEnd > 0 && !abort.signal.aborted) await abortable(untilEnd, abort.signal);
   phase = 'draining';
-  if (open.size > 0 && !abort.signal.aborted) {
-    const drained = Promise.all(open).then(() => true);
-    await Promise.race([drained, abortable(limits.drain_s * 1_000, abort.signal)]);
-  }
+  const requestsDone = (async () => {
+    if (open.size > 0 && !abort.signal.aborted) {
+      const drained = Promise.all(open).then(() => true);
+      await Promise.race([drained, abortable(limits.drain_s * 1_000, abort.signal)]);
+    }
+    abort.abort();
+    await Promise.all(open);
+  })();
+  // The batch ends by itself, at its deadline (cancelled) or at the external stop.
+  const [, batchResult] = await Promise.all([requestsDone, batchTask]);
   const stoppedEarly = options.signal?.aborted ?? false;
-  abort.abort();
-  await Promise.all(open);
   phase = 'done';
   clearInterval(ticker);
   await admin.stop();
@@ -226,6 +252,7 @@ export async function runScenario(options: RunOptions): Promise<RunResult> {
     admin: admin.samples,
     actions: admin.orderedActions(),
     stoppedEarly,
+    ...(batchResult ? { batch: batchResult } : {}),
     meta: options.meta ?? {},
   };
 }

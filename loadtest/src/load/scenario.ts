@@ -54,6 +54,32 @@ export const arrivalSchema = z.discriminatedUnion('kind', [
     duration_s: instant,
     ...window,
   }),
+  /**
+   * Poisson whose rate follows a day compressed into period_s: base_rate at the window's
+   * start, peak_rate half a period later, back to base_rate after a period (a raised cosine,
+   * repeating). Its mean over whole periods is (base_rate + peak_rate) / 2.
+   */
+  z
+    .strictObject({
+      kind: z.literal('diurnal'),
+      base_rate: rate.default(0),
+      peak_rate: rate,
+      period_s: instant,
+      ...window,
+    })
+    .superRefine((a, ctx) => {
+      if (a.peak_rate < a.base_rate) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['peak_rate'],
+          message: `must be >= base_rate (${a.base_rate})`,
+        });
+      }
+      const period = typeof a.period_s === 'number' ? a.period_s : Number.parseFloat(a.period_s);
+      if (!(period > 0)) {
+        ctx.addIssue({ code: 'custom', path: ['period_s'], message: 'must be > 0' });
+      }
+    }),
 ]);
 export type ArrivalSpec = z.infer<typeof arrivalSchema>;
 
@@ -90,7 +116,10 @@ export const tenantSchema = z
     class_header: z.boolean().default(true),
     /** Send x-slo-ttft-ms (a deadline for slo-deadline order). */
     slo_ttft_ms: z.number().int().positive().optional(),
-    arrival: arrivalSchema,
+    /** The SLO class of this tenant's Batch API lines (gateway tenants[].batch_class; default batch). */
+    batch_class: z.string().optional(),
+    /** Its live requests; only the tenant of the `batch:` section may have none. */
+    arrival: arrivalSchema.optional(),
     prompt_tokens: lengthSchema.default({ median: 12, sigma: 0.5, min: 1, max: 256 }),
     output_tokens: lengthSchema.default({ median: 24, sigma: 0.4, min: 1, max: 128 }),
     stream: z.boolean().default(true),
@@ -141,6 +170,8 @@ export const gatewayOverridesSchema = z.strictObject({
   leader: section.optional(),
   limits: section.optional(),
   routing: section.optional(),
+  /** The Batch API's workers: concurrency, retry_base_ms, retry_max_ms, ... (docs/batch.md). */
+  batch: section.optional(),
   slo_classes: z.record(z.string(), z.number().int()).optional(),
 });
 export type GatewayOverrides = z.infer<typeof gatewayOverridesSchema>;
@@ -192,6 +223,33 @@ export const sweepSchema = z.strictObject({
 });
 export type SweepSpec = z.infer<typeof sweepSchema>;
 
+/**
+ * One Batch API batch submitted during the run (needs the gateway's `redis:`): at at_s the
+ * runner uploads `lines` chat requests as a JSONL file, creates the batch and polls it
+ * every poll_ms until it ends, or until the run's duration plus drain_s (then cancels it).
+ */
+export const batchSchema = z.strictObject({
+  /** The tenant submitting it: a tenants[] name (its key, weight, batch_class); it may have no arrival. */
+  tenant: identifier,
+  /** Request lines in the input file. */
+  lines: z.number().int().min(1).max(50_000),
+  /** When it is submitted (seconds or a percentage of the duration). */
+  at_s: instant.default(0),
+  /** Lengths of the lines (log-normal, seeded); default: the tenant's prompt_tokens / output_tokens. */
+  prompt_tokens: lengthSchema.optional(),
+  /** = max_tokens of each line. */
+  output_tokens: lengthSchema.optional(),
+  /** `model` of the lines (default: the run's model, --model). */
+  model: z.string().min(1).optional(),
+  /** How often GET /v1/batches/{id} is polled. */
+  poll_ms: z.number().int().min(50).max(60_000).default(500),
+  /** After the run's duration, how long the run waits for the batch to end before cancelling it. */
+  drain_s: z.number().min(0).max(3_600).default(60),
+  /** Index into the targets the batch calls go to (default 0). */
+  via_replica: z.number().int().min(0).max(63).default(0),
+});
+export type BatchSpec = z.infer<typeof batchSchema>;
+
 export const scenarioSchema = z
   .strictObject({
     name: identifier,
@@ -213,6 +271,7 @@ export const scenarioSchema = z
     baseline: z.strictObject({ budget: z.number().int().positive().optional() }).default({}),
     limits: limitsSchema.default(limitsSchema.parse({})),
     sweep: sweepSchema.optional(),
+    batch: batchSchema.optional(),
   })
   .superRefine((s, ctx) => {
     const names = new Map<string, number>();
@@ -228,6 +287,25 @@ export const scenarioSchema = z
     });
     if (s.kind === 'sweep' && !s.sweep) {
       ctx.addIssue({ code: 'custom', path: ['sweep'], message: 'is required when kind is sweep' });
+    }
+    s.tenants.forEach((t, i) => {
+      if (t.arrival === undefined && t.name !== s.batch?.tenant) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['tenants', i, 'arrival'],
+          message: 'is required (only the tenant of the batch: section may go without)',
+        });
+      }
+    });
+    if (s.batch && !names.has(s.batch.tenant)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['batch', 'tenant'],
+        message: `unknown tenant '${s.batch.tenant}' (tenants: ${[...names.keys()].join(', ')})`,
+      });
+    }
+    if (s.batch && s.kind === 'sweep') {
+      ctx.addIssue({ code: 'custom', path: ['batch'], message: 'is not supported in a sweep' });
     }
   });
 export type Scenario = z.infer<typeof scenarioSchema>;

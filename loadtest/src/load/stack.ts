@@ -145,6 +145,7 @@ export function gatewayConfig(
       ...(t.queue_max !== undefined ? { queue_max: t.queue_max } : {}),
       ...(t.quotas ? { quotas: t.quotas } : {}),
       ...(t.token_bucket ? { token_bucket: t.token_bucket } : {}),
+      ...(t.batch_class ? { batch_class: t.batch_class } : {}),
     })),
     pods,
     scheduler,
@@ -155,6 +156,7 @@ export function gatewayConfig(
     ...(o.leader ? { leader: o.leader } : {}),
     ...(o.limits ? { limits: o.limits } : {}),
     ...(o.routing ? { routing: o.routing } : {}),
+    ...(o.batch ? { batch: o.batch } : {}),
   };
 }
 
