@@ -336,7 +336,7 @@ describe('Dockerfile', () => {
     }
     // Reviewed (Dockerfile comment): optional native speed-ups with a JS fallback, a
     // version notice, and esbuild's binary check (dev only). A new one needs a look.
-    const reviewed = ['cpu-features', 'protobufjs', 'ssh2', 'esbuild'];
+    const reviewed = ['cpu-features', 'protobufjs', 'ssh2', 'esbuild', 'msgpackr-extract'];
     const lock = readJson<{ packages: Record<string, { hasInstallScript?: boolean }> }>(
       'package-lock.json',
     );
