@@ -174,6 +174,9 @@ describe('the Batch API through the official SDK (Redis, 1 sim, 2 replicas)', ()
       intervals: Array<[string, string]>;
     };
     const startedAfter = intervals.filter(([start]) => BigInt(start) > acknowledgedNs);
+    console.log(
+      `batch cancel: cancelled at ${running.request_counts?.completed} of 300 done; ended ${ended.status} with ${counts.completed} in the output (lines in flight at the cancel finished); ${intervals.length} requests on the sim, ${startedAfter.length} began after the acknowledgement`,
+    );
     expect(startedAfter).toEqual([]);
     await expectConserved(pool);
     // A cancelled batch cannot be cancelled again... it is ended: 400.
