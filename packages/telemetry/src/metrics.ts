@@ -369,7 +369,6 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
  */
 export function createEdgeMetrics(labels: { replica: string }) {
   const registry = new Registry();
-  const pendingLines: { read?: () => Promise<Map<string, number>> } = {};
   registry.setDefaultLabels(labels);
   return {
     registry,
@@ -394,24 +393,10 @@ export function createEdgeMetrics(labels: { replica: string }) {
     }),
     batchLinesPending: new Gauge({
       name: 'fairgate_batch_lines_pending',
-      help: 'Batch API lines not yet ended in the batches in progress, by tenant (read from Redis at each scrape: every replica shows the same value; use max).',
+      help: 'Batch API lines not yet ended in the batches in progress, by tenant (each replica reads them from Redis every few seconds: every replica shows the same value; use max).',
       labelNames: ['tenant'],
       registers: [registry],
-      async collect() {
-        this.reset();
-        const read = pendingLines.read;
-        if (!read) return;
-        try {
-          for (const [tenant, lines] of await read()) this.set({ tenant }, lines);
-        } catch {
-          // Redis away: the series are absent for this scrape.
-        }
-      },
     }),
-    /** Where batchLinesPending reads from (the batch service, when the Batch API runs). */
-    readPendingBatchLinesFrom(read: () => Promise<Map<string, number>>): void {
-      pendingLines.read = read;
-    },
   };
 }
 

@@ -38,6 +38,8 @@ export interface NewBatch {
 
 /** Hours a batch may take (`completion_window: 24h`, the only one OpenAI accepts). */
 const WINDOW_S = 24 * 3_600;
+/** How often each replica reads the pending lines gauge from Redis. */
+const PENDING_REFRESH_MS = 5_000;
 /** Most line errors a failed batch reports (OpenAI's errors.data). */
 const MAX_ERRORS = 100;
 
@@ -52,6 +54,7 @@ export class BatchService {
   readonly #queues: Map<string, LineQueue>;
   readonly #options: BatchServiceOptions;
   #runner: LineRunner | undefined;
+  readonly #pendingTimer: NodeJS.Timeout;
 
   constructor(options: BatchServiceOptions) {
     this.#options = options;
@@ -71,9 +74,26 @@ export class BatchService {
         }),
       ]),
     );
-    options.metrics.readPendingBatchLinesFrom(() =>
-      this.store.pendingByTenant(options.config().tenants.map((tenant) => tenant.id)),
-    );
+    this.#pendingTimer = setInterval(() => void this.#refreshPending(), PENDING_REFRESH_MS);
+    this.#pendingTimer.unref();
+    void this.#refreshPending();
+  }
+
+  /**
+   * The pending-lines gauge, read from Redis on a timer and never at scrape time: a scrape
+   * must answer at once, Redis reachable or not (a read parked on a lost connection held
+   * /metrics, and slowed the replica's recovery after a Redis restart). Kept as it was while
+   * Redis is away.
+   */
+  async #refreshPending(): Promise<void> {
+    const { config, metrics } = this.#options;
+    try {
+      const pending = await this.store.pendingByTenant(config().tenants.map((t) => t.id));
+      metrics.batchLinesPending.reset();
+      for (const [tenant, lines] of pending) metrics.batchLinesPending.set({ tenant }, lines);
+    } catch {
+      // Redis away: the next refresh tries again.
+    }
   }
 
   /**
@@ -239,6 +259,7 @@ export class BatchService {
 
   /** Closes the queues and workers (without waiting for the lines still running). */
   async close(): Promise<void> {
+    clearInterval(this.#pendingTimer);
     await Promise.all([...this.#queues.values()].map((queue) => queue.close()));
     await this.#runner?.close();
   }
