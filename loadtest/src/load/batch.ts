@@ -1,8 +1,8 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { createRng } from '@fairgate/runtime';
 import { type Dispatcher, FormData, request } from 'undici';
 import { drawLength } from './arrivals.js';
 import { promptText } from './client.js';
+import { pause } from './pause.js';
 import {
   type BatchSpec,
   type LengthSpec,
@@ -433,16 +433,5 @@ export class BatchDriver {
     if (this.result.errors.length >= MAX_ERRORS) return;
     const t = (this.#options.clock() / 1_000).toFixed(1);
     this.result.errors.push(`${t}s ${error instanceof Error ? error.message : String(error)}`);
-  }
-}
-
-/** Sleeps ms; false if the signal aborted first. */
-async function pause(ms: number, signal: AbortSignal | undefined): Promise<boolean> {
-  if (signal?.aborted) return false;
-  try {
-    await sleep(ms, undefined, signal ? { signal } : {});
-    return true;
-  } catch {
-    return false;
   }
 }

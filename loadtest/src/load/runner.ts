@@ -4,6 +4,7 @@ import { buildSchedule } from './arrivals.js';
 import { BatchDriver, type BatchResult } from './batch.js';
 import { createAgent, type RequestRecord, sendRequest } from './client.js';
 import { conversationMessages } from './conversations.js';
+import { pause } from './pause.js';
 import { reportTarget, type Scenario, tenantApiKey } from './scenario.js';
 
 /**
@@ -212,12 +213,12 @@ export async function runScenario(options: RunOptions): Promise<RunResult> {
   }
   // Arrivals are over: wait out the rest of the duration, then drain, then abort.
   const untilEnd = durationS * 1_000 - clock();
-  if (untilEnd > 0 && !abort.signal.aborted) await abortable(untilEnd, abort.signal);
+  if (untilEnd > 0 && !abort.signal.aborted) await pause(untilEnd, abort.signal);
   phase = 'draining';
   const requestsDone = (async () => {
     if (open.size > 0 && !abort.signal.aborted) {
       const drained = Promise.all(open).then(() => true);
-      await Promise.race([drained, abortable(limits.drain_s * 1_000, abort.signal)]);
+      await Promise.race([drained, pause(limits.drain_s * 1_000, abort.signal)]);
     }
     abort.abort();
     await Promise.all(open);
@@ -255,13 +256,4 @@ export async function runScenario(options: RunOptions): Promise<RunResult> {
     ...(batchResult ? { batch: batchResult } : {}),
     meta: options.meta ?? {},
   };
-}
-
-/** Sleeps ms, or less if the signal aborts. */
-async function abortable(ms: number, signal: AbortSignal): Promise<void> {
-  try {
-    await sleep(ms, undefined, { signal });
-  } catch {
-    // aborted
-  }
 }

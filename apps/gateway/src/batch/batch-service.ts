@@ -4,6 +4,7 @@ import type { EdgeMetrics } from '@fairgate/telemetry';
 import type { Tracer } from '@opentelemetry/api';
 import { badRequest, noSuchObject } from '../errors.js';
 import type { Pools } from '../pools.js';
+import { redisTopology } from '../scheduler-setup.js';
 import {
   type BatchEndpoint,
   type BatchError,
@@ -67,7 +68,7 @@ export class BatchService {
         pool.name,
         new LineQueue({
           pool: pool.name,
-          redis,
+          redis: redisTopology(redis),
           retryBaseMs: () => batch().retry_base_ms,
           retryMaxMs: () => batch().retry_max_ms,
           log: options.log,

@@ -1,4 +1,4 @@
-import type { RedisSectionConfig } from '@fairgate/config';
+import type { RedisTopology } from '@fairgate/scheduler';
 import { type Job, Queue, Worker } from 'bullmq';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 
@@ -54,25 +54,29 @@ export function retryDelayMs(attemptsMade: number, baseMs: number, maxMs: number
 }
 
 /**
- * A connection for BullMQ on the `redis:` topology. BullMQ's workers block on Redis and
- * need `maxRetriesPerRequest: null` (commands wait out a reconnect instead of failing);
- * the scheduler's own connections fail fast instead (createRedisConnection).
+ * A connection for BullMQ on the pool's Redis (the topology `redis:` describes:
+ * scheduler-setup.ts `redisTopology`). BullMQ's workers block on Redis and need
+ * `maxRetriesPerRequest: null` (commands wait out a reconnect instead of failing); the
+ * scheduler's own connections fail fast instead (createRedisConnection).
  */
-export function bullmqConnection(redis: RedisSectionConfig): Redis | Cluster {
-  const common: RedisOptions = {
-    maxRetriesPerRequest: null,
-    ...(redis.password ? { password: redis.password } : {}),
-  };
-  if (redis.sentinels && redis.sentinel_name) {
-    return new Redis({ ...common, sentinels: redis.sentinels, name: redis.sentinel_name });
+export function bullmqConnection(topology: RedisTopology): Redis | Cluster {
+  const common: RedisOptions = { maxRetriesPerRequest: null };
+  if (topology.kind === 'standalone') return new Redis(topology.url, common);
+  const password = topology.password ? { password: topology.password } : {};
+  if (topology.kind === 'sentinel') {
+    return new Redis({
+      ...common,
+      ...password,
+      sentinels: topology.sentinels,
+      name: topology.name,
+    });
   }
-  if (redis.cluster_nodes) return new Cluster(redis.cluster_nodes, { redisOptions: common });
-  return new Redis(redis.url as string, common);
+  return new Cluster(topology.nodes, { redisOptions: { ...common, ...password } });
 }
 
 export interface LineQueueOptions {
   pool: string;
-  redis: RedisSectionConfig;
+  redis: RedisTopology;
   retryBaseMs: () => number;
   retryMaxMs: () => number;
   log: (line: string) => void;
