@@ -168,4 +168,14 @@ describe('fetchMetrics', () => {
     await expect(fetchMetrics(url, 100)).rejects.toThrow();
     expect(performance.now() - started).toBeLessThan(1_000);
   });
+
+  it('gives up at the timeout when the body stalls after the headers', async () => {
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('vllm:num_requests_running{model_name="m"} 1\n'); // and never ends
+    });
+    const started = performance.now();
+    await expect(fetchMetrics(url, 100)).rejects.toThrow();
+    expect(performance.now() - started).toBeLessThan(1_000);
+  });
 });
