@@ -13,8 +13,8 @@ import type { Granted } from './wait-for-grant.js';
  * `finish` the request holds its slot: the broker tracks it (heartbeats extend its lease;
  * an eviction aborts it), the drain counts it, the client leaving aborts its upstream call.
  * `finish` runs once, whatever ended the request: it releases the slot in the scheduler
- * with the outcome (completed, cancelled, evicted, upstream_error) and the actual usage,
- * counts it and ends the SERVER span.
+ * with the outcome (completed, cancelled, evicted, upstream_error) and the actual usage
+ * (unless the relay released it already, `release`), counts it and ends the SERVER span.
  */
 export class HeldSlot {
   /** Aborts the upstream call: the client left, the scheduler evicted it, or the drain ended. */
@@ -23,6 +23,8 @@ export class HeldSlot {
   readonly queueMs: number;
   #stopAbortOnLeave: () => void;
   #finished = false;
+  /** The outcome the slot was released with, once `release` ran. */
+  #released: ReleaseOutcome | undefined;
 
   constructor(
     private readonly call: Call,
@@ -45,16 +47,21 @@ export class HeldSlot {
     return this.abort.reason instanceof EvictedError;
   }
 
-  finish(outcome: ReleaseOutcome, usage: Usage | undefined, status: number, error?: unknown): void {
-    if (this.#finished) return;
-    this.#finished = true;
+  /**
+   * Hands the slot back now (the scheduler's release, with the outcome and the actual
+   * usage): the relay calls it the moment the pod's answer is complete, before the client's
+   * last bytes are written, so the dispatch pass that grants the next waiting request runs
+   * in Redis while this response goes out (the grant chain no longer waits for the client's
+   * write). Once only; `finish` releases when this was not called. Returns the outcome
+   * released with (a cancel of an evicted request is released as evicted).
+   */
+  release(outcome: ReleaseOutcome, usage: Usage | undefined): ReleaseOutcome {
+    if (this.#released) return this.#released;
     const { call, granted } = this;
     const { lane, request } = granted;
-    this.ticket.leave();
-    this.#stopAbortOnLeave();
     lane.broker.untrack(request.id);
-    call.pool.metrics.inflight.dec();
     const final: ReleaseOutcome = outcome !== 'completed' && this.evicted ? 'evicted' : outcome;
+    this.#released = final;
     const bucketed = call.cls.bucketTokens > 0;
     void lane.scheduler
       .release(request.id, {
@@ -67,6 +74,17 @@ export class HeldSlot {
           : {}),
       })
       .catch(() => call.pool.metrics.redisErrors.inc({ operation: 'release' }));
+    return final;
+  }
+
+  finish(outcome: ReleaseOutcome, usage: Usage | undefined, status: number, error?: unknown): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    const { call } = this;
+    this.ticket.leave();
+    this.#stopAbortOnLeave();
+    call.pool.metrics.inflight.dec();
+    const final = this.release(outcome, usage);
     call.series.outcome(final).inc();
     call.series.requestDuration.observe((performance.now() - call.state.t1) / 1_000);
     if (usage) {

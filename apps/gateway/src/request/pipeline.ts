@@ -36,8 +36,10 @@ import { ClientGone, type Granted, waitForGrant } from './wait-for-grant.js';
  *   wait-for-grant.ts  t2  the grant (a queued request waits in the GrantBroker)
  *   finalize.ts            HeldSlot: from the grant on, the request holds its slot ...
  *   forward.ts         t3  the request on its pod (retried before the first byte)
- *   relay.ts           t6  the pod's answer to the client (a stream as its bytes come)
- *   finalize.ts        t7  ... until `finish` releases it with the one terminal outcome
+ *   relay.ts           t6  the pod's answer to the client (a stream as its bytes come);
+ *                          the slot is released once the pod is done (HeldSlot.release)
+ *   finalize.ts        t7  ... until `finish` counts the one terminal outcome (and
+ *                          releases, when the relay did not)
  *
  * Every admitted request ends in exactly one release (completed, cancelled, evicted or
  * upstream_error) unless the scheduler ended it first (expired / reclaimed), which

@@ -17,7 +17,9 @@ import type { Call } from './receive.js';
  * when the client's socket takes no more, the pod is not read until it drains, so a slow
  * client slows its upstream read and nothing buffers without bound. A stream that fails
  * after its first byte ends with an SSE error event and `[DONE]`: the client already has
- * its 200. Resolves when the response is complete, with the outcome to release with.
+ * its 200. The slot is released (HeldSlot.release) as soon as the pod's answer is complete,
+ * before its last bytes go to the client; resolves when the response is written, with the
+ * outcome `finish` counts.
  */
 export interface Relayed {
   readonly outcome: ReleaseOutcome;
@@ -41,6 +43,7 @@ export function relay(
   const { upstream } = forwarded;
   const queueHeader = held.queueMs.toFixed(1);
   if (upstream.kind === 'json') {
+    held.release('completed', upstream.usage); // the pod is done: its slot goes on first
     outgoing.writeHead(upstream.status, {
       'content-type': upstream.contentType,
       'content-length': Buffer.byteLength(upstream.text),
@@ -67,6 +70,8 @@ export function relay(
       end(error) {
         outgoing.off('drain', onDrain);
         const ended = streamEnd(stream.filter.done, held, error);
+        // The pod is done: its slot goes on before the client's last bytes are written.
+        held.release(ended.outcome, stream.filter.usage);
         if (ended.event) outgoing.write(ended.event);
         outgoing.end();
         endSpan(forwarded.span, { status: 200, ...(ended.error ? { error: ended.error } : {}) });
