@@ -43,13 +43,15 @@ export function relay(
   const { upstream } = forwarded;
   const queueHeader = held.queueMs.toFixed(1);
   if (upstream.kind === 'json') {
-    held.release('completed', upstream.usage); // the pod is done: its slot goes on first
     outgoing.writeHead(upstream.status, {
       'content-type': upstream.contentType,
       'content-length': Buffer.byteLength(upstream.text),
       [REQUEST_ID_HEADER]: call.state.requestId,
       [QUEUE_MS_HEADER]: queueHeader,
     });
+    // The head passed Node's checks (a refused header value throws above: 502,
+    // upstream_error); the pod is done, so its slot goes on before the body is written.
+    held.release('completed', upstream.usage);
     outgoing.end(upstream.text);
     endSpan(forwarded.span, { status: upstream.status });
     return { outcome: 'completed', usage: upstream.usage, status: upstream.status };
