@@ -16,6 +16,7 @@
  */
 import { fetchMetrics, type MetricsFetcher } from '@fairgate/gateway';
 import { startSim } from '@fairgate/testkit';
+import { percentile } from '../src/load/stats.js';
 
 const SCRAPES = Number(process.env.BENCH_SCRAPES ?? 2_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -60,10 +61,6 @@ try {
       );
     }
   }
-  const median = (values: number[]) => {
-    const sorted = [...values].sort((a, b) => a - b);
-    return sorted[Math.floor(sorted.length / 2)] as number;
-  };
   console.log(
     `\nscrape of one pod's /metrics (${bytes} bytes, vllm-sim), ${SCRAPES} sequential scrapes per round, median of ${ROUNDS} rounds`,
   );
@@ -71,8 +68,14 @@ try {
     const rows = results.get(name) ?? [];
     return {
       name,
-      cpuUs: median(rows.map((r) => r.cpuUs)),
-      wallUs: median(rows.map((r) => r.wallUs)),
+      cpuUs: percentile(
+        rows.map((r) => r.cpuUs),
+        0.5,
+      ),
+      wallUs: percentile(
+        rows.map((r) => r.wallUs),
+        0.5,
+      ),
     };
   });
   for (const row of summary) {

@@ -22,9 +22,10 @@ export type MetricsFetcher = (url: string, timeoutMs: number) => Promise<string>
 
 /**
  * undici's request(), not fetch(): the leader scrapes every pod every interval_ms (100 ms
- * by default), and a fetch() costs ~3x the CPU (its web Request, Headers and Response and a
- * web stream body: ~380 against ~120 µs per scrape on a 2-core VM), a stall that every
- * request of this replica waits out when it comes at the wrong time.
+ * by default), and a fetch() (its web Request, Headers and Response and a web stream body)
+ * costs ~1.7x the CPU: 446 against 261 µs per scrape on a 2-core VM (`npm run bench:scrape
+ * -w @fairgate/loadtest`), a stall every request of this replica waits out when it comes
+ * at the wrong time.
  */
 export const fetchMetrics: MetricsFetcher = async (url, timeoutMs) => {
   const { statusCode, body } = await request(url, { signal: AbortSignal.timeout(timeoutMs) });
