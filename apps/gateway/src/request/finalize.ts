@@ -49,11 +49,12 @@ export class HeldSlot {
 
   /**
    * Hands the slot back now (the scheduler's release, with the outcome and the actual
-   * usage): the relay calls it the moment the pod's answer is complete, before the client's
-   * last bytes are written, so the dispatch pass that grants the next waiting request runs
-   * in Redis while this response goes out (the grant chain no longer waits for the client's
-   * write). Once only; `finish` releases when this was not called. Returns the outcome
-   * released with (a cancel of an evicted request is released as evicted).
+   * usage): the relay calls it the moment the pod's answer is complete and written to the
+   * client's socket (the write to Redis comes right after the client's, so neither the
+   * client's last bytes nor the dispatch pass that grants the next waiting request wait for
+   * the request's bookkeeping). Once only; `finish` releases when this was not called.
+   * Returns the outcome released with (a cancel of an evicted request is released as
+   * evicted).
    */
   release(outcome: ReleaseOutcome, usage: Usage | undefined): ReleaseOutcome {
     if (this.#released) return this.#released;

@@ -17,9 +17,9 @@ import type { Call } from './receive.js';
  * when the client's socket takes no more, the pod is not read until it drains, so a slow
  * client slows its upstream read and nothing buffers without bound. A stream that fails
  * after its first byte ends with an SSE error event and `[DONE]`: the client already has
- * its 200. The slot is released (HeldSlot.release) as soon as the pod's answer is complete,
- * before its last bytes go to the client; resolves when the response is written, with the
- * outcome `finish` counts.
+ * its 200. The slot is released (HeldSlot.release) as soon as the pod's answer is complete
+ * and its last bytes are on the client's socket; resolves when the response is written, with
+ * the outcome `finish` counts.
  */
 export interface Relayed {
   readonly outcome: ReleaseOutcome;
@@ -50,9 +50,10 @@ export function relay(
       [QUEUE_MS_HEADER]: queueHeader,
     });
     // The head passed Node's checks (a refused header value throws above: 502,
-    // upstream_error); the pod is done, so its slot goes on before the body is written.
-    held.release('completed', upstream.usage);
+    // upstream_error). end() writes head and body to the socket at once; then the slot goes
+    // on (its release is the next write: the client's bytes leave first).
     outgoing.end(upstream.text);
+    held.release('completed', upstream.usage);
     endSpan(forwarded.span, { status: upstream.status });
     return { outcome: 'completed', usage: upstream.usage, status: upstream.status };
   }
@@ -72,10 +73,12 @@ export function relay(
       end(error) {
         outgoing.off('drain', onDrain);
         const ended = streamEnd(stream.filter.done, held, error);
-        // The pod is done: its slot goes on before the client's last bytes are written.
-        held.release(ended.outcome, stream.filter.usage);
         if (ended.event) outgoing.write(ended.event);
+        // end() uncorks the socket fully: this tick's writes and the end leave now.
         outgoing.end();
+        // The pod is done: its slot goes on right after the client's last bytes, before
+        // anything else of this request (spans, metrics, the relay's promise).
+        held.release(ended.outcome, stream.filter.usage);
         endSpan(forwarded.span, { status: 200, ...(ended.error ? { error: ended.error } : {}) });
         resolve({
           outcome: ended.outcome,
