@@ -295,7 +295,12 @@ export class GrantBroker {
     try {
       while (this.#waiters.size > 0 && !this.#closed) {
         try {
-          this.#deliver(await this.options.scheduler.waitForNotices(this.options.replica, 1_000));
+          const notices = await this.options.scheduler.waitForNotices(this.options.replica, 1_000);
+          this.#deliver(notices);
+          // The granted requests go to their pods first (their continuations run before the
+          // check phase; the pod write is synchronous): the next wait's write to Redis comes
+          // after them, not before. Notices meanwhile stay in the list for that wait.
+          if (notices.length > 0) await new Promise((resolve) => setImmediate(resolve));
         } catch (error) {
           if (this.#closed) break;
           this.options.onError?.('waitForNotices', error);
