@@ -67,7 +67,8 @@ if existing[1] == 'queued' then return { 0, false, 1 } end
 
 local tenant = loadTenant(req.tenant)
 if not tenant then return Code.UnknownTenant end
-countFlow('offered', req.tenant, req.class)
+-- From here every path counts the arrival once, admitted or rejected: offered is their sum
+-- (src/counters.ts), so it costs no HINCRBY of its own.
 
 local function reject(code, retryAfterMs)
   countRejection(req.tenant, req.class, code)
@@ -110,7 +111,7 @@ end
 
 -- The arrival sequence orders fifo queues and a replica's waiting requests (queueScore in
 -- @fairgate/core is the same rule).
-req.seq = rcall('HINCRBY', ctlKey, 'seq', 1)
+req.seq = rcall('HINCRBY', ctlKey, 'seq', '1')
 local score = req.seq
 if cfg.dispatchOrder == 'slo-deadline' then score = now + (tonumber(ARGV[8]) or ttlMs) end
 storeRequest(req, 'queued', nil)

@@ -36,9 +36,10 @@ if req then
   if actualTokens and req.state == 'granted' and req.tokens > 0 then
     creditTokens(req.tenant, req.tokens - actualTokens)
   end
-  local inputTokens, outputTokens = tonumber(ARGV[3]), tonumber(ARGV[4])
-  if inputTokens then countFlow('inputTokens', req.tenant, req.class, inputTokens) end
-  if outputTokens then countFlow('outputTokens', req.tenant, req.class, outputTokens) end
+  -- The counts as the caller sent them (integers, checked by the client): a Lua number would
+  -- be formatted again for HINCRBY (Redis 7.0 formats every number argument with %.17g).
+  if tonumber(ARGV[3]) then countFlow('inputTokens', req.tenant, req.class, ARGV[3]) end
+  if tonumber(ARGV[4]) then countFlow('outputTokens', req.tenant, req.class, ARGV[4]) end
   local _, passCfg = dispatchPass(nil, cfg, nil)
   cfg = cfg or passCfg
   if req.state == 'granted' then state = 1 else state = 2 end

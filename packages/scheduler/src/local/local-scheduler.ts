@@ -154,7 +154,7 @@ export class LocalScheduler implements Scheduler {
     const tenant = e.tenants.get(r.tenant);
     if (!tenant)
       throw schedulerError(ScriptCode.UnknownTenant, `enqueue ${r.id} (tenant ${r.tenant})`);
-    e.countFlow('offered', r.tenant, r.sloClass);
+    // Offered is not counted: it is admitted + rejected (countersFromFields).
     const reject = (code: ScriptCode, retryAfterMs?: number): EnqueueResult => {
       e.countRejection(r.tenant, r.sloClass, code);
       const rejected = { status: 'rejected', code: rejectionOf(code)! } as const;
