@@ -112,6 +112,11 @@ export function capsAndQuotas(getPool: GetPool): void {
       never: { [RejectCode.QuotaConcurrencyNeverFits]: 1 },
       kv: { [RejectCode.QuotaKvBlocksNeverFits]: 1 },
     });
+    // Offered is derived (admitted + rejected): every call above is counted exactly once.
+    const counted = Object.fromEntries(
+      snapshot.counters.map((c) => [c.tenant, [c.offered, c.admitted]]),
+    );
+    expect(counted).toEqual({ small: [3, 2], big: [5, 3], never: [1, 0], kv: [1, 0] });
   });
 
   it('caps bound waiting requests only: a request granted at once never hits them', async () => {
