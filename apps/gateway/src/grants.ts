@@ -1,3 +1,4 @@
+import { setImmediate as checkPhase } from 'node:timers/promises';
 import { rejectionResponse } from '@fairgate/core';
 import type { OpenAIHttpError } from '@fairgate/openai';
 import {
@@ -300,7 +301,7 @@ export class GrantBroker {
           // The granted requests go to their pods first (their continuations run before the
           // check phase; the pod write is synchronous): the next wait's write to Redis comes
           // after them, not before. Notices meanwhile stay in the list for that wait.
-          if (notices.length > 0) await new Promise((resolve) => setImmediate(resolve));
+          if (notices.length > 0) await checkPhase();
         } catch (error) {
           if (this.#closed) break;
           this.options.onError?.('waitForNotices', error);

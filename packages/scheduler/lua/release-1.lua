@@ -36,8 +36,8 @@ if req then
   if actualTokens and req.state == 'granted' and req.tokens > 0 then
     creditTokens(req.tenant, req.tokens - actualTokens)
   end
-  -- The counts as the caller sent them (integers, checked by the client): a Lua number would
-  -- be formatted again for HINCRBY (Redis 7.0 formats every number argument with %.17g).
+  -- The counts as the caller sent them (integers, checked by the client), not as Lua numbers
+  -- Redis would format again (includes/requests.lua).
   if tonumber(ARGV[3]) then countFlow('inputTokens', req.tenant, req.class, ARGV[3]) end
   if tonumber(ARGV[4]) then countFlow('outputTokens', req.tenant, req.class, ARGV[4]) end
   local _, passCfg = dispatchPass(nil, cfg, nil)
