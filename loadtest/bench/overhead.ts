@@ -5,7 +5,9 @@
  *
  * A zero-latency OpenAI-shaped upstream on loopback, reached directly (the
  * baseline), through one gateway replica with Redis (and one with the embedded
- * scheduler) and, when nginx is installed, through a plain nginx reverse proxy
+ * scheduler), through the node floor (bench/node-proxy.ts: node:http and undici with
+ * no gateway logic, the floor of any proxy on Node's HTTP stack; BENCH_NODE_FLOOR=0
+ * leaves it out) and, when nginx is installed, through a plain nginx reverse proxy
  * (the reference: what any proxy hop costs), at concurrency 1 and 16, for three
  * workloads (BENCH_WORKLOADS, default all):
  * - plain: non-streaming chat completions of 1 token;
@@ -32,13 +34,13 @@
  * the added latency and the throughput ratio, all measured in the same round,
  * plus the CPU time each process spent per request (Linux /proc), which is far
  * less sensitive to other load on the machine than latency or req/s; the
- * "proxy" column is the gateway process, or nginx's master + worker.
+ * "proxy" column is the gateway process, the node floor's, or nginx's master + worker.
  * It ends with the issue's acceptance ratios (streams vs plain through Redis,
  * gateway vs direct) and the goals line.
  *
  * The machine this runs on is usually shared (2 cores for load client,
  * gateway, upstream and Redis), so the phases run in rounds (per workload and
- * concurrency: direct, Redis, embedded, nginx) and the summary takes the median
+ * concurrency: direct, Redis, embedded, node floor, nginx) and the summary takes the median
  * over rounds. The load client is lean on purpose (undici dispatch, no response
  * stream per request): every microsecond it spends is taken from the processes
  * measured.
@@ -62,9 +64,9 @@
  * counted (1 s warm-up, then BENCH_WRK_SECONDS, default 4, for plain and
  * BENCH_STREAM_WRK_SECONDS, default BENCH_WRK_SECONDS, for streams), and the
  * client's CPU is not reported. Default run time with wrk: 3 rounds x 2
- * concurrencies x 4 paths x 3 workloads x 5 s = 6 min (6.2 min measured), plus
- * ~1 min of start-up and JIT warm-up: 7.2 min in all with the static upstream
- * on a busy 2-core VM.
+ * concurrencies x 5 paths x 3 workloads x 5 s = 7.5 min, plus ~1 min of
+ * start-up and JIT warm-up (6.2 + 1 min measured before the node floor row
+ * came, with the static upstream on a busy 2-core VM).
  *
  * The nginx row: nginx on the PATH (or in /usr/sbin), one worker, unbuffered,
  * HTTP/1.1 keep-alive (64) to the upstream, everything in a temporary prefix (no
@@ -76,7 +78,8 @@
  * undici client divides these counts by 4 for stream16 and 16 for stream256,
  * BENCH_ROUNDS (default 3), BENCH_TIME_LIMIT_MS (per phase, 15000),
  * BENCH_WRK_SECONDS, BENCH_STREAM_WRK_SECONDS, BENCH_CLIENT (wrk|undici),
- * BENCH_NGINX (0: no nginx row), BENCH_COMPARE_WITH, BENCH_UPSTREAM
+ * BENCH_NGINX (0: no nginx row), BENCH_NODE_FLOOR (0: no node floor row),
+ * BENCH_COMPARE_WITH, BENCH_UPSTREAM
  * (static|sim, default static).
  */
 import { readFileSync } from 'node:fs';
@@ -95,6 +98,7 @@ import { findNginx, type NginxProxy, startNginxProxy } from './nginx-proxy.js';
 import {
   runWrk,
   startCheckoutGateway,
+  startNodeProxy,
   startStaticUpstream,
   type Upstream,
   workloadBody,
@@ -113,6 +117,7 @@ const CLIENT = (process.env.BENCH_CLIENT ?? (findExecutable('wrk') ? 'wrk' : 'un
 const WRK_SECONDS = Number(process.env.BENCH_WRK_SECONDS ?? 4);
 const STREAM_WRK_SECONDS = Number(process.env.BENCH_STREAM_WRK_SECONDS ?? WRK_SECONDS);
 const NGINX = process.env.BENCH_NGINX === '0' ? undefined : findNginx();
+const NODE_FLOOR = process.env.BENCH_NODE_FLOOR !== '0';
 const UPSTREAM = (process.env.BENCH_UPSTREAM ?? 'static') as 'static' | 'sim';
 if (UPSTREAM !== 'static' && UPSTREAM !== 'sim') {
   throw new Error(
@@ -164,11 +169,19 @@ const WORKLOADS = (() => {
   return ALL_WORKLOADS.filter((w) => wanted.includes(w.name));
 })();
 
-type Path = 'direct' | 'redis' | 'embedded' | 'nginx' | 'redis@compare' | 'embedded@compare';
+type Path =
+  | 'direct'
+  | 'redis'
+  | 'embedded'
+  | 'node'
+  | 'nginx'
+  | 'redis@compare'
+  | 'embedded@compare';
 const PATH_NAMES: Record<Path, string> = {
   direct: `direct to ${UPSTREAM}`,
   redis: 'gateway, Redis',
   embedded: 'gateway, embedded',
+  node: 'node floor (bare)',
   nginx: 'nginx (plain proxy)',
   'redis@compare': 'compare, Redis',
   'embedded@compare': 'compare, embedded',
@@ -460,6 +473,15 @@ async function main(): Promise<void> {
       },
     };
     const paths: Path[] = ['direct', 'redis', 'embedded'];
+    if (NODE_FLOOR) {
+      const floor = await startNodeProxy(upstream.url);
+      targets.node = {
+        url: floor.url,
+        auth: false,
+        pids: { proxy: [floor.pid], pod: upstream.pid },
+      };
+      paths.push('node');
+    }
     if (NGINX) {
       nginx = await startNginxProxy(NGINX, upstream.url);
       targets.nginx = {
@@ -576,7 +598,7 @@ async function main(): Promise<void> {
     );
     console.log(`verified per path (one request each):\n  ${verified.join('\n  ')}\n`);
     console.log(
-      'latency to the last byte; proxy = the gateway process, or nginx master + worker\n',
+      'latency to the last byte; proxy = the gateway process, the node floor process, or nginx master + worker\n',
     );
     console.log(rows.join('\n'));
 
@@ -612,6 +634,16 @@ async function main(): Promise<void> {
       runsOf('plain', 16, 'direct'),
       rpsRatio,
     );
+    const floorVsDirect = perRound(
+      runsOf('plain', 16, 'node'),
+      runsOf('plain', 16, 'direct'),
+      rpsRatio,
+    );
+    const embeddedVsFloor = perRound(
+      runsOf('plain', 16, 'embedded'),
+      runsOf('plain', 16, 'node'),
+      rpsRatio,
+    );
     console.log(
       [
         '\nissue 17 acceptance (this run; per-round ratios and differences, median over rounds):',
@@ -643,6 +675,12 @@ async function main(): Promise<void> {
           '>= 0.25',
           embeddedVsDirect >= 0.25,
         ),
+        ...(Number.isNaN(floorVsDirect)
+          ? []
+          : [
+              `    for reference, the node floor (node:http + undici, no gateway logic) / direct: ${floorVsDirect.toFixed(2)};` +
+                ` gateway embedded / node floor: ${embeddedVsFloor.toFixed(2)}`,
+            ]),
       ].join('\n'),
     );
 

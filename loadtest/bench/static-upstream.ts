@@ -24,10 +24,11 @@
  * SIGINT, and when its stdin ends if FAIRGATE_EXIT_WITH_STDIN=1 (testkit's spawnManaged
  * with exitWithStdin), so it never outlives the bench that started it.
  *
- * It has no imports but node:http: run as its own process, its CPU is measured apart from
- * the load client and the gateway.
+ * It has no imports but node:http (and bench-server.ts, which has none either): run as its
+ * own process, its CPU is measured apart from the load client and the gateway.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { flag, serveBenchHttp } from './bench-server.js';
 
 const PROMPT_TOKENS = 7;
 const DEFAULT_MAX_TOKENS = 16;
@@ -35,11 +36,6 @@ const MAX_TOKENS_LIMIT = 65_536;
 /** Distinct (endpoint, tokens, include_usage) bodies kept; the oldest goes first. */
 const CACHE_LIMIT = 256;
 const TOKEN_TEXT = ' tok';
-
-function flag(name: string): string | undefined {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 ? process.argv[at + 1] : undefined;
-}
 
 const MODEL = flag('model') ?? 'sim-model';
 const PORT = Number(flag('port') ?? process.env.STATIC_UPSTREAM_PORT ?? 0);
@@ -266,32 +262,4 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
   sendError(res, 404, `Not found: ${req.method} ${url}`);
 }
 
-function main(): void {
-  const server = createServer({ keepAliveTimeout: 60_000 }, handle);
-  server.once('error', (error) => {
-    process.stderr.write(`static-upstream: ${error.message}\n`);
-    process.exit(1);
-  });
-  server.listen(PORT, '127.0.0.1', () => {
-    const address = server.address();
-    const port = typeof address === 'object' && address ? address.port : PORT;
-    process.stdout.write(`static-upstream listening on http://127.0.0.1:${port}\n`);
-  });
-  let stopping = false;
-  const shutdown = () => {
-    if (stopping) return;
-    stopping = true;
-    server.close(() => process.exit(0));
-    server.closeAllConnections();
-    setTimeout(() => process.exit(0), 1_000).unref();
-  };
-  process.on('SIGTERM', shutdown);
-  process.on('SIGINT', shutdown);
-  if (process.env.FAIRGATE_EXIT_WITH_STDIN === '1') {
-    process.stdin.on('end', shutdown);
-    process.stdin.on('close', shutdown);
-    process.stdin.resume();
-  }
-}
-
-main();
+serveBenchHttp('static-upstream', PORT, handle);

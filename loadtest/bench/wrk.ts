@@ -129,28 +129,36 @@ export interface Upstream {
 }
 
 /**
- * bench/static-upstream.ts in its own process (its CPU is measured apart), through tsx as
- * the benches run; ready once it prints its listening line. It exits with this process
- * (stdin pipe) and is stopped by stopAll().
+ * One of the bench's own servers (bench-server.ts) in its own process (its CPU is measured
+ * apart), through tsx as the benches run; ready once it prints its listening line. It exits
+ * with this process (stdin pipe) and is stopped by stopAll().
  */
-export async function startStaticUpstream(): Promise<Upstream> {
-  const entry = fileURLToPath(new URL('./static-upstream.ts', import.meta.url));
+async function startBenchServer(name: string, args: string[] = []): Promise<Upstream> {
+  const entry = fileURLToPath(new URL(`./${name}.ts`, import.meta.url));
+  const ready = new RegExp(`^${name} listening on (http:\\/\\/\\S+)$`);
   let url: string | undefined;
   const child = spawnManaged({
-    name: 'static-upstream',
+    name,
     command: process.execPath,
-    args: ['--import', 'tsx', entry],
+    args: ['--import', 'tsx', entry, ...args],
     cwd: dirname(entry), // where tsx resolves
     exitWithStdin: true,
     onLine: (line) => {
-      url ??= /^static-upstream listening on (http:\/\/\S+)$/.exec(line)?.[1];
+      url ??= ready.exec(line)?.[1];
     },
   });
-  await waitUntil('static upstream', async () => url !== undefined, {
-    process: child,
-    timeoutMs: 15_000,
-  });
+  await waitUntil(name, async () => url !== undefined, { process: child, timeoutMs: 15_000 });
   return { url: url!, pid: child.pid };
+}
+
+/** bench/static-upstream.ts: the upstream every path of a benchmark ends at. */
+export function startStaticUpstream(): Promise<Upstream> {
+  return startBenchServer('static-upstream');
+}
+
+/** bench/node-proxy.ts in front of `upstream`: the floor of a proxy hop on Node's HTTP stack. */
+export function startNodeProxy(upstream: string): Promise<Upstream> {
+  return startBenchServer('node-proxy', ['--upstream', upstream]);
 }
 
 /**
