@@ -2,11 +2,12 @@
  * What the bench's own HTTP servers (static-upstream.ts, node-proxy.ts) share: listening on
  * 127.0.0.1, the ready line the starter waits for (`<name> listening on
  * http://127.0.0.1:<port>` on stdout) and the way out (SIGTERM, SIGINT, and the end of stdin
- * with FAIRGATE_EXIT_WITH_STDIN=1, testkit's spawnManaged with exitWithStdin), so a server
- * never outlives the bench that started it. Node built-ins only: each server runs as its own
- * process, its CPU measured apart.
+ * with FAIRGATE_EXIT_WITH_STDIN=1: @fairgate/runtime's onShutdownRequest), so a server never
+ * outlives the bench that started it. Each server runs as its own process, its CPU measured
+ * apart.
  */
 import { createServer, type RequestListener } from 'node:http';
+import { onShutdownRequest } from '@fairgate/runtime';
 
 /** `--name value` from the command line. */
 export function flag(name: string): string | undefined {
@@ -40,11 +41,5 @@ export function serveBenchHttp(
     server.closeAllConnections();
     setTimeout(() => process.exit(0), 1_000).unref();
   };
-  process.on('SIGTERM', shutdown);
-  process.on('SIGINT', shutdown);
-  if (process.env.FAIRGATE_EXIT_WITH_STDIN === '1') {
-    process.stdin.on('end', shutdown);
-    process.stdin.on('close', shutdown);
-    process.stdin.resume();
-  }
+  onShutdownRequest(shutdown);
 }

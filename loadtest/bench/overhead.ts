@@ -624,26 +624,13 @@ async function main(): Promise<void> {
       runsOf('stream16', 1, 'direct'),
       (x, y) => x.p50 - y.p50,
     );
-    const redisVsDirect = perRound(
-      runsOf('plain', 16, 'redis'),
-      runsOf('plain', 16, 'direct'),
-      rpsRatio,
-    );
-    const embeddedVsDirect = perRound(
-      runsOf('plain', 16, 'embedded'),
-      runsOf('plain', 16, 'direct'),
-      rpsRatio,
-    );
-    const floorVsDirect = perRound(
-      runsOf('plain', 16, 'node'),
-      runsOf('plain', 16, 'direct'),
-      rpsRatio,
-    );
-    const embeddedVsFloor = perRound(
-      runsOf('plain', 16, 'embedded'),
-      runsOf('plain', 16, 'node'),
-      rpsRatio,
-    );
+    // Plain c=16 req/s of one path over another's, per round.
+    const plainRatio = (a: Path, b: Path) =>
+      perRound(runsOf('plain', 16, a), runsOf('plain', 16, b), rpsRatio);
+    const redisVsDirect = plainRatio('redis', 'direct');
+    const embeddedVsDirect = plainRatio('embedded', 'direct');
+    const floorVsDirect = plainRatio('node', 'direct');
+    const embeddedVsFloor = plainRatio('embedded', 'node');
     console.log(
       [
         '\nissue 17 acceptance (this run; per-round ratios and differences, median over rounds):',

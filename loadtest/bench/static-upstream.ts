@@ -24,8 +24,9 @@
  * SIGINT, and when its stdin ends if FAIRGATE_EXIT_WITH_STDIN=1 (testkit's spawnManaged
  * with exitWithStdin), so it never outlives the bench that started it.
  *
- * It has no imports but node:http (and bench-server.ts, which has none either): run as its
- * own process, its CPU is measured apart from the load client and the gateway.
+ * It imports nothing that works per request (node:http, and bench-server.ts to listen and
+ * stop): run as its own process, its CPU is measured apart from the load client and the
+ * gateway.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { flag, serveBenchHttp } from './bench-server.js';

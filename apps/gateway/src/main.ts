@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { ConfigError } from '@fairgate/config';
+import { onShutdownRequest } from '@fairgate/runtime';
 import { startGateway } from './gateway.js';
 
 const USAGE = `Usage: fairgate --config <file> [--port N] [--host H] [--replica-id ID]
@@ -93,12 +94,7 @@ async function main(): Promise<void> {
       },
     );
   };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
-  if (process.env.FAIRGATE_EXIT_WITH_STDIN === '1') {
-    // The harness that started us holds our stdin: when it dies, we go too.
-    process.stdin.on('end', () => shutdown('stdin closed')).resume();
-  }
+  onShutdownRequest(shutdown);
 }
 
 /** How long closing may take after the drain timeout (or a second signal) before exit anyway. */

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import type { Server } from 'node:http';
+import { onShutdownRequest } from '@fairgate/runtime';
 import { serve } from '@hono/node-server';
 import { ConfigError, helpText, type ParsedCli, parseCli } from './config.js';
 import { createSimServer } from './server.js';
@@ -52,13 +53,7 @@ function main(): void {
     server.closeAllConnections();
     setTimeout(() => process.exit(0), 2000).unref();
   };
-  process.on('SIGTERM', shutdown);
-  process.on('SIGINT', shutdown);
-  if (process.env.FAIRGATE_EXIT_WITH_STDIN === '1') {
-    process.stdin.on('end', shutdown);
-    process.stdin.on('close', shutdown);
-    process.stdin.resume();
-  }
+  onShutdownRequest(shutdown);
 }
 
 /** A bind address as a URL host: wildcards become loopback, IPv6 gets brackets. */

@@ -10,3 +10,4 @@ export {
   standardNormal,
   uniformInt,
 } from './random.js';
+export { onShutdownRequest } from './shutdown.js';
