@@ -49,9 +49,12 @@ export function countersFromFields(fields: Iterable<readonly [string, number]>):
     if (counter === 'rejected') {
       const reason: RejectCode | undefined = rejectionOf(Number(code));
       if (reason) row.rejected[reason] = (row.rejected[reason] ?? 0) + value;
-    } else if (counter === 'admitted' || counter === 'shed') {
-      row[counter] += value;
-    } else if (counter === 'inputTokens' || counter === 'outputTokens') {
+    } else if (
+      counter === 'admitted' ||
+      counter === 'shed' ||
+      counter === 'inputTokens' ||
+      counter === 'outputTokens'
+    ) {
       row[counter] += value;
     } else if (isOutcome(counter)) {
       row.outcomes[counter] += value;
