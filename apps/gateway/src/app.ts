@@ -1,13 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ENDPOINT_PATHS } from '@fairgate/openai';
 import { getRequestListener } from '@hono/node-server';
-import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { Hono } from 'hono';
 import type { NodeExchange } from './body.js';
 import type { GatewayDeps } from './context.js';
 import { notFound } from './errors.js';
 import { adminAuth } from './middleware/admin-auth.js';
-import { describeError, httpErrorOf, requestContext } from './middleware/request-context.js';
+import { httpErrorOf, requestContext } from './middleware/request-context.js';
 import { generationHandler, nodeGenerationHandler } from './request/pipeline.js';
 import { registerBatchRoutes } from './routes/batches.js';
 import { adminCapacity } from './routes/capacity.js';
@@ -69,36 +68,13 @@ export function gatewayRequestListener(
   app: Hono,
 ): (incoming: IncomingMessage, outgoing: ServerResponse) => void {
   const honoListener = getRequestListener(app.fetch);
-  const direct = new Map<string, (node: NodeExchange) => Promise<Response>>([
+  const direct = new Map<string, (node: NodeExchange) => void>([
     [ENDPOINT_PATHS.chat, nodeGenerationHandler(deps, 'chat')],
     [ENDPOINT_PATHS.completions, nodeGenerationHandler(deps, 'completions')],
   ]);
   return (incoming, outgoing) => {
     const handler = incoming.method === 'POST' ? direct.get(incoming.url ?? '') : undefined;
-    if (!handler) {
-      void honoListener(incoming, outgoing);
-      return;
-    }
-    handler({ incoming, outgoing })
-      .then((response) => writeResponse(outgoing, response))
-      .catch((error: unknown) => {
-        // The handler renders its own errors, so this is a bug (or the answer could not be
-        // written): logged, and the client is never left hanging.
-        deps.log(`fairgate: generation request failed: ${describeError(error)}`);
-        if (!outgoing.headersSent) outgoing.writeHead(500);
-        outgoing.end();
-      });
+    if (handler) handler({ incoming, outgoing });
+    else void honoListener(incoming, outgoing);
   };
-}
-
-/** A web Response the handler returned instead of writing its answer (errors, a gone client). */
-async function writeResponse(outgoing: ServerResponse, response: Response): Promise<void> {
-  if (response === RESPONSE_ALREADY_SENT) return;
-  const body = response.body ? Buffer.from(await response.arrayBuffer()) : undefined;
-  const headers: Record<string, string> = {};
-  response.headers.forEach((value, name) => {
-    headers[name] = value;
-  });
-  outgoing.writeHead(response.status, headers);
-  outgoing.end(body);
 }

@@ -85,13 +85,22 @@ export function readBodyText(incoming: IncomingMessage, limit: number): Promise<
       incoming.resume();
       reject(payloadTooLarge(limit));
     };
-    const onEnd = () => resolve(Buffer.concat(chunks, size).toString('utf8'));
-    incoming.on('data', onData);
-    incoming.once('end', onEnd);
     // The connection closed mid-body (the client left, or server.request_timeout_ms ended
     // it): nobody reads the answer; a 400, not an unhandled error logged with its stack.
-    incoming.once('error', () =>
-      reject(badRequest('The request body was not received completely', null, 'request_aborted')),
-    );
+    const onError = () =>
+      reject(badRequest('The request body was not received completely', null, 'request_aborted'));
+    // Once read, the request holds none of this: a waiting request keeps its IncomingMessage
+    // (and its listeners) until it is answered, and these closures would keep the chunks.
+    // Node's IncomingMessage never throws an 'error' nobody listens to (its _destroy checks).
+    const onEnd = () => {
+      incoming.off('data', onData);
+      incoming.off('error', onError);
+      const text = Buffer.concat(chunks, size).toString('utf8');
+      chunks.length = 0;
+      resolve(text);
+    };
+    incoming.on('data', onData);
+    incoming.once('end', onEnd);
+    incoming.once('error', onError);
   });
 }

@@ -21,6 +21,36 @@ export interface DrainTicket {
   leave(): void;
 }
 
+/** What a Drain and its tickets share. */
+interface DrainState {
+  cut: boolean;
+  readonly active: Set<Ticket>;
+  onIdle: Array<() => void>;
+}
+
+/**
+ * A request's ticket: one small object per request with its methods on the prototype (two
+ * closures and their context per request cost more to every waiting request).
+ */
+class Ticket implements DrainTicket {
+  slot: SlotAbort | undefined = undefined;
+
+  constructor(private readonly state: DrainState) {}
+
+  hold(slot: SlotAbort): void {
+    this.slot = slot;
+    if (this.state.cut) slot.abort(new DrainAborted());
+  }
+
+  leave(): void {
+    const state = this.state;
+    if (!state.active.delete(this) || state.active.size > 0) return;
+    const waiting = state.onIdle;
+    state.onIdle = [];
+    for (const resolve of waiting) resolve();
+  }
+}
+
 /**
  * The replica's shutdown state and its generation requests in progress. Every request
  * enters on arrival (refused with 503 `draining` once the drain began) and leaves when it
@@ -30,9 +60,7 @@ export interface DrainTicket {
  */
 export class Drain {
   #draining = false;
-  #cut = false;
-  readonly #active = new Set<{ slot: SlotAbort | undefined }>();
-  #onIdle: Array<() => void> = [];
+  readonly #state: DrainState = { cut: false, active: new Set(), onIdle: [] };
 
   /** True from SIGTERM on: /readyz answers 503 and new requests are refused. */
   get draining(): boolean {
@@ -41,26 +69,15 @@ export class Drain {
 
   /** Generation requests in progress on this replica. */
   get active(): number {
-    return this.#active.size;
+    return this.#state.active.size;
   }
 
   /** Admits a request, or throws 503 `draining` once the drain began. */
   enter(): DrainTicket {
     if (this.#draining) throw draining();
-    const entry: { slot: SlotAbort | undefined } = { slot: undefined };
-    this.#active.add(entry);
-    return {
-      hold: (slot) => {
-        entry.slot = slot;
-        if (this.#cut) slot.abort(new DrainAborted());
-      },
-      leave: () => {
-        if (!this.#active.delete(entry) || this.#active.size > 0) return;
-        const waiting = this.#onIdle;
-        this.#onIdle = [];
-        for (const resolve of waiting) resolve();
-      },
-    };
+    const ticket = new Ticket(this.#state);
+    this.#state.active.add(ticket);
+    return ticket;
   }
 
   /** The drain begins: new requests are refused from now on. */
@@ -70,17 +87,17 @@ export class Drain {
 
   /** Resolves once no request is in progress, or after `timeoutMs`; true when idle. */
   idle(timeoutMs: number): Promise<boolean> {
-    if (this.#active.size === 0) return Promise.resolve(true);
+    if (this.#state.active.size === 0) return Promise.resolve(true);
     return new Promise<boolean>((resolve) => {
       const done = () => {
         clearTimeout(timer);
         resolve(true);
       };
       const timer = setTimeout(() => {
-        this.#onIdle = this.#onIdle.filter((fn) => fn !== done);
+        this.#state.onIdle = this.#state.onIdle.filter((fn) => fn !== done);
         resolve(false);
       }, timeoutMs);
-      this.#onIdle.push(done);
+      this.#state.onIdle.push(done);
     });
   }
 
@@ -90,9 +107,9 @@ export class Drain {
    */
   cut(): number {
     this.#draining = true;
-    this.#cut = true;
+    this.#state.cut = true;
     let aborted = 0;
-    for (const entry of this.#active) {
+    for (const entry of this.#state.active) {
       if (entry.slot && !entry.slot.aborted) {
         entry.slot.abort(new DrainAborted());
         aborted += 1;

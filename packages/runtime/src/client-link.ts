@@ -9,13 +9,18 @@ import type { ServerResponse } from 'node:http';
  */
 export class ClientLink {
   gone = false;
-  /** Usually zero to two: an array costs less memory per request than a Set. */
-  #listeners: Array<() => void> = [];
+  /**
+   * Usually zero to two: an array costs less memory per request than a Set, and one made
+   * on the first listener (exactly sized) less than an empty one grown by a push.
+   */
+  #listeners: Array<() => void> | undefined;
 
   /** Follows a Node response: the client left when it closed before being fully written. */
   static ofResponse(outgoing: ServerResponse): ClientLink {
     const link = new ClientLink();
-    outgoing.once('close', () => {
+    // `on`, not `once`: a response closes once, and `once` adds a wrapper, its state and a
+    // bound function to every request.
+    outgoing.on('close', () => {
       if (!outgoing.writableFinished) link.leave();
     });
     return link;
@@ -35,10 +40,11 @@ export class ClientLink {
       listener();
       return () => {};
     }
-    this.#listeners.push(listener);
+    if (this.#listeners) this.#listeners.push(listener);
+    else this.#listeners = [listener];
     return () => {
-      const at = this.#listeners.indexOf(listener);
-      if (at >= 0) this.#listeners.splice(at, 1);
+      const at = this.#listeners?.indexOf(listener) ?? -1;
+      if (at >= 0) this.#listeners!.splice(at, 1);
     };
   }
 
@@ -46,7 +52,7 @@ export class ClientLink {
     if (this.gone) return;
     this.gone = true;
     const listeners = this.#listeners;
-    this.#listeners = [];
-    for (const listener of listeners) listener();
+    this.#listeners = undefined;
+    for (const listener of listeners ?? []) listener();
   }
 }

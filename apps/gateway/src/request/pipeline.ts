@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import { ENDPOINT_PATHS, type Endpoint, OpenAIHttpError } from '@fairgate/openai';
 import {
   Attr,
@@ -58,26 +59,59 @@ export function generationHandler(deps: GatewayDeps, endpoint: Endpoint) {
 /**
  * The same endpoint straight on the Node request and response, for app.ts to call before
  * Hono routes anything (exact POST paths only): no Hono context, middleware chain or web
- * Request. It does the request-context middleware's part itself (t1, request id) and
- * renders errors as app.onError does.
+ * Request. It does the request-context middleware's part itself (t1, request id), renders
+ * errors as app.onError does and writes the answer itself. Its one pair of settle
+ * callbacks is all a waiting request holds beyond `generate` (each promise layer more is a
+ * closure, its context, a promise and a reaction per waiting request: bench:waiting).
  */
 export function nodeGenerationHandler(deps: GatewayDeps, endpoint: Endpoint) {
   const route = ENDPOINT_PATHS[endpoint];
-  return function nodeGeneration(node: NodeExchange): Promise<Response> {
+  return function nodeGeneration(node: NodeExchange): void {
     const state: RequestState = {
       requestId: requestIdFrom(nodeHeader(node.incoming, REQUEST_ID_HEADER)),
       t1: performance.now(),
     };
-    // A promise chain, not an async function: one suspended frame less per waiting request.
-    return generate(deps, endpoint, route, state, node).catch((error: unknown) => {
-      if (node.outgoing.headersSent) {
-        // Failed after the answer was written (bookkeeping): nothing more to send.
-        deps.log(`fairgate: error after the response was sent: ${describeError(error)}`);
-        return RESPONSE_ALREADY_SENT;
-      }
-      return errorResponse(error, state.requestId, deps.log);
-    });
+    void generate(deps, endpoint, route, state, node).then(
+      (response) => writeAnswer(deps, node.outgoing, response),
+      (error: unknown) => {
+        if (node.outgoing.headersSent) {
+          // Failed after the answer was written (bookkeeping): nothing more to send.
+          deps.log(`fairgate: error after the response was sent: ${describeError(error)}`);
+          return;
+        }
+        return writeAnswer(deps, node.outgoing, () =>
+          errorResponse(error, state.requestId, deps.log),
+        );
+      },
+    );
   };
+}
+
+/**
+ * Writes a web Response the pipeline returned instead of writing its answer (errors, a gone
+ * client), or the one `answer` renders. Never rejects.
+ */
+async function writeAnswer(
+  deps: GatewayDeps,
+  outgoing: ServerResponse,
+  answer: Response | (() => Response),
+): Promise<void> {
+  if (answer === RESPONSE_ALREADY_SENT) return;
+  try {
+    const response = typeof answer === 'function' ? answer() : answer;
+    const body = response.body ? Buffer.from(await response.arrayBuffer()) : undefined;
+    const headers: Record<string, string> = {};
+    response.headers.forEach((value, name) => {
+      headers[name] = value;
+    });
+    outgoing.writeHead(response.status, headers);
+    outgoing.end(body);
+  } catch (error) {
+    // The answer could not be written (a bug): logged, and the client is never left hanging.
+    deps.log(`fairgate: generation request failed: ${describeError(error)}`);
+    if (!outgoing.headersSent) outgoing.writeHead(500);
+    outgoing.end();
+  }
 }
 
 async function generate(
