@@ -13,6 +13,7 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
+import { LinkedContext } from './linked-context.js';
 
 /**
  * The request span tree of docs/architecture.md ("Request lifecycle"):
@@ -89,7 +90,8 @@ export function startServerSpan(
   incomingHeaders: Record<string, string | undefined>,
   startTime?: number,
 ): { span: Span; ctx: Context } {
-  const parent = propagation.extract(context.active(), incomingHeaders);
+  // The request's contexts are LinkedContexts from here on (children derive from these).
+  const parent = propagation.extract(LinkedContext.from(context.active()), incomingHeaders);
   const clock =
     startTime === undefined && !(tracer instanceof PropagationOnlyTracer)
       ? { wallMs: Date.now(), perfMs: performance.now() }
