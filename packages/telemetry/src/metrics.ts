@@ -1,4 +1,5 @@
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { BoundCounter } from './bound-counter.js';
 import { BoundHistogram } from './bound-histogram.js';
 
 /** Latency buckets in seconds: 1 ms .. 60 s, dense where TTFT SLOs live. */
@@ -39,7 +40,8 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
   const registry = new Registry();
   registry.setDefaultLabels(labels);
   const configView: { read?: () => ConfigGaugeValues } = {};
-  // The request path's histograms: bound once per tenant and class, no label work per observe.
+  // The request path's histograms and outcome counter: bound once per tenant and class (and
+  // outcome), no label work per observe or inc (BoundMetric).
   const latency = (name: string, help: string) =>
     new BoundHistogram(name, help, ['tenant', 'class'], LATENCY_BUCKETS, registry);
   const ttft = latency(
@@ -51,12 +53,12 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
     'fairgate_request_duration_seconds',
     'Time from arrival to finalize (t7 - t1).',
   );
-  const requests = new Counter({
-    name: 'fairgate_requests_total',
-    help: 'Requests by terminal outcome.',
-    labelNames: ['tenant', 'class', 'outcome'],
-    registers: [registry],
-  });
+  const requests = new BoundCounter(
+    'fairgate_requests_total',
+    'Requests by terminal outcome.',
+    ['tenant', 'class', 'outcome'],
+    registry,
+  );
   const seriesByLabels = new Map<string, RequestSeries>();
   return {
     registry,
@@ -66,9 +68,9 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
     requests,
     /**
      * The per-request series of one tenant and class, bound once: no label object is
-     * built per observe, and the three histograms do no label work at all (BoundHistogram;
-     * prom-client 15 validates and hashes bound labels on every observe, as the outcome
-     * counter still does). Bounded by tenants x classes of the config.
+     * built per observe or inc, and the histograms and the outcome counter do no label
+     * work at all (BoundMetric: prom-client 15 validates and hashes bound labels on every
+     * observe). Bounded by tenants x classes (x outcomes) of the config.
      */
     series(tenant: string, cls: string): RequestSeries {
       const key = `${tenant}\u0000${cls}`;

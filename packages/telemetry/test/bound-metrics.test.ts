@@ -1,5 +1,6 @@
-import { Histogram, Registry } from 'prom-client';
+import { Counter, Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
+import { BoundCounter } from '../src/bound-counter.js';
 import { BoundHistogram } from '../src/bound-histogram.js';
 import { LATENCY_BUCKETS, metricsText } from '../src/metrics.js';
 
@@ -30,6 +31,19 @@ function pair(
     ours.labels(labels).observe(value);
   }
   return { reference, bound, ours };
+}
+
+/** The same text and JSON (prom-client's values also carry `exemplar`: null / undefined). */
+async function expectSameExport(bound: Registry, reference: Registry) {
+  expect(await bound.metrics()).toBe(await reference.metrics());
+  const withoutExemplars = (await reference.getMetricsAsJSON()).map((metric) => ({
+    ...metric,
+    values: metric.values.map((value) => {
+      const { exemplar: _exemplar, ...rest } = value as typeof value & { exemplar?: unknown };
+      return rest;
+    }),
+  }));
+  expect(await bound.getMetricsAsJSON()).toEqual(withoutExemplars);
 }
 
 const A = { tenant: 'a', class: 'standard' };
@@ -69,16 +83,7 @@ describe('BoundHistogram', () => {
     'renders the same text as prom-client: %s',
     async (_case, observations) => {
       const { reference, bound } = pair(observations);
-      expect(await bound.metrics()).toBe(await reference.metrics());
-      // prom-client's own values also carry `exemplar` (null / undefined); the rest is the same.
-      const withoutExemplars = (await reference.getMetricsAsJSON()).map((metric) => ({
-        ...metric,
-        values: metric.values.map((value) => {
-          const { exemplar: _exemplar, ...rest } = value as typeof value & { exemplar?: unknown };
-          return rest;
-        }),
-      }));
-      expect(await bound.getMetricsAsJSON()).toEqual(withoutExemplars);
+      await expectSameExport(bound, reference);
     },
   );
 
@@ -152,5 +157,120 @@ describe('BoundHistogram', () => {
     series.observe(0.3);
     const fresh = pair([[A, 0.3]]);
     expect(await bound.metrics()).toBe(await fresh.reference.metrics());
+  });
+});
+
+const COUNTER = 'fairgate_test_total';
+const OUTCOME_LABELS = ['tenant', 'class', 'outcome'];
+
+/** The same increments in a prom-client Counter and a BoundCounter, each in its own registry. */
+function counterPair(
+  increments: ReadonlyArray<[Record<string, string>, number | undefined]>,
+  defaults: Record<string, string> = { replica: 'r1', pool: 'main' },
+) {
+  const reference = new Registry();
+  reference.setDefaultLabels(defaults);
+  const prom = new Counter({
+    name: COUNTER,
+    help: HELP,
+    labelNames: OUTCOME_LABELS,
+    registers: [reference],
+  });
+  const bound = new Registry();
+  bound.setDefaultLabels(defaults);
+  const ours = new BoundCounter(COUNTER, HELP, OUTCOME_LABELS, bound);
+  for (const [labels, value] of increments) {
+    prom.labels(labels).inc(value);
+    ours.labels(labels).inc(value);
+  }
+  return { reference, bound, ours };
+}
+
+const DONE = { ...A, outcome: 'completed' };
+const GONE = { ...B, outcome: 'cancelled' };
+
+describe('BoundCounter', () => {
+  it.each([
+    ['no increment', []],
+    ['one increment', [[DONE, undefined]]],
+    [
+      'by given amounts, zero included',
+      [
+        [DONE, 2],
+        [DONE, 0],
+        [DONE, 0.5],
+      ],
+    ],
+    [
+      'two series, interleaved',
+      [
+        [DONE, undefined],
+        [GONE, undefined],
+        [DONE, 3],
+      ],
+    ],
+    [
+      'label values that need escaping',
+      [[{ tenant: 'q"uo\\te', class: 'new\nline', outcome: 'x' }, undefined]],
+    ],
+  ] as Array<[string, Array<[Record<string, string>, number | undefined]>]>)(
+    'renders the same text and JSON as prom-client: %s',
+    async (_case, increments) => {
+      const { reference, bound } = counterPair(increments);
+      await expectSameExport(bound, reference);
+    },
+  );
+
+  it('aggregates across registries as prom-client does (metricsText of several pools)', async () => {
+    const one = counterPair(
+      [
+        [DONE, 1],
+        [GONE, 2],
+      ],
+      { replica: 'r1', pool: 'one' },
+    );
+    const two = counterPair([[DONE, 5]], { replica: 'r1', pool: 'two' });
+    expect(await metricsText([one.bound, two.bound])).toBe(
+      await metricsText([one.reference, two.reference]),
+    );
+  });
+
+  it('inc(labels, value) is the same as labels(labels).inc(value)', async () => {
+    const { reference, ours, bound } = counterPair([[DONE, 2]]);
+    const other = counterPair([]);
+    other.ours.inc(DONE, 2);
+    expect(await other.bound.metrics()).toBe(await reference.metrics());
+    ours.inc(DONE);
+    expect(await bound.metrics()).not.toBe(await reference.metrics());
+  });
+
+  it.each([
+    ['a missing label', { tenant: 'a', class: 'x' }],
+    ['an unknown label', { tenant: 'a', class: 'x', outcome: 'y', pod: 'p' }],
+  ])('refuses %s and counts nothing', async (_case, labels) => {
+    const { bound, ours } = counterPair([]);
+    const before = await bound.metrics();
+    expect(() => ours.labels(labels)).toThrow(/labels must be exactly tenant, class, outcome/);
+    expect(await bound.metrics()).toBe(before);
+  });
+
+  it.each([
+    [Number.NaN, /not a valid number/],
+    [Number.POSITIVE_INFINITY, /not a valid number/],
+    [-1, /not possible to decrease a counter/],
+  ])('refuses %s and counts nothing', async (value, message) => {
+    const { bound, ours } = counterPair([[DONE, 1]]);
+    const before = await bound.metrics();
+    expect(() => ours.labels(DONE).inc(value)).toThrow(message);
+    expect(await bound.metrics()).toBe(before);
+  });
+
+  it('reset() zeroes every series and bound series keep counting', async () => {
+    const { bound, ours } = counterPair([]);
+    const series = ours.labels(DONE);
+    series.inc(4);
+    ours.reset();
+    series.inc();
+    expect(await bound.metrics()).toBe(await counterPair([[DONE, 1]]).reference.metrics());
   });
 });
