@@ -1,4 +1,4 @@
-import { AggregatorRegistry, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Registry } from 'prom-client';
 import { BoundCounter } from './bound-counter.js';
 import { BoundHistogram } from './bound-histogram.js';
 
@@ -59,7 +59,8 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
     ['tenant', 'class', 'outcome'],
     registry,
   );
-  const seriesByLabels = new Map<string, RequestSeries>();
+  // By tenant, then class: two lookups of strings whose hashes are cached, no key to build.
+  const seriesByLabels = new Map<string, Map<string, RequestSeries>>();
   return {
     registry,
     ttft,
@@ -73,8 +74,12 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
      * observe). Bounded by tenants x classes (x outcomes) of the config.
      */
     series(tenant: string, cls: string): RequestSeries {
-      const key = `${tenant}\u0000${cls}`;
-      let series = seriesByLabels.get(key);
+      let byClass = seriesByLabels.get(tenant);
+      if (!byClass) {
+        byClass = new Map();
+        seriesByLabels.set(tenant, byClass);
+      }
+      let series = byClass.get(cls);
       if (!series) {
         const labels = { tenant, class: cls };
         const outcomes = new Map<string, { inc(): void }>();
@@ -92,7 +97,7 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
             return counter;
           },
         };
-        seriesByLabels.set(key, series);
+        byClass.set(cls, series);
       }
       return series;
     },
@@ -231,13 +236,14 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
       registers: [registry],
     }),
     // Operations: what the dashboard and the alert rules in infra/ read (docs/operations.md).
-    redisCall: new Histogram({
-      name: 'fairgate_redis_call_seconds',
-      help: 'Time of one scheduler call to Redis, by operation (the blocking wait for grant notices excluded).',
-      labelNames: ['operation'],
-      buckets: REDIS_CALL_BUCKETS,
-      registers: [registry],
-    }),
+    // Observed on every scheduler call (two or more per request): bound per operation.
+    redisCall: new BoundHistogram(
+      'fairgate_redis_call_seconds',
+      'Time of one scheduler call to Redis, by operation (the blocking wait for grant notices excluded).',
+      ['operation'],
+      REDIS_CALL_BUCKETS,
+      registry,
+    ),
     ttftTarget: new Gauge({
       name: 'fairgate_ttft_target_seconds',
       help: "p99 TTFT target per SLO class: the class's scheduler.slo_targets_ms, else controller.target_p99_ttft_s for protected classes (from this replica's config).",
