@@ -161,8 +161,34 @@ export class LocalEngine {
 
   // --- stats.lua
   countFlow(counter: string, tenant: string, sloClass: string, amount = 1): void {
-    const field = counterField(counter, tenant, sloClass);
+    const field = this.#flowField(counter, tenant, sloClass);
     this.stats.set(field, (this.stats.get(field) ?? 0) + amount);
+  }
+
+  /**
+   * counterField's string, made once per tenant, class and counter: a count (several per
+   * request) is then lookups of strings whose hashes are cached, where a fresh concatenation
+   * is built and hashed each time. As many entries as `stats` has flow fields.
+   */
+  readonly #flowFields = new Map<string, Map<string, Map<string, string>>>();
+
+  #flowField(counter: string, tenant: string, sloClass: string): string {
+    let byClass = this.#flowFields.get(tenant);
+    if (!byClass) {
+      byClass = new Map();
+      this.#flowFields.set(tenant, byClass);
+    }
+    let byCounter = byClass.get(sloClass);
+    if (!byCounter) {
+      byCounter = new Map();
+      byClass.set(sloClass, byCounter);
+    }
+    let field = byCounter.get(counter);
+    if (field === undefined) {
+      field = counterField(counter, tenant, sloClass);
+      byCounter.set(counter, field);
+    }
+    return field;
   }
 
   countRejection(tenant: string, sloClass: string, code: ScriptCode): void {
