@@ -33,13 +33,13 @@ import {
   stopAll,
   writeGatewayConfig,
 } from '@fairgate/testkit';
-import { WebSocket } from 'undici';
 import {
   CATEGORY_NAMES,
   type CpuProfile,
   type ProfileSummary,
   summarizeProfile,
 } from './cpu-profile.js';
+import { inspectorSession } from './inspector.js';
 import { runWrk, startCheckoutGateway, startStaticUpstream, workloadBody } from './wrk.js';
 
 const SECONDS = Number(process.env.PROFILE_SECONDS ?? 6);
@@ -54,36 +54,6 @@ const TOP = Number(process.env.PROFILE_TOP ?? 0);
 /** PROFILE_SAVE=<dir> keeps each run's raw profile there (open it in Chrome DevTools). */
 const SAVE_DIR = process.env.PROFILE_SAVE;
 const CONCURRENCY = Number(process.env.PROFILE_CONCURRENCY ?? 16);
-
-/** A minimal DevTools protocol session over the inspector's WebSocket. */
-async function inspectorSession(port: number) {
-  const list = (await (await fetch(`http://127.0.0.1:${port}/json/list`)).json()) as Array<{
-    webSocketDebuggerUrl: string;
-  }>;
-  const socket = new WebSocket(list[0]!.webSocketDebuggerUrl);
-  await new Promise<void>((resolveOpen, reject) => {
-    socket.addEventListener('open', () => resolveOpen(), { once: true });
-    socket.addEventListener('error', () => reject(new Error('inspector connection failed')), {
-      once: true,
-    });
-  });
-  let nextId = 1;
-  const pending = new Map<number, (result: unknown) => void>();
-  socket.addEventListener('message', (event) => {
-    const message = JSON.parse(String(event.data)) as { id?: number; result?: unknown };
-    if (message.id !== undefined) pending.get(message.id)?.(message.result);
-  });
-  return {
-    send<T>(method: string, params: Record<string, unknown> = {}): Promise<T> {
-      const id = nextId++;
-      return new Promise((resolveResult) => {
-        pending.set(id, (result) => resolveResult(result as T));
-        socket.send(JSON.stringify({ id, method, params }));
-      });
-    },
-    close: () => socket.close(),
-  };
-}
 
 interface Profiled {
   rps: number;

@@ -20,7 +20,12 @@
  *    counts the whole batch before it sends the next (so batch k is enqueued before batch
  *    k+1: order across batches is exact; inside a batch, enqueue order may race).
  * 4. While all wait and nothing changes: (a) VmRSS growth over the baseline, (b) the
- *    gateway's CPU (utime + stime from /proc) over BENCH_WINDOW_S.
+ *    gateway's CPU (utime + stime from /proc) over BENCH_WINDOW_S. With BENCH_HEAP_USED=1,
+ *    also after each window the gateway's JavaScript heap after a full GC (through its
+ *    inspector: live objects only, so per waiting request it does not swing with V8's
+ *    young-generation sizing as RSS does), and once more after the drain (nothing kept per
+ *    request: the heap is back near idle). Opt-in because the inspector disturbs RSS: one
+ *    run of 10,000 grew 220 MB with it against 127 MB without.
  * 5. The upstream lets the blockers finish and serves every request after BENCH_HOLD_MS:
  *    (c) the order in which requests reach the upstream against the client's (an inversion
  *    inside a ramp batch is an enqueue race; across batches, one between two requests that
@@ -41,13 +46,15 @@
  *
  * Environment: BENCH_WAITING (10000), BENCH_BUDGET (2), BENCH_HOLD_MS (5), BENCH_BATCH
  * (50), BENCH_WARMUP (300), BENCH_WINDOW_S (10), BENCH_DRAIN_LIMIT_S (300),
- * BENCH_GATEWAY_NODE_ARGS (extra node flags for the gateway, e.g. `--cpu-prof`).
+ * BENCH_GATEWAY_NODE_ARGS (extra node flags for the gateway, e.g. `--cpu-prof`),
+ * BENCH_HEAP_USED (0; 1 runs the gateway with --inspect and adds the heap readings).
  */
 
 import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { Worker } from 'node:worker_threads';
 import {
+  freePort,
   sha256Hex,
   startGatewayProcess,
   startRedis,
@@ -55,6 +62,7 @@ import {
   TEST_KEYS,
   writeGatewayConfig,
 } from '@fairgate/testkit';
+import { heapUsedAfterGcMb } from './inspector.js';
 
 const WAITING = Number(process.env.BENCH_WAITING ?? 10_000);
 const BUDGET = Number(process.env.BENCH_BUDGET ?? 2);
@@ -64,6 +72,7 @@ const WARMUP = Number(process.env.BENCH_WARMUP ?? 300);
 const WINDOW_S = Number(process.env.BENCH_WINDOW_S ?? 10);
 const DRAIN_LIMIT_S = Number(process.env.BENCH_DRAIN_LIMIT_S ?? 300);
 const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(Boolean);
+const HEAP_READINGS = process.env.BENCH_HEAP_USED === '1';
 
 /** Goals of the issue. */
 const GOAL_RSS_MB = 150;
@@ -372,10 +381,17 @@ async function main(): Promise<void> {
       },
       sections: { server: { max_connections: 12_000 } },
     });
+    // The heap readings go through the gateway's inspector (loopback, a free port); opt-in.
+    const inspectPort = HEAP_READINGS ? await freePort() : undefined;
+    const nodeArgs = [
+      ...(inspectPort ? [`--inspect=127.0.0.1:${inspectPort}`] : []),
+      ...GATEWAY_NODE_ARGS,
+    ];
+    const heapMb = async () => (inspectPort ? await heapUsedAfterGcMb(inspectPort) : Number.NaN);
     const gateway = await startGatewayProcess({
       config,
       replicaId: 'bench-waiting',
-      ...(GATEWAY_NODE_ARGS.length > 0 ? { nodeArgs: GATEWAY_NODE_ARGS } : {}),
+      ...(nodeArgs.length > 0 ? { nodeArgs } : {}),
     });
     const pid = gateway.pid;
     if (pid === undefined) throw new Error('gateway has no pid');
@@ -425,8 +441,10 @@ async function main(): Promise<void> {
     }
     const idleRss = rssMb(pid);
     const idle = await cpuWindow(pid, WINDOW_S);
+    // After the idle RSS and CPU readings (a full GC, forced).
+    const idleHeap = await heapMb();
     console.error(
-      `idle: RSS ${idleRss.toFixed(1)} MB, CPU ${idle.cpu.toFixed(2)}% over ${WINDOW_S} s`,
+      `idle: RSS ${idleRss.toFixed(1)} MB, CPU ${idle.cpu.toFixed(2)}% over ${WINDOW_S} s, heap after GC ${idleHeap.toFixed(1)} MB`,
     );
 
     // 3. Ramp: batches in order; each batch acknowledged by the waiting gauge.
@@ -461,6 +479,7 @@ async function main(): Promise<void> {
     const busy = await cpuWindow(pid, WINDOW_S);
     const stillWaiting = await gauges(gateway.url);
     const waitRss = Math.max(...busy.rss);
+    const waitHeap = await heapMb();
     if (process.env.BENCH_HEAP_SIGNAL) {
       // With BENCH_GATEWAY_NODE_ARGS=--heapsnapshot-signal=SIGUSR2: a heap snapshot of the
       // gateway while everything waits (written to its working directory).
@@ -482,6 +501,8 @@ async function main(): Promise<void> {
     const drainS = (performance.now() - drainStart) / 1_000;
     const timedOut = performance.now() >= drainDeadline;
     const report = await upstream.report();
+    // Everything served: the heap should be back where it was idle (nothing kept per request).
+    const drainedHeap = await heapMb();
 
     // Order: the arrival order of the waiting requests against the client's. Inside a ramp
     // batch the enqueue order itself may race. Across batches the queue order is exact, so a
@@ -560,6 +581,14 @@ async function main(): Promise<void> {
         `${String(stillWaiting.waiting).padStart(5)} waiting, nothing changes | ${waitRss.toFixed(1).padStart(14)} | ${busy.cpu.toFixed(2).padStart(6)}`,
       ].join('\n'),
     );
+    if (HEAP_READINGS) {
+      const perRequestKb = ((waitHeap - idleHeap) * 1024) / stillWaiting.waiting;
+      console.log(
+        `\nJavaScript heap after a full GC (live objects; RSS also counts garbage and V8's spare young-generation room):` +
+          ` idle ${idleHeap.toFixed(1)} MB, waiting ${waitHeap.toFixed(1)} MB (${perRequestKb.toFixed(2)} KB per waiting request),` +
+          ` after the drain ${drainedHeap.toFixed(1)} MB (${(drainedHeap - idleHeap).toFixed(1)} MB over idle)`,
+      );
+    }
     console.log(
       `\ndrain: ${served}/${WAITING} streams served in ${drainS.toFixed(1)} s${timedOut ? ' (time limit reached)' : ''}, ${failed} failed;` +
         ` ${order.length} reached the upstream; next grant after a release (${gaps.length} grants):` +
