@@ -3,6 +3,7 @@ import { BoundMetric, type ExportedValue, type Labels } from './bound-metric.js'
 interface CounterSeries {
   readonly labels: Labels;
   value: number;
+  touched: boolean;
 }
 
 /**
@@ -20,6 +21,7 @@ export class BoundCounter extends BoundMetric<CounterSeries> {
         if (!Number.isFinite(value)) throw new TypeError(`Value is not a valid number: ${value}`);
         if (value < 0) throw new Error('It is not possible to decrease a counter');
         series.value += value;
+        series.touched = true;
       },
     };
   }
@@ -29,14 +31,17 @@ export class BoundCounter extends BoundMetric<CounterSeries> {
   }
 
   reset(): void {
-    for (const series of this.series) series.value = 0;
+    for (const series of this.series) {
+      series.value = 0;
+      series.touched = false;
+    }
   }
 
   protected newSeries(labels: Labels): CounterSeries {
-    return { labels, value: 0 };
+    return { labels, value: 0, touched: false };
   }
 
-  protected exportValues(all: Iterable<CounterSeries>): ExportedValue[] {
-    return [...all].map((series) => ({ value: series.value, labels: series.labels }));
+  protected exportValues(all: readonly CounterSeries[]): ExportedValue[] {
+    return all.map((series) => ({ value: series.value, labels: series.labels }));
   }
 }

@@ -7,6 +7,7 @@ interface HistogramSeries {
   readonly counts: Float64Array;
   sum: number;
   count: number;
+  touched: boolean;
 }
 
 /**
@@ -44,6 +45,7 @@ export class BoundHistogram extends BoundMetric<HistogramSeries> {
         series.counts[at]! += 1;
         series.sum += value;
         series.count += 1;
+        series.touched = true;
       },
     };
   }
@@ -57,15 +59,22 @@ export class BoundHistogram extends BoundMetric<HistogramSeries> {
       series.counts.fill(0);
       series.sum = 0;
       series.count = 0;
+      series.touched = false;
     }
   }
 
   protected newSeries(labels: Labels): HistogramSeries {
-    return { labels, counts: new Float64Array(this.#bounds.length + 1), sum: 0, count: 0 };
+    return {
+      labels,
+      counts: new Float64Array(this.#bounds.length + 1),
+      sum: 0,
+      count: 0,
+      touched: false,
+    };
   }
 
   /** `le` as the value's own label, the series' labels shared. */
-  protected exportValues(all: Iterable<HistogramSeries>): ExportedValue[] {
+  protected exportValues(all: readonly HistogramSeries[]): ExportedValue[] {
     const bucketName = `${this.name}_bucket`;
     const values: ExportedValue[] = [];
     for (const series of all) {

@@ -28,10 +28,12 @@ export interface ExportedMetric {
  * Exposed through prom-client's Registry like its own metrics (it registers itself and has
  * what the registry reads: name, help, type, aggregator, get() and getForPromString()), with
  * the same text, JSON and aggregation as the prom-client metric of its type
- * (packages/telemetry/test/bound-metrics.test.ts compares them). `reset()` zeroes the
- * series (bound ones keep counting) where prom-client's drops them.
+ * (packages/telemetry/test/bound-metrics.test.ts compares them). As there, a series is
+ * exported once it was observed or incremented (binding alone shows nothing), and `reset()`
+ * hides every series again; bound ones keep counting from zero where prom-client's would
+ * be dropped.
  */
-export abstract class BoundMetric<S extends { readonly labels: Labels }> {
+export abstract class BoundMetric<S extends { readonly labels: Labels; touched: boolean }> {
   abstract readonly type: 'counter' | 'histogram';
   readonly aggregator = 'sum';
   readonly #series = new Map<string, S>();
@@ -48,11 +50,11 @@ export abstract class BoundMetric<S extends { readonly labels: Labels }> {
 
   abstract reset(): void;
 
-  /** A new series of `labels` (a copy the metric owns), zeroed. */
+  /** A new series of `labels` (a copy the metric owns), zeroed and not touched. */
   protected abstract newSeries(labels: Labels): S;
 
-  /** The text export's values (the JSON export derives from them). */
-  protected abstract exportValues(series: Iterable<S>): ExportedValue[];
+  /** The text export's values of `series` (the touched ones; the JSON export derives from them). */
+  protected abstract exportValues(series: readonly S[]): ExportedValue[];
 
   /** Every series, in the order they were first bound. */
   protected get series(): Iterable<S> {
@@ -83,7 +85,7 @@ export abstract class BoundMetric<S extends { readonly labels: Labels }> {
       name: this.name,
       help: this.help,
       type: this.type,
-      values: this.exportValues(this.#series.values()),
+      values: this.exportValues([...this.#series.values()].filter((series) => series.touched)),
       aggregator: this.aggregator,
     };
   }

@@ -149,6 +149,12 @@ describe('BoundHistogram', () => {
     },
   );
 
+  it('a series bound but never observed is not exported, as in prom-client', async () => {
+    const { reference, bound, ours } = pair([[A, 0.2]]);
+    ours.labels(B);
+    await expectSameExport(bound, reference);
+  });
+
   it('reset() zeroes every series and bound series keep counting', async () => {
     const { bound, ours } = pair([]);
     const series = ours.labels(A);
@@ -183,7 +189,7 @@ function counterPair(
     prom.labels(labels).inc(value);
     ours.labels(labels).inc(value);
   }
-  return { reference, bound, ours };
+  return { reference, bound, ours, prom };
 }
 
 const DONE = { ...A, outcome: 'completed' };
@@ -263,6 +269,19 @@ describe('BoundCounter', () => {
     const before = await bound.metrics();
     expect(() => ours.labels(DONE).inc(value)).toThrow(message);
     expect(await bound.metrics()).toBe(before);
+  });
+
+  it('a series bound but never incremented is not exported, one incremented by 0 is', async () => {
+    const { reference, bound, ours } = counterPair([[DONE, 0]]);
+    ours.labels(GONE);
+    await expectSameExport(bound, reference);
+  });
+
+  it('after reset() nothing is exported until a series counts again, as in prom-client', async () => {
+    const { reference, bound, ours, prom } = counterPair([[DONE, 3]]);
+    ours.reset();
+    prom.reset();
+    await expectSameExport(bound, reference);
   });
 
   it('reset() zeroes every series and bound series keep counting', async () => {
