@@ -6,8 +6,8 @@ import {
   type GenerateResult,
   generate,
   type Pool,
-  sleep,
   startPool,
+  waitUntilPool,
 } from './support/pool.js';
 
 /**
@@ -25,7 +25,7 @@ interface Labelled extends GenerateOptions {
 async function dispatchOrder(pool: Pool, requests: Labelled[]): Promise<string[]> {
   const url = (i: number) => pool.gateways[i % pool.gateways.length]!.url;
   const blocker = generate(url(0), TEST_KEYS.paying, { maxTokens: 40 });
-  await sleep(100); // the blocker holds the only slot
+  await waitUntilPool(pool, 1, 'inflight'); // the blocker holds the only slot
   const finished: Array<{ label: string; result: GenerateResult }> = [];
   const pending: Promise<void>[] = [];
   for (const [i, { label, key, ...options }] of requests.entries()) {
@@ -34,22 +34,13 @@ async function dispatchOrder(pool: Pool, requests: Labelled[]): Promise<string[]
         finished.push({ label, result });
       }),
     );
-    await waitUntilWaiting(pool, i + 1);
+    await waitUntilPool(pool, i + 1);
   }
   await Promise.all([blocker, ...pending]);
   for (const { label, result } of finished) {
     if (result.status !== 200) throw new Error(`${label} answered ${result.status}`);
   }
   return finished.map((f) => f.label);
-}
-
-/** Waits (bounded) until `count` requests wait in the pool's queues. */
-async function waitUntilWaiting(pool: Pool, count: number): Promise<void> {
-  const deadline = performance.now() + 5_000;
-  while ((await pool.state()).waiting < count) {
-    if (performance.now() > deadline) throw new Error(`${count} requests never waited`);
-    await sleep(5);
-  }
 }
 
 function tenants() {

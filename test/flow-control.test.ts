@@ -9,6 +9,7 @@ import {
   sleep,
   startPool,
   tally,
+  waitUntilPool,
 } from './support/pool.js';
 
 /**
@@ -97,11 +98,12 @@ describe('queue shedding', () => {
   it('a full queue sheds the newest sheddable waiter for a higher-priority arrival', async () => {
     const [r1, r2] = pool.gateways.map((g) => g.url) as [string, string];
     const blocker = generate(r1, TEST_KEYS.paying, { maxTokens: 40 });
-    await sleep(100);
+    await waitUntilPool(pool, 1, 'inflight');
     const sheddable: Promise<Awaited<ReturnType<typeof generate>>>[] = [];
     for (let i = 0; i < 4; i++) {
       sheddable.push(generate(i % 2 ? r2 : r1, TEST_KEYS.free));
-      await sleep(20);
+      // Arrival order decides which waiter is the newest: send the next once this one waits.
+      await waitUntilPool(pool, i + 1);
     }
     // The queue is full of sheddable requests: another sheddable one is refused...
     const refused = await generate(r2, TEST_KEYS.free);
@@ -136,9 +138,9 @@ describe('in-flight eviction', () => {
     const [r1, r2] = pool.gateways.map((g) => g.url) as [string, string];
     // Two long sheddable requests (~2 s) fill the budget; the newer one streams.
     const older = generate(r1, TEST_KEYS.free, { maxTokens: 200 });
-    await sleep(100);
+    await waitUntilPool(pool, 1, 'inflight');
     const streaming = generate(r2, TEST_KEYS.free, { maxTokens: 200, stream: true });
-    await sleep(100);
+    await waitUntilPool(pool, 2, 'inflight');
     // A standard arrival evicts the newest: its started stream ends with an SSE error event.
     const first = await generate(r1, TEST_KEYS.paying, { maxTokens: 4 });
     expect(first.status).toBe(200);

@@ -237,6 +237,23 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/**
+ * Waits (bounded, 5 s) until at least `count` requests wait in the pool's queues, or run
+ * when `what` is 'inflight'. Tests that need a known arrival order send the next request only
+ * after this returns: a fixed sleep lets a loaded machine reorder two replicas' arrivals.
+ */
+export async function waitUntilPool(
+  pool: Pool,
+  count: number,
+  what: 'waiting' | 'inflight' = 'waiting',
+): Promise<void> {
+  const deadline = performance.now() + 5_000;
+  while ((await pool.state())[what] < count) {
+    if (performance.now() > deadline) throw new Error(`${count} requests never ${what}`);
+    await sleep(5);
+  }
+}
+
 export function percentile(values: readonly number[], p: number): number {
   if (values.length === 0) return Number.NaN;
   const sorted = [...values].sort((a, b) => a - b);
