@@ -41,7 +41,9 @@
  * The machine this runs on is usually shared (2 cores for load client,
  * gateway, upstream and Redis), so the phases run in rounds (per workload and
  * concurrency: direct, Redis, embedded, node floor, nginx) and the summary takes the median
- * over rounds. The load client is lean on purpose (undici dispatch, no response
+ * over rounds. With BENCH_COMPARE_WITH each gateway runs right next to its twin of the other
+ * checkout, the two swapping places every other round (bench/round-order.ts): an even
+ * BENCH_ROUNDS gives each the first place equally often. The load client is lean on purpose (undici dispatch, no response
  * stream per request): every microsecond it spends is taken from the processes
  * measured.
  *
@@ -95,6 +97,7 @@ import {
 import { Redis } from 'ioredis';
 import { type Dispatcher, Pool } from 'undici';
 import { findNginx, type NginxProxy, startNginxProxy } from './nginx-proxy.js';
+import { roundOrder } from './round-order.js';
 import {
   runWrk,
   startCheckoutGateway,
@@ -186,6 +189,12 @@ const PATH_NAMES: Record<Path, string> = {
   'redis@compare': 'compare, Redis',
   'embedded@compare': 'compare, embedded',
 };
+/** A gateway's twin of the BENCH_COMPARE_WITH checkout (measured next to it, roundOrder). */
+function compareTwin(path: Path): Path | undefined {
+  if (path === 'redis') return 'redis@compare';
+  if (path === 'embedded') return 'embedded@compare';
+  return undefined;
+}
 
 interface PhaseResult {
   p50: number;
@@ -548,7 +557,7 @@ async function main(): Promise<void> {
     for (let round = 1; round <= ROUNDS; round++) {
       for (const load of WORKLOADS) {
         for (const concurrency of CONCURRENCY) {
-          for (const path of paths) {
+          for (const path of roundOrder(paths, round, compareTwin)) {
             const result = await measure(targets[path]!, load, concurrency);
             const list = results.get(key(load.name, concurrency, path)) ?? [];
             list.push(result);
