@@ -16,6 +16,9 @@
 // Lua differs (a rolling deploy, a before/after benchmark on one Redis) never load over each
 // other's functions, even at the same version: each calls its own.
 //
+// Every entry is a function of the library-level table `entryFunctions`, registered by its
+// name; lua/batch-1.lua runs several engine calls through that table in one FCALL.
+//
 // Each entry is also emitted flattened (its includes, per-call statements and body, in the
 // order the function runs them) for the static checks in test/scripts.test.ts.
 import { createHash } from 'node:crypto';
@@ -36,6 +39,8 @@ const INCLUDE_LINE = /^---\s*@include\s+"([^"]+)"\s*$/;
 const PERCALL_LINE = /^---\s*@percall\s+(.+)$/;
 const SHEBANG = /^#!lua(?: flags=([a-z-]+(?:,[a-z-]+)*))?$/;
 const RCALL_LINE = 'local rcall = redis.call';
+/** The library's table of entry functions (name -> function(KEYS, ARGV)). */
+const ENTRY_TABLE = 'entryFunctions';
 
 /** An include's lines (its own includes expanded first) and its per-call statements. */
 function expand(name, state, stack) {
@@ -112,24 +117,29 @@ for (const fileName of readdirSync(luaDir).sort()) {
 }
 
 const functionName = (name) => `${NAME_PLACEHOLDER}_${name}`;
+// Each entry is a function of the library's `entryFunctions` table, registered under its
+// name: lua/batch-1.lua calls the engine's entries through that table, several in one FCALL.
+const definitions = entries.map((entry) => [
+  `${ENTRY_TABLE}.${entry.name} = function(KEYS, ARGV)`,
+  'rcall = redis.call',
+  ...entry.percall,
+  ...entry.body,
+  'end',
+]);
 const registrations = entries.map((entry) => {
   const flags = entry.flags.length
     ? `, flags = { ${entry.flags.map((f) => `'${f}'`).join(', ')} }`
     : '';
-  return [
-    `redis.register_function{ function_name = '${functionName(entry.name)}'${flags}, callback = function(KEYS, ARGV)`,
-    'rcall = redis.call',
-    ...entry.percall,
-    ...entry.body,
-    'end }',
-  ];
+  return `redis.register_function{ function_name = '${functionName(entry.name)}'${flags}, callback = ${ENTRY_TABLE}.${entry.name} }`;
 });
 // redis.call is not reachable while a library loads: rcall is bound by every call.
 const unnamedLibrary = nonEmpty([
   `#!lua name=${NAME_PLACEHOLDER}`,
   'local rcall',
   ...libraryLines,
-  ...registrations.flat(),
+  `local ${ENTRY_TABLE} = {}`,
+  ...definitions.flat(),
+  ...registrations,
 ]).join('\n');
 const codeHash = createHash('sha256').update(unnamedLibrary).digest('hex').slice(0, 10);
 const libraryName = `fairgate_${versionTag}_${codeHash}`;

@@ -39,6 +39,7 @@ import {
 } from '../settings.js';
 import { functionRunner, type RunScript, type ScriptArg } from './commands.js';
 import { blockingDuplicate, type RedisConnection } from './connection.js';
+import { EngineBatch, type EngineCall } from './engine-batch.js';
 import { decodeSnapshot, flatToMap } from './replies.js';
 
 export interface RedisSchedulerOptions {
@@ -81,6 +82,7 @@ export class RedisScheduler implements Scheduler {
   private readonly ownsConnection: boolean;
   private readonly run: RunScript;
   private readonly engineKeys: readonly string[];
+  private readonly engineCalls: EngineBatch;
   private readonly latencyRetentionMs: number;
   /**
    * Dedicated connection for BLMPOP, created on first waitForNotices. It serves one wait at a
@@ -117,6 +119,7 @@ export class RedisScheduler implements Scheduler {
       typeof options.connection === 'string' ? new Redis(options.connection) : options.connection;
     this.run = functionRunner(this.redis);
     this.engineKeys = [this.keys.tag];
+    this.engineCalls = new EngineBatch(this.run, this.engineKeys);
     this.latencyRetentionMs = options.latencyRetentionMs ?? 300_000;
     assertInteger('latencyRetentionMs', this.latencyRetentionMs, 1_000);
   }
@@ -486,11 +489,9 @@ export class RedisScheduler implements Scheduler {
     if (this.ownsConnection) await this.redis.quit();
   }
 
-  private engine(
-    name: 'enqueue' | 'poll' | 'release' | 'heartbeat' | 'reclaim',
-    args: ScriptArg[],
-  ) {
-    return this.run(name, this.engineKeys, args);
+  /** An engine call: alone on an idle connection, else batched with its turn's (EngineBatch). */
+  private engine(name: EngineCall, args: ScriptArg[]) {
+    return this.engineCalls.call(name, args);
   }
 
   private controlKeys(): string[] {

@@ -1,0 +1,182 @@
+import { type RedisHandle, startRedis } from '@fairgate/testkit';
+import { type Command, Redis, ReplyError } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRedisConnection, type Notice, poolKeys, RedisScheduler } from '../src/index.js';
+
+/**
+ * EngineBatch against a real redis-server: the engine calls made in one event-loop turn
+ * while the connection awaits a reply leave as one `batch` FCALL (lua/batch-1.lua), and
+ * each still gets exactly the reply, or the error, its own FCALL would have given, in the
+ * order the calls were made.
+ */
+let redis: RedisHandle;
+let admin: Redis;
+
+beforeAll(async () => {
+  redis = await startRedis();
+  admin = new Redis(redis.url);
+});
+
+afterAll(async () => {
+  admin.disconnect();
+  await redis.stop();
+});
+
+/** The engine FCALLs a scheduler's connection sends: each one's function (without the library). */
+function countFunctions(scheduler: RedisScheduler): string[] {
+  const connection = (scheduler as unknown as { redis: Redis }).redis;
+  const sent: string[] = [];
+  const send = connection.sendCommand.bind(connection);
+  connection.sendCommand = ((command: Command, ...rest: unknown[]) => {
+    if (command.name.toLowerCase() === 'fcall')
+      sent.push(String(command.args[0]).replace(/^.*_/, ''));
+    return (send as (...args: unknown[]) => unknown)(command, ...rest);
+  }) as Redis['sendCommand'];
+  return sent;
+}
+
+async function openPool(
+  pool: string,
+  budget: number,
+  connection: string | Redis = redis.url,
+): Promise<RedisScheduler> {
+  const scheduler = new RedisScheduler({ pool, connection });
+  await scheduler.configure({ initialBudget: budget, queueTtlMs: 60_000, dispatchOrder: 'fifo' });
+  await scheduler.upsertTenants([{ id: 'a' }, { id: 'b' }]);
+  await scheduler.upsertPods([{ name: 'pod-a', cap: 100 }]);
+  return scheduler;
+}
+
+const enqueue = (scheduler: RedisScheduler, id: string, tenant = 'a') =>
+  scheduler.enqueue({ id, tenant, band: 0, replica: 'r1' });
+
+describe('engine calls batched per event-loop turn', () => {
+  it('the calls of one turn leave as one batch, each with its own reply, in call order', async () => {
+    const scheduler = await openPool('batch-order', 3);
+    try {
+      const sent = countFunctions(scheduler);
+      // Made in one turn: the first finds the connection idle and leaves alone; the seven
+      // made while it awaits its reply leave together at the check phase.
+      const ids = Array.from({ length: 8 }, (_, i) => `e${i}`);
+      const results = await Promise.all(ids.map((id) => enqueue(scheduler, id)));
+      expect(sent).toEqual(['enqueue', 'batch']);
+      expect(results.map((r) => r.status)).toEqual([
+        'granted',
+        'granted',
+        'granted',
+        'queued',
+        'queued',
+        'queued',
+        'queued',
+        'queued',
+      ]);
+      // The queue holds them in the order they were made: each release grants the next.
+      const granted: string[] = [];
+      for (const id of ['e0', 'e1', 'e2', 'e3', 'e4']) {
+        await scheduler.release(id, { outcome: 'completed' });
+        const notices: Notice[] = await scheduler.poll('r1');
+        granted.push(...notices.filter((n) => n.kind === 'grant').map((n) => n.id));
+      }
+      expect(granted).toEqual(['e3', 'e4', 'e5', 'e6', 'e7']);
+      // Releases made in one turn batch too, and each answers its own state.
+      sent.length = 0;
+      const ends = await Promise.all(
+        ['e5', 'e6', 'e7', 'nope'].map((id) => scheduler.release(id, { outcome: 'completed' })),
+      );
+      expect(sent).toEqual(['release', 'batch']);
+      expect(ends.map((end) => end.was)).toEqual(['granted', 'granted', 'granted', 'unknown']);
+      const snapshot = await scheduler.snapshot();
+      expect([snapshot.inflight, snapshot.waiting]).toEqual([0, 0]);
+    } finally {
+      await scheduler.close();
+    }
+  });
+
+  it('a call awaited alone is sent alone', async () => {
+    const scheduler = await openPool('batch-alone', 4);
+    try {
+      const sent = countFunctions(scheduler);
+      for (let i = 0; i < 3; i++) {
+        await enqueue(scheduler, `s${i}`);
+        await scheduler.release(`s${i}`, { outcome: 'completed' });
+      }
+      expect(sent).toEqual(['enqueue', 'release', 'enqueue', 'release', 'enqueue', 'release']);
+    } finally {
+      await scheduler.close();
+    }
+  });
+
+  it('a call that fails in Redis rejects alone, with the error its own FCALL gives', async () => {
+    const scheduler = await openPool('batch-error', 8);
+    try {
+      // Tenant b's hash made a string: its enqueue fails with WRONGTYPE inside Redis.
+      await admin.set(`${poolKeys('batch-error').tenantPrefix}b`, 'not a hash');
+      const alone = await enqueue(scheduler, 'b-alone', 'b').catch((error: unknown) => error);
+      expect(alone).toBeInstanceOf(ReplyError);
+      expect(String((alone as Error).message)).toMatch(/^WRONGTYPE/);
+
+      const sent = countFunctions(scheduler);
+      const settled = await Promise.allSettled([
+        enqueue(scheduler, 'a1'),
+        enqueue(scheduler, 'a2'),
+        enqueue(scheduler, 'b1', 'b'),
+        enqueue(scheduler, 'a3'),
+      ]);
+      expect(sent).toEqual(['enqueue', 'batch']);
+      expect(settled.map((s) => s.status)).toEqual([
+        'fulfilled',
+        'fulfilled',
+        'rejected',
+        'fulfilled',
+      ]);
+      const reason = (settled[2] as PromiseRejectedResult).reason as Error;
+      expect(reason).toBeInstanceOf(ReplyError);
+      expect(reason.message).toMatch(/^WRONGTYPE/);
+      expect((settled[3] as PromiseFulfilledResult<{ status: string }>).value.status).toBe(
+        'granted',
+      );
+    } finally {
+      await scheduler.close();
+    }
+  });
+
+  it('a batch sent after FUNCTION FLUSH loads the library and runs once', async () => {
+    const scheduler = await openPool('batch-flush', 8);
+    try {
+      const warm = enqueue(scheduler, 'w'); // the connection awaits this reply...
+      await admin.call('FUNCTION', 'FLUSH');
+      // ...so these batch, and the batch finds its function gone.
+      const results = await Promise.all(['f1', 'f2', 'f3'].map((id) => enqueue(scheduler, id)));
+      await warm.catch(() => {}); // sent before or after the flush: either way it is retried
+      expect(results.map((r) => r.status)).toEqual(['granted', 'granted', 'granted']);
+      const snapshot = await scheduler.snapshot();
+      expect(snapshot.inflight).toBe(4);
+      expect(snapshot.counters.reduce((sum, c) => sum + c.admitted, 0)).toBe(4);
+    } finally {
+      await scheduler.close();
+    }
+  });
+
+  it('a batch that fails whole (timed out) rejects each of its calls', async () => {
+    const connection = createRedisConnection({
+      topology: { kind: 'standalone', url: redis.url },
+      commandTimeoutMs: 300,
+    }) as Redis;
+    const scheduler = await openPool('batch-timeout', 8, connection);
+    try {
+      await redis.pause();
+      const settled = await Promise.allSettled(
+        ['t1', 't2', 't3'].map((id) => enqueue(scheduler, id)),
+      );
+      await redis.resume();
+      expect(settled.map((s) => s.status)).toEqual(['rejected', 'rejected', 'rejected']);
+      for (const s of settled) {
+        expect(((s as PromiseRejectedResult).reason as Error).message).toBe('Command timed out');
+      }
+    } finally {
+      await redis.resume();
+      await scheduler.close();
+      connection.disconnect();
+    }
+  });
+});
