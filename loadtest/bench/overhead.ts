@@ -43,9 +43,9 @@
  * concurrency: direct, Redis, embedded, node floor, nginx) and the summary takes the median
  * over rounds. With BENCH_COMPARE_WITH each gateway runs right next to its twin of the other
  * checkout, the two swapping places every other round (bench/round-order.ts): an even
- * BENCH_ROUNDS gives each the first place equally often. The load client is lean on purpose (undici dispatch, no response
- * stream per request): every microsecond it spends is taken from the processes
- * measured.
+ * BENCH_ROUNDS gives each the first place equally often. The load client is lean on purpose
+ * (undici dispatch, no response stream per request): every microsecond it spends is taken
+ * from the processes measured.
  *
  * Each process is warmed up first (BENCH_JIT_WARMUP requests at c=16 for
  * plain, a quarter of that for stream16, a sixteenth for stream256): V8 keeps

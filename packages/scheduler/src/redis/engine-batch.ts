@@ -6,7 +6,7 @@ export const ENGINE_CALLS = ['enqueue', 'poll', 'release', 'heartbeat', 'reclaim
 export type EngineCall = (typeof ENGINE_CALLS)[number];
 
 /** Most calls in one batch FCALL: bounds the time one script holds Redis. */
-export const MAX_BATCH_CALLS = 64;
+const MAX_BATCH_CALLS = 64;
 
 interface Pending {
   name: EngineCall;
