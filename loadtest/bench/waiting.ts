@@ -191,7 +191,7 @@ async function startUpstream(): Promise<Upstream> {
     close: async () => {
       worker.postMessage({ close: true });
       const exited = new Promise((resolve) => worker.once('exit', resolve));
-      await Promise.race([exited, sleep(2_000)]);
+      await Promise.race([exited, limit(2_000)]);
       await worker.terminate();
     },
   };
@@ -199,6 +199,14 @@ async function startUpstream(): Promise<Upstream> {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * A time limit to race against: unlike `sleep`, its timer does not keep the process alive
+ * (the drain's 300 s limit used to hold the finished bench open for minutes).
+ */
+function limit(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
 /** utime + stime of a process in ms (Linux, USER_HZ = 100). */
@@ -410,7 +418,7 @@ async function main(): Promise<void> {
       const batch = Array.from({ length: Math.min(16, WARMUP - i) }, () => new Stream());
       await Promise.all(batch.map((s) => s.open(port)));
       for (const [j, s] of batch.entries()) s.send(requestText(port, -1_000_000 - i - j));
-      await Promise.race([Promise.all(batch.map((s) => s.finished)), sleep(10_000)]);
+      await Promise.race([Promise.all(batch.map((s) => s.finished)), limit(10_000)]);
       for (const s of batch) {
         if (s.status !== 200 || !s.sawDone) warmupErrors++;
         s.close();
@@ -496,7 +504,7 @@ async function main(): Promise<void> {
     const drainDeadline = drainStart + DRAIN_LIMIT_S * 1_000;
     await Promise.race([
       Promise.all([...blockers, ...streams].map((s) => s.finished)),
-      sleep(DRAIN_LIMIT_S * 1_000),
+      limit(DRAIN_LIMIT_S * 1_000),
     ]);
     const drainS = (performance.now() - drainStart) / 1_000;
     const timedOut = performance.now() >= drainDeadline;
