@@ -1,8 +1,9 @@
 import type { Socket } from 'node:net';
 import { type RedisHandle, startRedis } from '@fairgate/testkit';
-import type { Redis } from 'ioredis';
+import { Command, type Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createRedisConnection } from '../src/index.js';
+import { markUrgent } from '../src/redis/connection.js';
 
 let redis: RedisHandle;
 
@@ -73,6 +74,39 @@ it('sends the commands of one event-loop turn in one write, each with its own re
     counted.writes.length = 0;
     for (let i = 0; i < 3; i++) await connection.get('coalesce:counter');
     expect(counted.writes).toEqual([1, 1, 1]);
+  } finally {
+    connection.disconnect();
+  }
+});
+
+/**
+ * An urgent command (markUrgent: the gateway's enqueues) is not held for the check phase:
+ * it leaves at once with what the turn corked before it, in order, and the commands after
+ * it are corked again until the check phase.
+ */
+it('sends an urgent command at once, with the commands corked before it', async () => {
+  const connection = createRedisConnection({
+    topology: { kind: 'standalone', url: redis.url },
+    commandTimeoutMs: 5_000,
+  }) as Redis;
+  try {
+    await connection.ping();
+    const counted = countWrites(connection.stream as Socket);
+    const incr = (by: number, urgent = false) => {
+      const command = new Command('INCRBY', ['urgent:counter', by], { replyEncoding: 'utf8' });
+      return connection.sendCommand(urgent ? markUrgent(command) : command) as Promise<unknown>;
+    };
+    const pending = [incr(1)]; // alone: the connection was idle
+    pending.push(incr(2), incr(3), incr(4)); // corked
+    expect(counted.writes).toEqual([1]);
+    pending.push(incr(5, true)); // leaves now, with the three before it
+    expect(counted.writes).toEqual([1, 4]);
+    expect(connection.stream.writableCorked).toBe(1);
+    pending.push(incr(6), incr(7)); // corked again until the check phase
+    expect(counted.writes).toEqual([1, 4]);
+    const replies = (await Promise.all(pending)).map(Number);
+    expect(replies).toEqual([1, 3, 6, 10, 15, 21, 28]);
+    expect(counted.writes).toEqual([1, 4, 2]);
   } finally {
     connection.disconnect();
   }

@@ -7,7 +7,8 @@ import { createRedisConnection, type Notice, poolKeys, RedisScheduler } from '..
  * EngineBatch against a real redis-server: the engine calls made in one event-loop turn
  * while the connection awaits a reply leave as one `batch` FCALL (lua/batch-1.lua), and
  * each still gets exactly the reply, or the error, its own FCALL would have given, in the
- * order the calls were made.
+ * order the calls were made. An enqueue (urgent: its request waits on the reply) never
+ * joins a batch: it sends the open one first, then itself, at once.
  */
 let redis: RedisHandle;
 let admin: Redis;
@@ -50,16 +51,20 @@ async function openPool(
 const enqueue = (scheduler: RedisScheduler, id: string, tenant = 'a') =>
   scheduler.enqueue({ id, tenant, band: 0, replica: 'r1' });
 
+/** Enqueues `ids` one after another (each granted on a pool with room): requests to release. */
+async function admitted(scheduler: RedisScheduler, ids: string[]): Promise<void> {
+  for (const id of ids) expect((await enqueue(scheduler, id)).status).toBe('granted');
+}
+
 describe('engine calls batched per event-loop turn', () => {
   it('the calls of one turn leave as one batch, each with its own reply, in call order', async () => {
     const scheduler = await openPool('batch-order', 3);
     try {
       const sent = countFunctions(scheduler);
-      // Made in one turn: the first finds the connection idle and leaves alone; the seven
-      // made while it awaits its reply leave together at the check phase.
+      // Enqueues made in one turn each leave at once, alone (urgent), in the order made.
       const ids = Array.from({ length: 8 }, (_, i) => `e${i}`);
       const results = await Promise.all(ids.map((id) => enqueue(scheduler, id)));
-      expect(sent).toEqual(['enqueue', 'batch']);
+      expect(sent).toEqual(Array.from({ length: 8 }, () => 'enqueue'));
       expect(results.map((r) => r.status)).toEqual([
         'granted',
         'granted',
@@ -78,7 +83,9 @@ describe('engine calls batched per event-loop turn', () => {
         granted.push(...notices.filter((n) => n.kind === 'grant').map((n) => n.id));
       }
       expect(granted).toEqual(['e3', 'e4', 'e5', 'e6', 'e7']);
-      // Releases made in one turn batch too, and each answers its own state.
+      // Releases made in one turn: the first finds the connection idle and leaves alone; the
+      // ones made while it awaits its reply leave together at the check phase, and each
+      // answers its own state.
       sent.length = 0;
       const ends = await Promise.all(
         ['e5', 'e6', 'e7', 'nope'].map((id) => scheduler.release(id, { outcome: 'completed' })),
@@ -89,6 +96,36 @@ describe('engine calls batched per event-loop turn', () => {
       expect([snapshot.inflight, snapshot.waiting]).toEqual([0, 0]);
     } finally {
       await scheduler.close();
+    }
+  });
+
+  it('an enqueue made while a batch is open sends the batch first, then itself, at once', async () => {
+    // The gateway's connection (createRedisConnection): it holds a busy turn's writes.
+    const connection = createRedisConnection({
+      topology: { kind: 'standalone', url: redis.url },
+      commandTimeoutMs: 5_000,
+    }) as Redis;
+    const scheduler = await openPool('batch-urgent', 2, connection);
+    try {
+      await admitted(scheduler, ['u1', 'u2']);
+      const sent = countFunctions(scheduler);
+      // u1's release leaves alone; u2's opens a batch; the enqueue sends that batch (its
+      // release frees the slot the enqueue takes) and itself before the turn ends.
+      const first = scheduler.release('u1', { outcome: 'completed' });
+      const second = scheduler.release('u2', { outcome: 'completed' });
+      expect(sent).toEqual(['release']);
+      const third = enqueue(scheduler, 'u3');
+      expect(sent).toEqual(['release', 'release', 'enqueue']);
+      // Both handed to the kernel already; the socket is corked again for the turn's rest.
+      expect(connection.stream.writableLength).toBe(0);
+      expect(connection.stream.writableCorked).toBe(1);
+      const [a, b, c] = await Promise.all([first, second, third]);
+      expect([a.was, b.was, c.status]).toEqual(['granted', 'granted', 'granted']);
+      const snapshot = await scheduler.snapshot();
+      expect([snapshot.inflight, snapshot.waiting]).toEqual([1, 0]);
+    } finally {
+      await scheduler.close();
+      connection.disconnect();
     }
   });
 
@@ -115,14 +152,14 @@ describe('engine calls batched per event-loop turn', () => {
       expect(alone).toBeInstanceOf(ReplyError);
       expect(String((alone as Error).message)).toMatch(/^WRONGTYPE/);
 
+      // Inside a batch: a2's record made a string, its release fails the same way.
+      await admitted(scheduler, ['a0', 'a1', 'a2', 'a3']);
+      await admin.set(`${poolKeys('batch-error').requestPrefix}a2`, 'not a hash');
       const sent = countFunctions(scheduler);
-      const settled = await Promise.allSettled([
-        enqueue(scheduler, 'a1'),
-        enqueue(scheduler, 'a2'),
-        enqueue(scheduler, 'b1', 'b'),
-        enqueue(scheduler, 'a3'),
-      ]);
-      expect(sent).toEqual(['enqueue', 'batch']);
+      const settled = await Promise.allSettled(
+        ['a0', 'a1', 'a2', 'a3'].map((id) => scheduler.release(id, { outcome: 'completed' })),
+      );
+      expect(sent).toEqual(['release', 'batch']);
       expect(settled.map((s) => s.status)).toEqual([
         'fulfilled',
         'fulfilled',
@@ -132,9 +169,7 @@ describe('engine calls batched per event-loop turn', () => {
       const reason = (settled[2] as PromiseRejectedResult).reason as Error;
       expect(reason).toBeInstanceOf(ReplyError);
       expect(reason.message).toMatch(/^WRONGTYPE/);
-      expect((settled[3] as PromiseFulfilledResult<{ status: string }>).value.status).toBe(
-        'granted',
-      );
+      expect((settled[3] as PromiseFulfilledResult<{ was: string }>).value.was).toBe('granted');
     } finally {
       await scheduler.close();
     }
@@ -143,15 +178,18 @@ describe('engine calls batched per event-loop turn', () => {
   it('a batch sent after FUNCTION FLUSH loads the library and runs once', async () => {
     const scheduler = await openPool('batch-flush', 8);
     try {
-      const warm = enqueue(scheduler, 'w'); // the connection awaits this reply...
+      await admitted(scheduler, ['w', 'f1', 'f2', 'f3']);
+      const warm = scheduler.release('w', { outcome: 'completed' }); // awaited...
       await admin.call('FUNCTION', 'FLUSH');
       // ...so these batch, and the batch finds its function gone.
-      const results = await Promise.all(['f1', 'f2', 'f3'].map((id) => enqueue(scheduler, id)));
+      const ends = await Promise.all(
+        ['f1', 'f2', 'f3'].map((id) => scheduler.release(id, { outcome: 'completed' })),
+      );
       await warm.catch(() => {}); // sent before or after the flush: either way it is retried
-      expect(results.map((r) => r.status)).toEqual(['granted', 'granted', 'granted']);
+      expect(ends.map((end) => end.was)).toEqual(['granted', 'granted', 'granted']);
       const snapshot = await scheduler.snapshot();
-      expect(snapshot.inflight).toBe(4);
-      expect(snapshot.counters.reduce((sum, c) => sum + c.admitted, 0)).toBe(4);
+      expect(snapshot.inflight).toBe(0);
+      expect(snapshot.counters.reduce((sum, c) => sum + c.outcomes.completed, 0)).toBe(4);
     } finally {
       await scheduler.close();
     }
@@ -164,11 +202,13 @@ describe('engine calls batched per event-loop turn', () => {
     }) as Redis;
     const scheduler = await openPool('batch-timeout', 8, connection);
     try {
+      const sent = countFunctions(scheduler);
       await redis.pause();
       const settled = await Promise.allSettled(
-        ['t1', 't2', 't3'].map((id) => enqueue(scheduler, id)),
+        ['t1', 't2', 't3'].map((id) => scheduler.release(id, { outcome: 'completed' })),
       );
       await redis.resume();
+      expect(sent).toEqual(['release', 'batch']);
       expect(settled.map((s) => s.status)).toEqual(['rejected', 'rejected', 'rejected']);
       for (const s of settled) {
         expect(((s as PromiseRejectedResult).reason as Error).message).toBe('Command timed out');

@@ -1,12 +1,14 @@
 import { Cluster, Command, type Redis, ReplyError } from 'ioredis';
 import { library, type ScriptName, scripts } from '../generated/scripts.js';
-import type { RedisConnection } from './connection.js';
+import { markUrgent, type RedisConnection } from './connection.js';
 
 export type ScriptArg = string | number;
 export type RunScript = (
   name: ScriptName,
   keys: readonly string[],
   args: readonly ScriptArg[],
+  /** Leaves at once even while the connection holds a turn's writes (markUrgent). */
+  urgent?: boolean,
 ) => Promise<unknown>;
 
 /**
@@ -49,18 +51,19 @@ export function functionRunner(connection: RedisConnection): RunScript {
     return current.done;
   };
 
-  return async (name, keys, args) => {
+  return async (name, keys, args, urgent = false) => {
     const script = scripts[name];
     if (keys.length !== script.keys) {
       throw new Error(`script ${name} takes ${script.keys} keys, got ${keys.length}`);
     }
-    const fcall = () =>
-      connection.sendCommand(
-        new Command('FCALL', flatArgs([script.function, script.keys, ...keys, ...args]), {
-          keyPrefix: connection.options.keyPrefix,
-          replyEncoding: 'utf8',
-        }),
+    const fcall = () => {
+      const command = new Command(
+        'FCALL',
+        flatArgs([script.function, script.keys, ...keys, ...args]),
+        { keyPrefix: connection.options.keyPrefix, replyEncoding: 'utf8' },
       );
+      return connection.sendCommand(urgent ? markUrgent(command) : command);
+    };
     const seen = started;
     try {
       return await fcall();

@@ -243,21 +243,31 @@ function boundEveryCommand<C extends RedisConnection>(connection: C, bound: Comm
 
 /**
  * Commands sent in one turn of the event loop leave in one socket write: under load the
- * enqueues and releases of the requests read in one poll phase share a writev instead of
- * one syscall each (on a 2-core VM a loopback write costs 20-40 µs, as much as the command's
+ * releases and polls of the requests read in one poll phase share a writev instead of one
+ * syscall each (on a 2-core VM a loopback write costs 20-40 µs, as much as the command's
  * own work in the gateway), and Redis reads them in one go. A command sent while earlier
  * ones await their replies (the connection is busy) corks the socket until the check phase
  * (setImmediate); one sent on an idle connection leaves at once, as does a lone request's
  * enqueue or the release a waiting request's grant hangs on: holding it to the end of the
  * poll phase saved nothing and kept it in the gateway 0.11 ms at p50 and 0.5 ms at p90
- * more while 3,000 requests waited (docs/gateway.md, *Fourth round*). Each command keeps
- * its own reply, timeout and order: unlike ioredis's enableAutoPipelining, nothing waits
- * for an earlier batch's replies before it is sent. On a Cluster each node connection
- * coalesces its own writes.
+ * more while 3,000 requests waited (docs/gateway.md, *Fourth round*).
+ *
+ * A command marked urgent (markUrgent: an enqueue, which its request waits on before it can
+ * go to a pod) is not held for the check phase: it leaves at once, together with what the
+ * turn corked before it (order kept), and the socket is corked again for the rest of the
+ * turn. Held, its reply came a whole event-loop turn later under load (the write left at
+ * the end of the turn, Redis answered while the next one ran, the answer was read in the
+ * turn after): at c=16 that turn was a sixth of a request's time through the gateway
+ * (docs/gateway.md, *Tenth round*).
+ *
+ * Each command keeps its own reply, timeout and order: unlike ioredis's
+ * enableAutoPipelining, nothing waits for an earlier batch's replies before it is sent. On a
+ * Cluster each node connection coalesces its own writes.
  */
 function coalesceWrites(connection: Redis): void {
   const send = connection.sendCommand.bind(connection) as (...args: unknown[]) => unknown;
-  let corked = false;
+  /** The socket this turn corked, until the check phase uncorks it. */
+  let corked: Redis['stream'] | undefined;
   connection.sendCommand = (command: Command, stream?: unknown) => {
     const socket = connection.stream;
     if (
@@ -267,15 +277,29 @@ function coalesceWrites(connection: Redis): void {
       socket &&
       connection.commandQueue.length > 0
     ) {
-      corked = true;
+      corked = socket;
       socket.cork();
       setImmediate(() => {
-        corked = false;
+        corked = undefined;
         socket.uncork();
       });
     }
-    return send(command, stream);
+    const sent = send(command, stream);
+    if (corked && corked === socket && (command as Urgent)[URGENT]) {
+      corked.uncork();
+      corked.cork();
+    }
+    return sent;
   };
+}
+
+const URGENT = Symbol('fairgate.urgentCommand');
+type Urgent = { [URGENT]?: true };
+
+/** Marks a command to leave at once even in a turn whose writes are held (coalesceWrites). */
+export function markUrgent<T extends Command>(command: T): T {
+  (command as T & Urgent)[URGENT] = true;
+  return command;
 }
 
 /** The blocking twin of each connection made by createRedisConnection. */

@@ -5,6 +5,14 @@ import type { RunScript, ScriptArg } from './commands.js';
 export const ENGINE_CALLS = ['enqueue', 'poll', 'release', 'heartbeat', 'reclaim'] as const;
 export type EngineCall = (typeof ENGINE_CALLS)[number];
 
+/**
+ * The calls a request waits on before it can go on: an enqueue's reply is its grant, the
+ * forward to a pod hangs on it. They leave at once, alone (markUrgent); the others (a
+ * release once the answer is out, the tick's poll, heartbeats, reclaims) are bookkeeping
+ * that can ride with their turn's batch.
+ */
+const URGENT_CALLS: ReadonlySet<EngineCall> = new Set(['enqueue']);
+
 /** Most calls in one batch FCALL: bounds the time one script holds Redis. */
 const MAX_BATCH_CALLS = 64;
 
@@ -20,10 +28,15 @@ interface Pending {
  * while none of this pool's calls await a reply is sent at once, alone, as before (a lone
  * request's enqueue is not held back). A call made while others await their replies joins a
  * batch that leaves at the check phase (setImmediate) as one `batch` FCALL (lua/batch-1.lua):
- * under load the enqueues and releases of the requests one poll phase read, ~3 of each per
- * turn at c=16, become one command for ioredis to build, send, time and parse and for Redis
- * to parse and dispatch, instead of one per call. The commands of a turn already shared a
- * socket write (coalesceWrites in connection.ts), so the batch leaves when they did.
+ * under load the releases of the requests one poll phase read, ~3 per turn at c=16, become
+ * one command for ioredis to build, send, time and parse and for Redis to parse and
+ * dispatch, instead of one per call. The commands of a turn already shared a socket write
+ * (coalesceWrites in connection.ts), so the batch leaves when they did.
+ *
+ * An urgent call (URGENT_CALLS: an enqueue) never waits for the check phase: it sends the
+ * open batch first, then itself, alone, and both leave at once in one write. Batched, an
+ * enqueue's reply came a whole event-loop turn later under load (docs/gateway.md, *Tenth
+ * round*: plain c=16 through Redis 1.17x the req/s).
  *
  * Each call keeps its own reply, and its own error: a call that raised one in Redis rejects
  * with a ReplyError of that message, as its own FCALL would. A batch that fails whole (the
@@ -42,6 +55,10 @@ export class EngineBatch {
   ) {}
 
   call(name: EngineCall, args: ScriptArg[]): Promise<unknown> {
+    if (URGENT_CALLS.has(name)) {
+      this.#flush();
+      return this.#send(name, args, true);
+    }
     if (!this.#open && this.#awaiting === 0) return this.#send(name, args);
     return new Promise((resolve, reject) => {
       if (!this.#open) {
@@ -53,10 +70,10 @@ export class EngineBatch {
     });
   }
 
-  async #send(name: EngineCall | 'batch', args: ScriptArg[]): Promise<unknown> {
+  async #send(name: EngineCall | 'batch', args: ScriptArg[], urgent = false): Promise<unknown> {
     this.#awaiting += 1;
     try {
-      return await this.run(name, this.keys, args);
+      return await this.run(name, this.keys, args, urgent);
     } finally {
       this.#awaiting -= 1;
     }
