@@ -51,6 +51,14 @@ async function openPool(
 const enqueue = (scheduler: RedisScheduler, id: string, tenant = 'a') =>
   scheduler.enqueue({ id, tenant, band: 0, replica: 'r1' });
 
+/** A connection as the gateway makes it (createRedisConnection: it holds a busy turn's writes). */
+function gatewayConnection(commandTimeoutMs: number): Redis {
+  return createRedisConnection({
+    topology: { kind: 'standalone', url: redis.url },
+    commandTimeoutMs,
+  }) as Redis;
+}
+
 /** Enqueues `ids` one after another (each granted on a pool with room): requests to release. */
 async function admitted(scheduler: RedisScheduler, ids: string[]): Promise<void> {
   for (const id of ids) expect((await enqueue(scheduler, id)).status).toBe('granted');
@@ -100,11 +108,7 @@ describe('engine calls batched per event-loop turn', () => {
   });
 
   it('an enqueue made while a batch is open sends the batch first, then itself, at once', async () => {
-    // The gateway's connection (createRedisConnection): it holds a busy turn's writes.
-    const connection = createRedisConnection({
-      topology: { kind: 'standalone', url: redis.url },
-      commandTimeoutMs: 5_000,
-    }) as Redis;
+    const connection = gatewayConnection(5_000);
     const scheduler = await openPool('batch-urgent', 2, connection);
     try {
       await admitted(scheduler, ['u1', 'u2']);
@@ -196,10 +200,7 @@ describe('engine calls batched per event-loop turn', () => {
   });
 
   it('a batch that fails whole (timed out) rejects each of its calls', async () => {
-    const connection = createRedisConnection({
-      topology: { kind: 'standalone', url: redis.url },
-      commandTimeoutMs: 300,
-    }) as Redis;
+    const connection = gatewayConnection(300);
     const scheduler = await openPool('batch-timeout', 8, connection);
     try {
       const sent = countFunctions(scheduler);
