@@ -15,6 +15,14 @@ afterAll(async () => {
   await redis.stop();
 });
 
+/** The gateway's kind of connection (createRedisConnection) to one server. */
+function connectTo(url: string, commandTimeoutMs: number): Redis {
+  return createRedisConnection({
+    topology: { kind: 'standalone', url },
+    commandTimeoutMs,
+  }) as Redis;
+}
+
 /**
  * Counts the writes a socket hands to the kernel: Node's stream calls `_write` for a chunk
  * written while nothing is buffered, and `_writev` once for everything a cork buffered
@@ -48,10 +56,7 @@ function countWrites(socket: Socket): { writes: number[] } {
  * sent on an idle connection leaves at once), and each still gets its own reply, in order.
  */
 it('sends the commands of one event-loop turn in one write, each with its own reply', async () => {
-  const connection = createRedisConnection({
-    topology: { kind: 'standalone', url: redis.url },
-    commandTimeoutMs: 5_000,
-  }) as Redis;
+  const connection = connectTo(redis.url, 5_000);
   try {
     await connection.ping(); // connected and ready
     const counted = countWrites(connection.stream as Socket);
@@ -85,10 +90,7 @@ it('sends the commands of one event-loop turn in one write, each with its own re
  * it are corked again until the check phase.
  */
 it('sends an urgent command at once, with the commands corked before it', async () => {
-  const connection = createRedisConnection({
-    topology: { kind: 'standalone', url: redis.url },
-    commandTimeoutMs: 5_000,
-  }) as Redis;
+  const connection = connectTo(redis.url, 5_000);
   try {
     await connection.ping();
     const counted = countWrites(connection.stream as Socket);
@@ -120,10 +122,7 @@ it('sends an urgent command at once, with the commands corked before it', async 
  */
 it('fails unanswered commands after commandTimeoutMs, and only those', async () => {
   const own = await startRedis();
-  const connection = createRedisConnection({
-    topology: { kind: 'standalone', url: own.url },
-    commandTimeoutMs: 200,
-  }) as Redis;
+  const connection = connectTo(own.url, 200);
   try {
     // Answered: none fails later.
     const answered = await Promise.all(Array.from({ length: 100 }, () => connection.ping()));
