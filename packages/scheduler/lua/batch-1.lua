@@ -3,9 +3,10 @@
   Runs several engine calls in one FCALL, in the order given, each exactly as its own FCALL
   would run it: the same function (the library's `entryFunctions` table, scripts/build-lua.mjs)
   with its per-call state reset, its own reply, and an error of one call leaving the others
-  to run. A gateway under load sends the enqueues and releases of one event-loop turn this
-  way (src/redis/engine-batch.ts): one command to build, send, parse and answer instead of
-  one per request, on the gateway's side and on Redis's. Atomic as a whole, as any script:
+  to run. A gateway under load sends the releases, polls and heartbeats of one event-loop
+  turn this way (src/redis/engine-batch.ts; an enqueue leaves alone, at once): one command
+  to build, send, parse and answer instead of one per call, on the gateway's side and on
+  Redis's. Atomic as a whole, as any script:
   no other client's command runs between two of the calls.
 
   Input:

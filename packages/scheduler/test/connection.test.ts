@@ -1,9 +1,9 @@
 import type { Socket } from 'node:net';
 import { type RedisHandle, startRedis } from '@fairgate/testkit';
-import { Command, type Redis } from 'ioredis';
+import { Command } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createRedisConnection } from '../src/index.js';
 import { markUrgent } from '../src/redis/connection.js';
+import { gatewayConnection } from './support/connection.js';
 
 let redis: RedisHandle;
 
@@ -14,14 +14,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await redis.stop();
 });
-
-/** The gateway's kind of connection (createRedisConnection) to one server. */
-function connectTo(url: string, commandTimeoutMs: number): Redis {
-  return createRedisConnection({
-    topology: { kind: 'standalone', url },
-    commandTimeoutMs,
-  }) as Redis;
-}
 
 /**
  * Counts the writes a socket hands to the kernel: Node's stream calls `_write` for a chunk
@@ -56,7 +48,7 @@ function countWrites(socket: Socket): { writes: number[] } {
  * sent on an idle connection leaves at once), and each still gets its own reply, in order.
  */
 it('sends the commands of one event-loop turn in one write, each with its own reply', async () => {
-  const connection = connectTo(redis.url, 5_000);
+  const connection = gatewayConnection(redis.url, 5_000);
   try {
     await connection.ping(); // connected and ready
     const counted = countWrites(connection.stream as Socket);
@@ -90,7 +82,7 @@ it('sends the commands of one event-loop turn in one write, each with its own re
  * it are corked again until the check phase.
  */
 it('sends an urgent command at once, with the commands corked before it', async () => {
-  const connection = connectTo(redis.url, 5_000);
+  const connection = gatewayConnection(redis.url, 5_000);
   try {
     await connection.ping();
     const counted = countWrites(connection.stream as Socket);
@@ -122,7 +114,7 @@ it('sends an urgent command at once, with the commands corked before it', async 
  */
 it('fails unanswered commands after commandTimeoutMs, and only those', async () => {
   const own = await startRedis();
-  const connection = connectTo(own.url, 200);
+  const connection = gatewayConnection(own.url, 200);
   try {
     // Answered: none fails later.
     const answered = await Promise.all(Array.from({ length: 100 }, () => connection.ping()));

@@ -1,7 +1,8 @@
 import { type RedisHandle, startRedis } from '@fairgate/testkit';
 import { type Command, Redis, ReplyError } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRedisConnection, type Notice, poolKeys, RedisScheduler } from '../src/index.js';
+import { type Notice, poolKeys, RedisScheduler } from '../src/index.js';
+import { gatewayConnection } from './support/connection.js';
 
 /**
  * EngineBatch against a real redis-server: the engine calls made in one event-loop turn
@@ -50,14 +51,6 @@ async function openPool(
 
 const enqueue = (scheduler: RedisScheduler, id: string, tenant = 'a') =>
   scheduler.enqueue({ id, tenant, band: 0, replica: 'r1' });
-
-/** A connection as the gateway makes it (createRedisConnection: it holds a busy turn's writes). */
-function gatewayConnection(commandTimeoutMs: number): Redis {
-  return createRedisConnection({
-    topology: { kind: 'standalone', url: redis.url },
-    commandTimeoutMs,
-  }) as Redis;
-}
 
 /** Enqueues `ids` one after another (each granted on a pool with room): requests to release. */
 async function admitted(scheduler: RedisScheduler, ids: string[]): Promise<void> {
@@ -108,7 +101,7 @@ describe('engine calls batched per event-loop turn', () => {
   });
 
   it('an enqueue made while a batch is open sends the batch first, then itself, at once', async () => {
-    const connection = gatewayConnection(5_000);
+    const connection = gatewayConnection(redis.url, 5_000);
     const scheduler = await openPool('batch-urgent', 2, connection);
     try {
       await admitted(scheduler, ['u1', 'u2']);
@@ -200,7 +193,7 @@ describe('engine calls batched per event-loop turn', () => {
   });
 
   it('a batch that fails whole (timed out) rejects each of its calls', async () => {
-    const connection = gatewayConnection(300);
+    const connection = gatewayConnection(redis.url, 300);
     const scheduler = await openPool('batch-timeout', 8, connection);
     try {
       const sent = countFunctions(scheduler);
