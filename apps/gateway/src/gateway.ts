@@ -3,7 +3,12 @@ import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ConfigWatcher, type FairgateConfig } from '@fairgate/config';
-import { createEdgeMetrics, startTelemetry, type Telemetry } from '@fairgate/telemetry';
+import {
+  createEdgeMetrics,
+  registerProcessMetrics,
+  startTelemetry,
+  type Telemetry,
+} from '@fairgate/telemetry';
 import type { Hono } from 'hono';
 import { createGatewayApp, gatewayRequestListener } from './app.js';
 import { type BatchApi, startBatchApi } from './batch/batch-api.js';
@@ -97,6 +102,8 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     throw error;
   }
   pools = new Pools(runtimes, current);
+  // CPU, memory, event-loop delay and GC of this process, with the edge's series.
+  const processMetrics = registerProcessMetrics(metrics.registry);
   const telemetry =
     options.telemetry ??
     startTelemetry({
@@ -226,6 +233,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
         });
         await batch?.close();
         await Promise.all(all.map((pool) => pool.close()));
+        processMetrics.stop();
         // Spans that cannot be flushed (collector away) are lost, not a failed shutdown.
         if (ownsTelemetry) {
           await telemetry
