@@ -69,24 +69,8 @@ export function registerProcessMetrics(registry: Registry): ProcessMetrics {
     help: 'User and system CPU time the process spent, in seconds.',
     registers,
   });
-  new Gauge({
-    name: 'process_resident_memory_bytes',
-    help: 'Resident memory size in bytes.',
-    registers,
-    collect() {
-      this.set(process.memoryUsage.rss());
-    },
-  });
-  const startTime = Math.round(Date.now() / 1000 - process.uptime());
-  new Gauge({
-    name: 'process_start_time_seconds',
-    help: 'Start time of the process since the Unix epoch, in seconds.',
-    registers,
-    collect() {
-      this.set(startTime);
-    },
-  });
-  const heapGauge = (name: string, help: string, read: () => number) =>
+  /** A gauge read when scraped. */
+  const readOnScrape = (name: string, help: string, read: () => number) =>
     new Gauge({
       name,
       help,
@@ -95,13 +79,26 @@ export function registerProcessMetrics(registry: Registry): ProcessMetrics {
         this.set(read());
       },
     });
-  heapGauge('nodejs_heap_size_total_bytes', 'Process heap size from V8, in bytes.', () => {
-    return getHeapStatistics().total_heap_size;
-  });
-  heapGauge('nodejs_heap_size_used_bytes', 'Process heap size used from V8, in bytes.', () => {
-    return getHeapStatistics().used_heap_size;
-  });
-  heapGauge(
+  readOnScrape('process_resident_memory_bytes', 'Resident memory size in bytes.', () =>
+    process.memoryUsage.rss(),
+  );
+  const startTime = Math.round(Date.now() / 1000 - process.uptime());
+  readOnScrape(
+    'process_start_time_seconds',
+    'Start time of the process since the Unix epoch, in seconds.',
+    () => startTime,
+  );
+  readOnScrape(
+    'nodejs_heap_size_total_bytes',
+    'Process heap size from V8, in bytes.',
+    () => getHeapStatistics().total_heap_size,
+  );
+  readOnScrape(
+    'nodejs_heap_size_used_bytes',
+    'Process heap size used from V8, in bytes.',
+    () => getHeapStatistics().used_heap_size,
+  );
+  readOnScrape(
     'nodejs_external_memory_bytes',
     'Memory of C++ objects bound to JavaScript objects managed by V8, in bytes.',
     () => getHeapStatistics().external_memory,
