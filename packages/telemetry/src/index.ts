@@ -7,7 +7,7 @@ export {
   metricsText,
   type RequestSeries,
 } from './metrics.js';
-export { GC_BUCKETS, type ProcessMetrics, registerProcessMetrics } from './process-metrics.js';
+export { type ProcessMetrics, registerProcessMetrics } from './process-metrics.js';
 export { startTelemetry, type Telemetry, type TelemetryOptions } from './sdk.js';
 export {
   Attr,

@@ -8,7 +8,7 @@ import { getHeapStatistics } from 'node:v8';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 
 /** GC pause buckets in seconds (prom-client's default metrics use the same). */
-export const GC_BUCKETS = [0.001, 0.01, 0.1, 1, 2, 5];
+const GC_BUCKETS = [0.001, 0.01, 0.1, 1, 2, 5];
 
 /** The kind label of nodejs_gc_duration_seconds, by perf_hooks' GC kind. */
 const GC_KINDS = new Map<number, string>([
@@ -109,16 +109,16 @@ export function registerProcessMetrics(registry: Registry): ProcessMetrics {
   // As prom-client: each scrape reads the sampler's intervals since the one before, then
   // starts afresh. A sample is the time between two of its 10 ms timer callbacks (ns), so
   // an idle loop reads ~0.010 s and the excess is how late the loop ran it.
-  const seconds = (nanos: number) => (Number.isFinite(nanos) ? nanos / 1e9 : 0);
   new Gauge({
     name: 'nodejs_eventloop_lag_p50_seconds',
     help: 'Median interval of the 10 ms event-loop sampler since the last scrape (0.010 = no delay), in seconds.',
     registers,
     collect() {
+      // An empty histogram (no sample since the reset, or stopped) reads 0.
       const empty = delay.count === 0;
-      this.set(empty ? 0 : seconds(delay.percentile(50)));
-      lagP99.set(empty ? 0 : seconds(delay.percentile(99)));
-      lagMax.set(empty ? 0 : seconds(delay.max));
+      this.set(empty ? 0 : delay.percentile(50) / 1e9);
+      lagP99.set(empty ? 0 : delay.percentile(99) / 1e9);
+      lagMax.set(empty ? 0 : delay.max / 1e9);
       delay.reset();
     },
   });
