@@ -28,6 +28,8 @@ import { type GenerateResult, generate, type Pool, sleep, startPool } from './po
 export const INFRA = join(repoRoot, 'infra');
 export const PROMETHEUS_YML = join(INFRA, 'prometheus.yml');
 export const RULES_YML = join(INFRA, 'fairgate.rules.yml');
+/** promtool unit tests of the rules on synthetic series (`promtool test rules`). */
+export const RULES_TEST_YML = join(INFRA, 'fairgate.rules.test.yml');
 export const DASHBOARD_JSON = join(INFRA, 'grafana', 'dashboards', 'fairgate.json');
 
 export const EXTRA_KEY = TEST_KEYS.extra;
