@@ -62,10 +62,37 @@ export const Attr = {
  * sibling ended). One wall-clock anchor per request, taken at the SERVER span
  * and advanced by the monotonic clock, gives every span start, end, event and
  * exception of the request exact relative times (t1 <= t2 <= ... <= t7).
+ *
+ * The requests of a replica share that anchor (`replicaClock`): their spans lie on one
+ * sub-millisecond time line, so times compare across traces too (a release against the
+ * grant it made for another request, bench:waiting's BENCH_TRACES), which per-request
+ * `Date.now()` anchors, each up to 1 ms early, did not allow.
  */
 interface RequestClock {
   wallMs: number;
   perfMs: number;
+}
+
+/**
+ * The replica's span clock: `performance.timeOrigin` (the wall clock at process start, to
+ * the microsecond) advanced by the monotonic clock. When the wall clock moves away from it
+ * (NTP stepping or slewing it over a long uptime) by more than the 1 ms `Date.now()`
+ * rounds to, the anchor is taken again from `Date.now()` (its middle millisecond), so
+ * spans keep wall-clock time to ~1 ms, as other services' spans in the same trace expect.
+ */
+let replicaAnchor: RequestClock = { wallMs: performance.timeOrigin, perfMs: 0 };
+
+/** The anchor a request starting now measures from (the same object while it holds). */
+export function replicaClock(
+  perfNow = performance.now(),
+  wallNow = Date.now(),
+): Readonly<RequestClock> {
+  const onAnchor = replicaAnchor.wallMs + (perfNow - replicaAnchor.perfMs);
+  // Date.now() is the wall clock rounded down to the millisecond: [wallNow, wallNow + 1).
+  if (onAnchor < wallNow - 1 || onAnchor > wallNow + 2) {
+    replicaAnchor = { wallMs: wallNow + 0.5, perfMs: perfNow };
+  }
+  return replicaAnchor;
 }
 
 const clocks = new WeakMap<Span, RequestClock>();
@@ -94,7 +121,7 @@ export function startServerSpan(
   const parent = propagation.extract(LinkedContext.from(context.active()), incomingHeaders);
   const clock =
     startTime === undefined && !(tracer instanceof PropagationOnlyTracer)
-      ? { wallMs: Date.now(), perfMs: performance.now() }
+      ? replicaClock()
       : undefined;
   const span = tracer.startSpan(
     `${method} ${route}`,

@@ -1,0 +1,173 @@
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { gunzipSync } from 'node:zlib';
+
+/**
+ * An OTLP/HTTP trace receiver on 127.0.0.1 for benches: it takes what a gateway's
+ * OpenTelemetry SDK exports (`POST /v1/traces`, the JSON encoding:
+ * OTEL_EXPORTER_OTLP_PROTOCOL=http/json, gzip or not) and keeps the spans' names, kinds,
+ * times and attributes in memory. bench:waiting reads the gateway's own release and grant
+ * times from them (`releaseToGrantMs`). Only what the benches read is kept; a body it cannot
+ * parse is answered 400, as a collector would.
+ */
+
+/** OTLP's SpanKind numbers (opentelemetry-proto trace.proto). */
+export const OtlpSpanKind = { internal: 1, server: 2, client: 3 } as const;
+
+export interface ReceivedSpan {
+  traceId: string;
+  spanId: string;
+  name: string;
+  kind: number;
+  /** Unix time in ms, with the export's sub-millisecond part. */
+  startMs: number;
+  endMs: number;
+  attributes: Record<string, string | number | boolean>;
+}
+
+export interface OtlpReceiver {
+  /** The OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT). */
+  readonly url: string;
+  /** Spans received since the start or the last clear(), in arrival order. */
+  readonly spans: ReceivedSpan[];
+  clear(): void;
+  /** OTEL_* variables that send a process's spans here, promptly and without drops. */
+  exportEnv(): Record<string, string>;
+  close(): Promise<void>;
+}
+
+export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+  const spans: ReceivedSpan[] = [];
+  const server = createServer((req, res) => {
+    if (req.method !== 'POST' || req.url !== '/v1/traces') {
+      res.statusCode = 404;
+      res.end();
+      return;
+    }
+    readBody(req)
+      .then((body) => {
+        spans.push(...parseExport(JSON.parse(body.toString('utf8'))));
+        res.setHeader('content-type', 'application/json');
+        res.end('{}');
+      })
+      .catch((error: unknown) => {
+        res.statusCode = 400;
+        res.end(String(error));
+      });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url,
+    spans,
+    clear: () => {
+      spans.length = 0;
+    },
+    exportEnv: () => ({
+      OTEL_EXPORTER_OTLP_ENDPOINT: url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      // The batch processor's defaults (a 2,048-span queue sent every 5 s) drop spans at a
+      // few hundred requests a second; the benches want every one.
+      OTEL_BSP_SCHEDULE_DELAY: '200',
+      OTEL_BSP_MAX_QUEUE_SIZE: '65536',
+      OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '4096',
+    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  const body = Buffer.concat(chunks);
+  return req.headers['content-encoding'] === 'gzip' ? gunzipSync(body) : body;
+}
+
+interface OtlpValue {
+  stringValue?: string;
+  intValue?: string | number;
+  doubleValue?: number;
+  boolValue?: boolean;
+}
+
+interface OtlpSpan {
+  traceId?: string;
+  spanId?: string;
+  name?: string;
+  kind?: number;
+  startTimeUnixNano?: string | number | { low: number; high: number };
+  endTimeUnixNano?: string | number | { low: number; high: number };
+  attributes?: Array<{ key: string; value?: OtlpValue }>;
+}
+
+/** The spans of one ExportTraceServiceRequest in its JSON encoding. */
+export function parseExport(request: {
+  resourceSpans?: Array<{ scopeSpans?: Array<{ spans?: OtlpSpan[] }> }>;
+}): ReceivedSpan[] {
+  const out: ReceivedSpan[] = [];
+  for (const resource of request.resourceSpans ?? []) {
+    for (const scope of resource.scopeSpans ?? []) {
+      for (const span of scope.spans ?? []) {
+        const attributes: ReceivedSpan['attributes'] = {};
+        for (const { key, value } of span.attributes ?? []) {
+          const v = attributeValue(value);
+          if (v !== undefined) attributes[key] = v;
+        }
+        out.push({
+          traceId: span.traceId ?? '',
+          spanId: span.spanId ?? '',
+          name: span.name ?? '',
+          kind: span.kind ?? 0,
+          startMs: nanosToMs(span.startTimeUnixNano),
+          endMs: nanosToMs(span.endTimeUnixNano),
+          attributes,
+        });
+      }
+    }
+  }
+  return out;
+}
+
+function attributeValue(value: OtlpValue | undefined): string | number | boolean | undefined {
+  if (!value) return undefined;
+  if (value.stringValue !== undefined) return value.stringValue;
+  if (value.intValue !== undefined) return Number(value.intValue);
+  if (value.doubleValue !== undefined) return value.doubleValue;
+  return value.boolValue;
+}
+
+/**
+ * Unix nanoseconds, as the JSON encoding carries them (a decimal string: past 2^53, so read
+ * as a BigInt; a number; or the {low, high} halves of older exporters), in ms.
+ */
+export function nanosToMs(nanos: OtlpSpan['startTimeUnixNano']): number {
+  if (nanos === undefined) return Number.NaN;
+  const big =
+    typeof nanos === 'object'
+      ? (BigInt(nanos.high >>> 0) << 32n) | BigInt(nanos.low >>> 0)
+      : BigInt(nanos);
+  return Number(big / 1_000n) / 1_000;
+}
+
+/**
+ * Release -> next grant, on the gateway's own clock, from its spans: the j-th release
+ * (the end of a CLIENT span `chat <model>`: the relay releases the slot right before it
+ * ends that span, apps/gateway/src/request/relay.ts) against the j-th grant (the end of a
+ * `fairgate.queue` span: t2, the waiting request resumed with its pod), both sorted by
+ * time. That pairs each release with the grant its dispatch pass made while the budget is
+ * full and requests wait: one grant per release, in the order the replica sent its
+ * releases (one connection, calls in order) and FIFO among the waiting. Only the first
+ * min(releases, grants) pairs exist. Times in ms; the result in the pairs' order.
+ */
+export function releaseToGrantMs(releases: readonly number[], grants: readonly number[]): number[] {
+  const r = [...releases].sort((a, b) => a - b);
+  const g = [...grants].sort((a, b) => a - b);
+  const pairs = Math.min(r.length, g.length);
+  const gaps: number[] = [];
+  for (let j = 0; j < pairs; j++) gaps.push(g[j]! - r[j]!);
+  return gaps;
+}
