@@ -88,7 +88,9 @@ local function grantWaiting(pass, req, band, fifo)
   if req.id == pass.selfId then
     pass.selfPod = pod.name
   else
-    notifyReplica(req.owner, 'grant|' .. req.id .. '|' .. pod.name)
+    -- Its owner is registered and alive: the probe read its liveness (req.ownerLiveness,
+    -- the lease's bound), and nothing in a pass removes a replica.
+    pushNotice(req.owner, 'grant|' .. req.id .. '|' .. pod.name)
   end
 end
 

@@ -11,11 +11,14 @@ local function replicaLiveness(replica, now)
   return nil
 end
 
+-- Appends a notice to a replica's list; the caller knows the replica is registered.
+local function pushNotice(replica, notice)
+  local noticesKey = noticesPrefix .. replica
+  rcall('RPUSH', noticesKey, notice)
+end
+
 -- Notices go only to replicas still registered: a reclaimed replica's list is gone and
 -- pushing to it would leave an orphan list behind.
 local function notifyReplica(replica, notice)
-  if rcall('ZSCORE', replicasKey, replica) then
-    local noticesKey = noticesPrefix .. replica
-    rcall('RPUSH', noticesKey, notice)
-  end
+  if rcall('ZSCORE', replicasKey, replica) then pushNotice(replica, notice) end
 end

@@ -3,9 +3,10 @@
 --- @include "includes/bytes"
 --[[
   One band's ring: list band:<band>:ring of tenants, DRR deficits in the deficit hash under
-  '<band>:<tenant>' (present iff the tenant is in the ring). These functions take exactly
-  the steps of FlowRing in @fairgate/core, whose comment states the invariants; the
-  conformance suite holds both implementations to the same dispatch order.
+  '<band>:<tenant>' (present iff the tenant is in the ring). These functions take the
+  steps of FlowRing in @fairgate/core, whose comment states the invariants (selectFlow
+  takes a lone flow's turns at once, to the same state); the conformance suite holds both
+  implementations to the same dispatch order, the differential test to the same state.
 ]]
 local function joinRing(band, tenant, turnCredit)
   if rcall('HSETNX', deficitKey, band .. ':' .. tenant, turnCredit) == 1 then
@@ -80,7 +81,8 @@ local function selectFlow(band, now, cfg)
       rcall('ZREM', bandsKey, band)
       return nil
     end
-    if blockedInARow >= rcall('LLEN', ringKey) then return nil end
+    local ringLength = rcall('LLEN', ringKey)
+    if blockedInARow >= ringLength then return nil end
     local state, req, _, tenant = probeFlow(band, tenantName, now)
     if state == 'empty' then
       leaveRing(band, tenantName)
@@ -90,10 +92,18 @@ local function selectFlow(band, now, cfg)
     else
       local field = band .. ':' .. tenantName
       local deficit = tonumber(rcall('HGET', deficitKey, field)) or 0
-      if cfg.fairness == 'drr' and deficit < req.cost then
+      local credit = tenant.weight * cfg.quantum
+      if cfg.fairness == 'drr' and deficit < req.cost and ringLength == 1 then
+        -- Alone in its ring, every turn comes back to this flow with the same head and
+        -- nothing else changed: the turns it would take one by one (a rotation that moves
+        -- nothing, a credit, the same probe again) end in the state of the credits it needs
+        -- taken at once. ~8 commands less per grant of a band with one tenant in its ring.
+        rcall('HINCRBY', deficitKey, field, credit * math.ceil((req.cost - deficit) / credit))
+        return req
+      elseif cfg.fairness == 'drr' and deficit < req.cost then
         -- End of this tenant's turn: to the back, holding the credit of its next turn.
         rcall('LMOVE', ringKey, ringKey, 'LEFT', 'RIGHT')
-        rcall('HINCRBY', deficitKey, field, tenant.weight * cfg.quantum)
+        rcall('HINCRBY', deficitKey, field, credit)
         blockedInARow = 0
       else
         return req
