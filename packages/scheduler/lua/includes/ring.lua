@@ -92,15 +92,16 @@ local function selectFlow(band, now, cfg)
     else
       local field = band .. ':' .. tenantName
       local deficit = tonumber(rcall('HGET', deficitKey, field)) or 0
-      local credit = tenant.weight * cfg.quantum
-      if cfg.fairness == 'drr' and deficit < req.cost and ringLength == 1 then
-        -- Alone in its ring, every turn comes back to this flow with the same head and
-        -- nothing else changed: the turns it would take one by one (a rotation that moves
-        -- nothing, a credit, the same probe again) end in the state of the credits it needs
-        -- taken at once. ~8 commands less per grant of a band with one tenant in its ring.
-        rcall('HINCRBY', deficitKey, field, credit * math.ceil((req.cost - deficit) / credit))
-        return req
-      elseif cfg.fairness == 'drr' and deficit < req.cost then
+      if cfg.fairness == 'drr' and deficit < req.cost then
+        local credit = tenant.weight * cfg.quantum
+        if ringLength == 1 then
+          -- Alone in its ring, every turn comes back to this flow with the same head and
+          -- nothing else changed: the turns it would take one by one (a rotation that moves
+          -- nothing, a credit, the same probe again) end in the state of the credits it
+          -- needs taken at once. ~8 commands less per grant of a band with one tenant.
+          rcall('HINCRBY', deficitKey, field, credit * math.ceil((req.cost - deficit) / credit))
+          return req
+        end
         -- End of this tenant's turn: to the back, holding the credit of its next turn.
         rcall('LMOVE', ringKey, ringKey, 'LEFT', 'RIGHT')
         rcall('HINCRBY', deficitKey, field, credit)
