@@ -1,4 +1,4 @@
-import { AggregatorRegistry, Counter, Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
 import { BoundCounter } from './bound-counter.js';
 import { BoundHistogram } from './bound-histogram.js';
 
@@ -409,11 +409,43 @@ export type EdgeMetrics = ReturnType<typeof createEdgeMetrics>;
 /**
  * One Prometheus text of several registries (the edge's and each pool's, told apart by
  * their default labels): each metric family once, its series from every registry.
+ *
+ * Merged as text: each registry renders itself (prom-client's `metrics()`: families joined
+ * by a blank line, each `# HELP`, `# TYPE`, then its series), and a family that several
+ * registries render keeps the first one's header and every registry's series, in registry
+ * order. Nothing is summed: no two registries render the same series, as each pool's
+ * registry carries its `pool` label and the edge's has families of its own. prom-client's
+ * AggregatorRegistry, used before, went through every series as JSON objects and built a
+ * registry of them per scrape: ~5-12 ms of the replica's event loop on a 2-core VM and
+ * hundreds of KB of garbage per scrape, which V8 pretenured (a bench scraping every few ms
+ * grew the old generation by ~40 MB: docs/gateway.md, *Thirteenth round*).
  */
 export async function metricsText(registries: readonly Registry[]): Promise<string> {
   if (registries.length === 1) return (registries[0] as Registry).metrics();
-  const families = await Promise.all(registries.map((registry) => registry.getMetricsAsJSON()));
-  return AggregatorRegistry.aggregate(families).metrics();
+  const texts = await Promise.all(registries.map((registry) => registry.metrics()));
+  const families = new Map<string, string[]>();
+  for (const text of texts) {
+    for (const block of text.slice(0, -1).split('\n\n')) {
+      if (!block) continue; // a registry with no metrics renders '\n'
+      const name = familyName(block);
+      const merged = families.get(name);
+      if (!merged) families.set(name, [block]);
+      else {
+        // The series only: after the `# HELP` and `# TYPE` lines.
+        const series = block.indexOf('\n', block.indexOf('\n') + 1);
+        if (series !== -1) merged.push(block.slice(series + 1));
+      }
+    }
+  }
+  let out = '';
+  for (const blocks of families.values()) out += `${blocks.join('\n')}\n\n`;
+  return out ? out.slice(0, -1) : '\n';
+}
+
+/** The family name of a rendered block: `# HELP <name> <help>`. */
+function familyName(block: string): string {
+  const start = '# HELP '.length;
+  return block.slice(start, block.indexOf(' ', start));
 }
 
 export type GatewayMetrics = ReturnType<typeof createGatewayMetrics>;
