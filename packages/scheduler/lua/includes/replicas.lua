@@ -13,8 +13,7 @@ end
 
 -- Appends a notice to a replica's list; the caller knows the replica is registered.
 local function pushNotice(replica, notice)
-  local noticesKey = noticesPrefix .. replica
-  rcall('RPUSH', noticesKey, notice)
+  rcall('RPUSH', noticesPrefix .. replica, notice)
 end
 
 -- Notices go only to replicas still registered: a reclaimed replica's list is gone and
