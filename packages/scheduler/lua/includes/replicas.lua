@@ -13,7 +13,8 @@ end
 
 -- Appends a notice to a replica's list; the caller knows the replica is registered.
 local function pushNotice(replica, notice)
-  rcall('RPUSH', noticesPrefix .. replica, notice)
+  local noticesKey = noticesPrefix .. replica
+  rcall('RPUSH', noticesKey, notice)
 end
 
 -- Notices go only to replicas still registered: a reclaimed replica's list is gone and
