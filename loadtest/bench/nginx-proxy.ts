@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { findExecutable, freePort, waitUntil } from '@fairgate/testkit';
+import { parentPid } from './proc.js';
 
 /**
  * A real nginx as a plain reverse proxy (the benchmarks' reference row): one master and
@@ -74,9 +75,7 @@ function childPids(parent: number): number[] {
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === parent) pids.push(Number(entry));
+      if (parentPid(Number(entry)) === parent) pids.push(Number(entry));
     } catch {
       // gone meanwhile
     }

@@ -84,7 +84,6 @@
  * BENCH_COMPARE_WITH, BENCH_UPSTREAM
  * (static|sim, default static).
  */
-import { readFileSync } from 'node:fs';
 import {
   findExecutable,
   startGatewayProcess,
@@ -97,6 +96,7 @@ import {
 import { Redis } from 'ioredis';
 import { type Dispatcher, Pool } from 'undici';
 import { findNginx, type NginxProxy, startNginxProxy } from './nginx-proxy.js';
+import { cpuMicros } from './proc.js';
 import { roundOrder } from './round-order.js';
 import {
   runWrk,
@@ -223,18 +223,6 @@ function send(pool: Pool, options: Dispatcher.DispatchOptions): Promise<number> 
       },
     });
   });
-}
-
-/** utime + stime of a process in microseconds (Linux), NaN elsewhere. */
-function cpuMicros(pid: number | undefined): number {
-  if (pid === undefined) return Number.NaN;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / 100; // USER_HZ = 100
-  } catch {
-    return Number.NaN;
-  }
 }
 
 interface Pids {

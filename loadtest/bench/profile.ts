@@ -11,8 +11,10 @@
  * the profile covers the steady state only. It prints the gateway's busy time per request
  * split by what spent it (loadtest/bench/cpu-profile.ts: Node's HTTP server, undici,
  * ioredis, the gateway's code, GC...) next to wrk's req/s: the "flame summary" tables of
- * docs/gateway.md. Sampling costs a few percent, so req/s here is a little below
- * bench:overhead's.
+ * docs/gateway.md. Below them, the read and write system calls the gateway made per request
+ * over the same phase (/proc/<pid>/io: on loopback each write also wakes its receiver, so
+ * their count is what the syscall row's time is made of). Sampling costs a few percent, so
+ * req/s here is a little below bench:overhead's.
  *
  * BENCH_COMPARE_WITH=<another checkout, built> profiles that checkout's gateway under the
  * same conditions (same upstream and Redis, in turn), for before/after tables.
@@ -40,6 +42,7 @@ import {
   summarizeProfile,
 } from './cpu-profile.js';
 import { inspectorSession } from './inspector.js';
+import { type SyscallCounts, syscallCounts } from './proc.js';
 import { runWrk, startCheckoutGateway, startStaticUpstream, workloadBody } from './wrk.js';
 
 const SECONDS = Number(process.env.PROFILE_SECONDS ?? 6);
@@ -59,10 +62,12 @@ interface Profiled {
   rps: number;
   requests: number;
   summary: ProfileSummary;
+  /** The gateway's read and write system calls over the measured phase (/proc/<pid>/io). */
+  syscalls: SyscallCounts;
 }
 
 async function profileGateway(
-  gateway: { url: string; inspectPort: number },
+  gateway: { url: string; pid: number; inspectPort: number },
   workload: string,
   label: string,
 ): Promise<Profiled> {
@@ -73,14 +78,21 @@ async function profileGateway(
   await session.send('Profiler.enable');
   await session.send('Profiler.setSamplingInterval', { interval: 1_000 });
   await session.send('Profiler.start');
+  const before = syscallCounts(gateway.pid);
   const result = await runWrk({ ...wrk, seconds: SECONDS });
+  const after = syscallCounts(gateway.pid);
   const { profile } = await session.send<{ profile: CpuProfile }>('Profiler.stop');
   session.close();
   if (SAVE_DIR) {
     mkdirSync(SAVE_DIR, { recursive: true });
     writeFileSync(join(SAVE_DIR, `${label}.cpuprofile`), JSON.stringify(profile));
   }
-  return { rps: result.rps, requests: result.count, summary: summarizeProfile(profile) };
+  return {
+    rps: result.rps,
+    requests: result.count,
+    summary: summarizeProfile(profile),
+    syscalls: { reads: after.reads - before.reads, writes: after.writes - before.writes },
+  };
 }
 
 /** A gateway of this checkout (built dist/) or of BENCH_COMPARE_WITH, with --inspect. */
@@ -88,15 +100,15 @@ async function startProfiledGateway(
   root: string | undefined,
   config: string,
   replica: string,
-): Promise<{ url: string; inspectPort: number; stop(): Promise<void> }> {
+): Promise<{ url: string; pid: number; inspectPort: number; stop(): Promise<void> }> {
   const inspectPort = await freePort();
   const nodeArgs = [`--inspect=127.0.0.1:${inspectPort}`];
   if (!root) {
     const app: AppHandle = await startGatewayProcess({ config, replicaId: replica, nodeArgs });
-    return { url: app.url, inspectPort, stop: () => app.stop() };
+    return { url: app.url, pid: app.pid, inspectPort, stop: () => app.stop() };
   }
   const other = await startCheckoutGateway(root, config, replica, nodeArgs);
-  return { url: other.url, inspectPort, stop: () => other.stop() };
+  return { url: other.url, pid: other.pid, inspectPort, stop: () => other.stop() };
 }
 
 async function main(): Promise<void> {
@@ -154,6 +166,17 @@ async function main(): Promise<void> {
         )
         .join(' |')}`,
     );
+    // What the busy time's syscall share is made of: every socket write on loopback also
+    // runs the receiver's side of TCP and wakes it (writev leads every profile's self time).
+    for (const [name, count] of [
+      ['writes (syscalls per request)', (s: SyscallCounts) => s.writes],
+      ['reads (syscalls per request)', (s: SyscallCounts) => s.reads],
+    ] as const) {
+      const cells = columns.map((c) =>
+        (count(c.result.syscalls) / c.result.requests).toFixed(2).padStart(width + 1),
+      );
+      console.log(`${name.padEnd(34)}|${cells.join(' |')}`);
+    }
     for (const { label, result } of TOP > 0 ? columns : []) {
       console.log(`\ntop ${TOP} functions by self time, ${label} (µs per request):`);
       const top = [...result.summary.byFunction].sort((a, b) => b[1] - a[1]).slice(0, TOP);

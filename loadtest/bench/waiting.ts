@@ -62,7 +62,6 @@
  * request, so its RSS and CPU readings in such a run are those of a replica with tracing on.
  */
 
-import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { Worker } from 'node:worker_threads';
 import { SpanNames } from '@fairgate/telemetry';
@@ -82,6 +81,7 @@ import {
   releaseToGrantMs,
   startOtlpReceiver,
 } from './otlp-receiver.js';
+import { cpuMicros, rssMb } from './proc.js';
 
 const WAITING = Number(process.env.BENCH_WAITING ?? 10_000);
 const BUDGET = Number(process.env.BENCH_BUDGET ?? 2);
@@ -229,31 +229,17 @@ function limit(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
-/** utime + stime of a process in ms (Linux, USER_HZ = 100). */
-function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
-
-/** VmRSS of a process in MB. */
-function rssMb(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? Number.NaN);
-  return kb / 1024;
-}
-
 /** Percent of one core the process used over `seconds`, with its RSS sampled each second. */
 async function cpuWindow(pid: number, seconds: number): Promise<{ cpu: number; rss: number[] }> {
   const rss: number[] = [];
-  const start = cpuMs(pid);
+  const start = cpuMicros(pid);
   const t0 = performance.now();
   for (let i = 0; i < seconds; i++) {
     await sleep(1_000);
     rss.push(rssMb(pid));
   }
   const elapsed = performance.now() - t0;
-  return { cpu: ((cpuMs(pid) - start) / elapsed) * 100, rss };
+  return { cpu: ((cpuMicros(pid) - start) / 1_000 / elapsed) * 100, rss };
 }
 
 /** One streaming request on its own connection, read just enough to know how it ended. */
