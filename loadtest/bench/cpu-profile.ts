@@ -2,8 +2,8 @@
  * A V8 CPU profile (the `Profiler.stop` result of the DevTools protocol, or a
  * `--cpu-prof` file) summarised as where a process spends its time: self time grouped by
  * the part of the stack that spent it (Node's HTTP server, undici, ioredis, the gateway's
- * own code, GC...). bench/profile.ts prints these per request; docs/performance-history.md keeps the
- * before/after tables.
+ * own code, GC...). bench/profile.ts prints these per request; docs/performance-history.md
+ * keeps the before/after tables.
  */
 export interface CpuProfile {
   nodes: Array<{

@@ -682,7 +682,9 @@ async function main(): Promise<void> {
       ].join('\n'),
     );
 
-    // The goals (+0.5 ms p50 at c=1, 3,000 req/s at c=16 through Redis: docs/performance-history.md, *Before issue 17*), judged on this run's medians through Redis.
+    // The goals (+0.5 ms p50 at c=1, 3,000 req/s at c=16 through Redis:
+    // docs/performance-history.md, *Before issue 17*), judged on this run's medians through
+    // Redis.
     const c1 = runsOf('plain', 1, 'redis');
     const c1Direct = runsOf('plain', 1, 'direct');
     const c16 = runsOf('plain', 16, 'redis');

@@ -11,10 +11,10 @@
  * the profile covers the steady state only. It prints the gateway's busy time per request
  * split by what spent it (loadtest/bench/cpu-profile.ts: Node's HTTP server, undici,
  * ioredis, the gateway's code, GC...) next to wrk's req/s: the "flame summary" tables of
- * docs/performance-history.md. Below them, the read and write system calls the gateway made per request
- * over the same phase (/proc/<pid>/io: on loopback each write also wakes its receiver, so
- * their count is what the syscall row's time is made of). Sampling costs a few percent, so
- * req/s here is a little below bench:overhead's.
+ * docs/performance-history.md. Below them, the read and write system calls the gateway
+ * made per request over the same phase (/proc/<pid>/io: on loopback each write also wakes
+ * its receiver, so their count is what the syscall row's time is made of). Sampling costs a
+ * few percent, so req/s here is a little below bench:overhead's.
  *
  * BENCH_COMPARE_WITH=<another checkout, built> profiles that checkout's gateway under the
  * same conditions (same upstream and Redis, in turn), for before/after tables.

@@ -418,8 +418,8 @@ export type EdgeMetrics = ReturnType<typeof createEdgeMetrics>;
  * AggregatorRegistry, used before, went through every series as JSON objects and built a
  * registry of them per scrape: ~5-12 ms of the replica's event loop on a 2-core VM and
  * hundreds of KB of garbage per scrape that reached the old generation (a bench scraping
- * every few ms grew it by ~40 MB: docs/performance-history.md, *Thirteenth round*). The registries
- * render Prometheus text (their type says so; OpenMetrics text has another layout).
+ * every few ms grew it by ~40 MB: docs/performance-history.md, *Thirteenth round*). The
+ * registries render Prometheus text (their type says so; OpenMetrics text has another layout).
  */
 export async function metricsText(registries: readonly Registry[]): Promise<string> {
   if (registries.length === 1) return (registries[0] as Registry).metrics();
