@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 // Tests import workspace packages from their TypeScript sources through the
 // "@fairgate/source" export condition, so `vitest` needs no build of the library
@@ -27,10 +28,47 @@ const TIMING_SENSITIVE = [
   'apps/vllm-sim/test/fidelity.test.ts',
 ];
 
+/**
+ * The parallel project's longest files, longest first (seconds in one full run on a 2-core
+ * VM, 2026-11-27). Two workers take files in order; a clean clone has no duration cache, so
+ * vitest would order them by file size and the longest (the scheduler differential, ~117 s)
+ * started ~400 s in and ran alone at the end. Started first, the rest packs around them.
+ */
+const LONGEST_FIRST = [
+  'packages/scheduler/test/differential.test.ts', // 117, CPU-bound
+  'loadtest/test/tuner-harness.test.ts', // 47, CPU-bound
+  'test/tuner.test.ts', // 66
+  'test/chaos/redis-restart.test.ts', // 49
+  'test/ops/prometheus.test.ts', // 46
+  'packages/scheduler/test/cluster.test.ts', // 37
+  'test/drain.test.ts', // 34
+  'test/chaos/redis-faults.test.ts', // 33
+  'test/multi-replica.test.ts', // 33
+  'test/flow-control.test.ts', // 27
+  'packages/scheduler/test/redis.test.ts', // 24
+  'loadtest/test/batch-stack.test.ts', // 20
+  'loadtest/test/shutdown.test.ts', // 18
+  'test/controller-failover.test.ts', // 16
+];
+
+/** vitest's own order (groups, then its cache or file size), the files above first. */
+class LongestFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const rank = (file: TestSpecification) => {
+      const at = LONGEST_FIRST.findIndex((path) => file.moduleId.endsWith(`/${path}`));
+      return at === -1 ? LONGEST_FIRST.length : at;
+    };
+    const group = (file: TestSpecification) => file.project.config.sequence.groupOrder;
+    // Array.prototype.sort is stable: ties keep vitest's order.
+    return (await super.sort(files)).sort((a, b) => group(a) - group(b) || rank(a) - rank(b));
+  }
+}
+
 export default defineConfig({
   resolve: { conditions: sourceConditions },
   ssr: { resolve: { conditions: sourceConditions, externalConditions: ['@fairgate/source'] } },
   test: {
+    sequence: { sequencer: LongestFirst },
     testTimeout: 30_000,
     hookTimeout: 60_000,
     projects: [
