@@ -20,10 +20,9 @@ local function quietMs(now, cfg, most)
   local gauges = rcall('HMGET', ctlKey, 'waiting', 'inflight', 'budget')
   local waiting = tonumber(gauges[1]) or 0
   if waiting <= 0 or (tonumber(gauges[2]) or 0) < (tonumber(gauges[3]) or 0) then return 0 end
+  -- A cfg the caller passed was loaded by this same call, so onTestClock() is known either way.
   cfg = cfg or loadConfig()
-  if not cfg or cfg.inflightEviction or rcall('HEXISTS', configKey, 'testClockMs') == 1 then
-    return 0
-  end
+  if not cfg or cfg.inflightEviction or onTestClock() then return 0 end
   now = now or serverNowMs()
   local quiet = most
   quiet = untilHead(rcall('ZRANGE', queueDeadlinesKey, 0, 0, 'WITHSCORES'), now, quiet)

@@ -24,13 +24,18 @@ end
 
 -- Looks at a tenant's queue: heads past their queue TTL are expired and heads whose owner
 -- stopped heartbeating are cancelled on the way. Returns 'empty', 'blocked' (tenant at a
--- quota) or 'ready' with the head request, its queue score and the tenant.
+-- quota) or 'ready' with the head request, its queue score and the tenant. A ready head
+-- carries queueHasMore (whether another request waits behind it): the queue's first two
+-- members are read in one command, so a grant needs no ZCARD to know whether the flow
+-- leaves its ring (a pass touches the queue of the flow it grants from only through this
+-- probe).
 local function probeFlow(band, tenantName, now)
   local queueKey = queuePrefix .. band .. ':' .. tenantName
   while true do
-    local head = rcall('ZRANGE', queueKey, 0, 0, 'WITHSCORES')
+    local head = rcall('ZRANGE', queueKey, 0, 1, 'WITHSCORES')
     if not head[1] then return 'empty' end
     local req = readRequest(head[1])
+    req.queueHasMore = head[3] ~= nil
     if req.expiresAt <= now then
       expireWaiting(req)
     else
@@ -76,13 +81,16 @@ local function selectFlow(band, now, cfg)
   local ringKey = ringPrefix .. band .. ':ring'
   local blockedInARow = 0
   while true do
-    local tenantName = rcall('LINDEX', ringKey, 0)
+    -- The ring's first two members: its head, and whether the head is alone. Its length is
+    -- read only once a flow was blocked (nothing is blocked on the common path).
+    local front = rcall('LRANGE', ringKey, 0, 1)
+    local tenantName = front[1]
     if not tenantName then
       rcall('ZREM', bandsKey, band)
       return nil
     end
-    local ringLength = rcall('LLEN', ringKey)
-    if blockedInARow >= ringLength then return nil end
+    local alone = front[2] == nil
+    if blockedInARow > 0 and blockedInARow >= rcall('LLEN', ringKey) then return nil end
     local state, req, _, tenant = probeFlow(band, tenantName, now)
     if state == 'empty' then
       leaveRing(band, tenantName)
@@ -94,7 +102,7 @@ local function selectFlow(band, now, cfg)
       local deficit = tonumber(rcall('HGET', deficitKey, field)) or 0
       if cfg.fairness == 'drr' and deficit < req.cost then
         local credit = tenant.weight * cfg.quantum
-        if ringLength == 1 then
+        if alone then
           -- Alone in its ring, every turn comes back to this flow with the same head and
           -- nothing else changed: the turns it would take one by one (a rotation that moves
           -- nothing, a credit, the same probe again) end in the state of the credits it

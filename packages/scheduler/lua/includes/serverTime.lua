@@ -8,8 +8,12 @@
 -- loadConfig and snapshot read the field with the config they already read, before any
 -- rule asks for the time, so production (field absent) pays no extra Redis command.
 local scriptNowMs = nil
+-- Whether this call's config carried a test clock (useTestClock), so a later rule of the
+-- same call need not ask the config again (includes/quiet.lua).
+local scriptOnTestClock = false
 local function resetServerTime()
   scriptNowMs = nil
+  scriptOnTestClock = false
 end
 --- @percall resetServerTime()
 local function serverNowMs()
@@ -22,5 +26,13 @@ end
 
 -- Pins this call's instant to the pool's test clock, when the config has one.
 local function useTestClock(testClockMs)
-  if testClockMs then scriptNowMs = tonumber(testClockMs) end
+  if testClockMs then
+    scriptNowMs = tonumber(testClockMs)
+    scriptOnTestClock = true
+  end
+end
+
+-- Whether the pool runs on a test clock; valid once the call has loaded its config.
+local function onTestClock()
+  return scriptOnTestClock
 end
