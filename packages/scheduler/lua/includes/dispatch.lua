@@ -75,14 +75,9 @@ local function grantWaiting(pass, req, band, fifo)
   rcall('HSET', requestKey, 'state', 'granted', 'pod', pod.name, 'prefix', '')
   holdLease(req, pod, pass.now, pass.cfg, req.ownerLiveness, pass)
   rememberPrefix(pod, req, pass.cfg)
-  -- The probe that chose req saw whether another request waits behind it (probeFlow).
-  local queueEmptyNow
-  if req.queueHasMore == nil then
-    local queueKey = queuePrefix .. band .. ':' .. req.tenant
-    queueEmptyNow = rcall('ZCARD', queueKey) == 0
-  else
-    queueEmptyNow = not req.queueHasMore
-  end
+  -- req always comes from probeFlow (selectFlow, selectEarliest), which saw whether another
+  -- request waits behind it.
+  local queueEmptyNow = not req.queueHasMore
   if fifo then
     -- Fairness is not used in fifo: no deficits, only ring membership.
     if queueEmptyNow then leaveRing(band, req.tenant) end
