@@ -58,6 +58,14 @@
  * comparison under the same conditions, which separate runs on a shared
  * machine do not give.
  *
+ * BENCH_PIN=1 gives the proxies (every gateway, the node floor, nginx) CPU 0 and everything
+ * else (Redis, the upstream, wrk, this process) CPU 1, with `taskset`: the gateway then
+ * shares its core with nobody, as when Redis and the clients run on other machines. Left to
+ * the kernel, the gateway and Redis trade places on two cores and each runs slower for it
+ * (docs/performance-history.md, *Seventeenth round*). Pinned, the direct path has one core
+ * for the upstream and wrk together, so only the ratios between proxies (BENCH_COMPARE_WITH)
+ * and the CPU per request compare with an unpinned run.
+ *
  * The load comes from wrk (Debian package `wrk`) when it is on the PATH, else
  * (or with BENCH_CLIENT=undici) from the in-process undici client: a C client
  * spends a fraction of the CPU per request (the Node client takes ~70 us of the
@@ -82,8 +90,9 @@
  * BENCH_WRK_SECONDS, BENCH_STREAM_WRK_SECONDS, BENCH_CLIENT (wrk|undici),
  * BENCH_NGINX (0: no nginx row), BENCH_NODE_FLOOR (0: no node floor row),
  * BENCH_COMPARE_WITH, BENCH_UPSTREAM
- * (static|sim, default static).
+ * (static|sim, default static), BENCH_PIN (1: proxies on CPU 0, the rest on CPU 1).
  */
+import { availableParallelism } from 'node:os';
 import {
   findExecutable,
   startGatewayProcess,
@@ -96,7 +105,7 @@ import {
 import { Redis } from 'ioredis';
 import { type Dispatcher, Pool } from 'undici';
 import { findNginx, type NginxProxy, startNginxProxy } from './nginx-proxy.js';
-import { cpuMicros } from './proc.js';
+import { cpuMicros, pinProcess } from './proc.js';
 import { roundOrder } from './round-order.js';
 import {
   runWrk,
@@ -121,6 +130,10 @@ const WRK_SECONDS = Number(process.env.BENCH_WRK_SECONDS ?? 4);
 const STREAM_WRK_SECONDS = Number(process.env.BENCH_STREAM_WRK_SECONDS ?? WRK_SECONDS);
 const NGINX = process.env.BENCH_NGINX === '0' ? undefined : findNginx();
 const NODE_FLOOR = process.env.BENCH_NODE_FLOOR !== '0';
+const PIN = process.env.BENCH_PIN === '1';
+/** BENCH_PIN's cores: the proxies', and everything else's. */
+const PROXY_CPU = '0';
+const REST_CPU = '1';
 const UPSTREAM = (process.env.BENCH_UPSTREAM ?? 'static') as 'static' | 'sim';
 if (UPSTREAM !== 'static' && UPSTREAM !== 'sim') {
   throw new Error(
@@ -327,7 +340,14 @@ async function wrkPhase(
 ): Promise<PhaseResult> {
   const { url, auth, pids } = target;
   const before = serverCpu(pids);
-  const result = await runWrk({ url, body: load.body, auth, concurrency, seconds });
+  const result = await runWrk({
+    url,
+    body: load.body,
+    auth,
+    concurrency,
+    seconds,
+    ...(PIN ? { cpus: REST_CPU } : {}),
+  });
   return {
     p50: result.p50,
     p99: result.p99,
@@ -409,6 +429,18 @@ function median(values: number[]): number {
   if (sorted.length === 0) return Number.NaN;
   const mid = Math.floor(sorted.length / 2);
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** BENCH_PIN: every proxy on PROXY_CPU; Redis, the upstream and this process on REST_CPU. */
+function pinProcesses(targets: Partial<Record<Path, Target>>, paths: Path[]): void {
+  if (availableParallelism() < 2) throw new Error('BENCH_PIN=1 needs at least 2 CPUs');
+  const rest = new Set<number>([process.pid]);
+  for (const path of paths) {
+    const { proxy = [], pod, redis } = targets[path]!.pids;
+    for (const pid of proxy) pinProcess(pid, PROXY_CPU);
+    for (const pid of [pod, redis]) if (pid !== undefined) rest.add(pid);
+  }
+  for (const pid of rest) pinProcess(pid, REST_CPU);
 }
 
 async function redisPid(url: string): Promise<number | undefined> {
@@ -516,6 +548,8 @@ async function main(): Promise<void> {
       paths.push('redis@compare', 'embedded@compare');
     }
 
+    if (PIN) pinProcesses(targets, paths);
+
     const verified: string[] = [];
     for (const load of WORKLOADS) {
       const line = await verifyWorkload(load, paths, targets);
@@ -591,7 +625,7 @@ async function main(): Promise<void> {
         ? `wrk, ${WRK_SECONDS} s per plain phase and ${STREAM_WRK_SECONDS} s per stream phase (each after 1 s of warm-up; every process first served ${JIT_WARMUP} plain requests, ${Math.ceil(JIT_WARMUP / 4)} stream16, ${Math.ceil(JIT_WARMUP / 16)} stream256)`
         : `${REQUESTS} plain requests per phase, ${Math.ceil(REQUESTS / 4)} stream16, ${Math.ceil(REQUESTS / 16)} stream256 (after the same /1, /4, /16 of ${JIT_WARMUP} + ${WARMUP} warm-up)`;
     console.log(
-      `\noverhead benchmark: ${perPhase}, upstream ${UPSTREAM === 'static' ? 'static (bench/static-upstream.ts)' : 'vllm-sim at zero latency'}, median of ${ROUNDS} round(s); measured phases took ${benchSeconds.toFixed(0)} s\n`,
+      `\noverhead benchmark: ${perPhase}, upstream ${UPSTREAM === 'static' ? 'static (bench/static-upstream.ts)' : 'vllm-sim at zero latency'}, median of ${ROUNDS} round(s)${PIN ? `, proxies pinned to CPU ${PROXY_CPU} and the rest to CPU ${REST_CPU} (BENCH_PIN)` : ''}; measured phases took ${benchSeconds.toFixed(0)} s\n`,
     );
     console.log(`verified per path (one request each):\n  ${verified.join('\n  ')}\n`);
     console.log(

@@ -3,6 +3,7 @@
  * its parent and how many read and write system calls it made. Every bench that prices a
  * request in a process's resources reads them here.
  */
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 
 /** USER_HZ: /proc/<pid>/stat counts CPU time in ticks of 1/100 s on Linux. */
@@ -60,4 +61,13 @@ export function syscallCounts(pid: number | undefined): SyscallCounts {
   } catch {
     return { reads: Number.NaN, writes: Number.NaN };
   }
+}
+
+/**
+ * Pins a process and all its threads to the CPUs of `cpuList` (taskset's list syntax, "0" or
+ * "1-3"; util-linux's `taskset`, on every Debian). BENCH_PIN uses it to give the processes
+ * measured a core of their own, as when Redis and the load run on other machines.
+ */
+export function pinProcess(pid: number, cpuList: string): void {
+  execFileSync('taskset', ['-a', '-c', '-p', cpuList, String(pid)], { stdio: 'ignore' });
 }

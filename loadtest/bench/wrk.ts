@@ -84,6 +84,8 @@ export async function runWrk(options: {
   auth: boolean;
   concurrency: number;
   seconds: number;
+  /** Runs wrk on these CPUs only (taskset's list syntax); BENCH_PIN in overhead.ts. */
+  cpus?: string;
 }): Promise<WrkResult> {
   const script = wrkScriptFile(options.body, options.auth);
   const args = [
@@ -96,7 +98,10 @@ export async function runWrk(options: {
     `${options.url}/v1/chat/completions`,
   ];
   const output = await new Promise<string>((resolve, reject) => {
-    const child = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    const [command, argv] = options.cpus
+      ? ['taskset', ['-c', options.cpus, 'wrk', ...args]]
+      : ['wrk', args];
+    const child = spawn(command, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
     let text = '';
     child.stdout.on('data', (chunk: Buffer) => {
       text += chunk.toString();
