@@ -30,6 +30,8 @@ const CONTENTION_MS = 8_000;
 interface Counter {
   completed: number;
   failed: number;
+  /** Why requests failed: HTTP status and error code, or the fetch error, with counts. */
+  failures: Record<string, number>;
 }
 
 /** Closed-loop client: keeps `concurrency` requests open until `stop` is set. */
@@ -50,10 +52,18 @@ async function closedLoop(
           messages: [{ role: 'user', content: 'hi' }],
           max_tokens: 4,
         }),
-      }).catch(() => undefined);
-      if (response?.ok) counter.completed++;
-      else counter.failed++;
-      await response?.arrayBuffer().catch(() => undefined);
+      }).catch((error: Error) => error);
+      if (!(response instanceof Error) && response.ok) {
+        counter.completed++;
+        await response.arrayBuffer().catch(() => undefined);
+        continue;
+      }
+      counter.failed++;
+      const reason =
+        response instanceof Error
+          ? `fetch: ${(response.cause as Error | undefined)?.message ?? response.message}`
+          : `${response.status} ${await response.text().catch(() => '')}`.slice(0, 120);
+      counter.failures[reason] = (counter.failures[reason] ?? 0) + 1;
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
@@ -119,8 +129,8 @@ describe.each(['standalone', 'cluster'] as const)(
 
     it('grants 2:1 across replicas within ±5%, never exceeds the budget, and gives A everything when B stops', async () => {
       const [r1, r2] = gateways as [AppHandle, AppHandle, AppHandle];
-      const paying: Counter = { completed: 0, failed: 0 };
-      const free: Counter = { completed: 0, failed: 0 };
+      const paying: Counter = { completed: 0, failed: 0, failures: {} };
+      const free: Counter = { completed: 0, failed: 0, failures: {} };
       const payingControl = { stop: false, deadline: Date.now() + 30_000 };
       const freeControl = { stop: false, deadline: Date.now() + 30_000 };
       const payingLoop = closedLoop(
@@ -164,7 +174,10 @@ describe.each(['standalone', 'cluster'] as const)(
         .toBe(BUDGET);
       payingControl.stop = true;
       await payingLoop;
-      expect(paying.failed + free.failed).toBe(0);
+      expect(
+        paying.failed + free.failed,
+        `failed requests: paying ${JSON.stringify(paying.failures)}, free ${JSON.stringify(free.failures)}`,
+      ).toBe(0);
 
       const peak = await poolPeakConcurrency(sims);
       console.log(`pool-wide peak of requests open at the sims: ${peak} (budget ${BUDGET})`);
