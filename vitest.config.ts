@@ -23,6 +23,9 @@ const TIMING_SENSITIVE = [
   'test/stream-backpressure.test.ts',
   'test/batch-backfill.test.ts',
   'apps/gateway/test/http-edge.test.ts',
+  // Paying's p99 TTFT against its 500 ms target (~190 ms alone): beside a CPU-bound file a
+  // CI run read 502 ms.
+  'test/noisy-neighbour.test.ts',
   // TTFT and inter-token gaps within 10% of the sim's model: a CPU-bound file beside it
   // made a 170 ms TTFT read 188 ms in CI.
   'apps/vllm-sim/test/fidelity.test.ts',
