@@ -484,7 +484,7 @@ async function main(): Promise<void> {
     // After the idle RSS and CPU readings (a full GC, forced).
     const idleHeap = await heapMb();
     console.error(
-      `idle: RSS ${idleRss.toFixed(1)} MB, CPU ${idle.cpu.toFixed(2)}% over ${WINDOW_S} s, heap after GC ${idleHeap.toFixed(1)} MB`,
+      `idle: RSS ${idleRss.toFixed(1)} MB, CPU ${idle.cpu.toFixed(2)}% over ${WINDOW_S} s${HEAP_READINGS ? `, heap after GC ${idleHeap.toFixed(1)} MB` : ''}`,
     );
 
     // 3. Ramp: batches in order; each batch acknowledged by the waiting gauge.
