@@ -202,7 +202,9 @@ export interface Scheduler {
   /**
    * Writes pool settings (validated, defaults filled); the budget only if none is set yet.
    * With `mode: 'seed'` nothing is written when the pool already has settings (restoring a
-   * pool whose state was lost: the first replica to restore it wins).
+   * pool whose state was lost: the first replica to restore it wins). Then runs a dispatch
+   * pass (and the janitor), as setControl does after a budget write: room a write opens is
+   * taken at once, whichever replica made it.
    */
   configure(
     settings?: SchedulerSettingsInput,
@@ -216,10 +218,11 @@ export interface Scheduler {
   /** Admits a request: granted now, queued for a later grant notice, or rejected. */
   enqueue(request: EnqueueRequest): Promise<EnqueueResult>;
   /**
-   * Dispatch pass + janitor, then this replica's pending notices (oldest first). The answer
-   * may carry `[QUIET_MS]`: for that many ms nothing but this process's own writes, a notice
-   * or a change made elsewhere (seen within the bound the implementation documents) can
-   * grant or expire anything, so the caller may poll less often meanwhile.
+   * Dispatch pass + janitor, then this replica's pending notices (oldest first). While a
+   * waitForNotices of this process is in flight the answer may carry `[QUIET_MS]`: for that
+   * many ms nothing but this process's own writes, a notice (which that wait delivers) or a
+   * change made elsewhere (seen within the bound the implementation documents) can grant or
+   * expire anything, so the caller may poll less often meanwhile.
    */
   poll(replica: ReplicaId): Promise<Notice[]>;
   /** Pending notices, waiting up to timeoutMs for the first one (instant grant wake-up). */
@@ -249,7 +252,8 @@ export interface Scheduler {
   /**
    * Fenced: false (nothing written) unless fence.replica leads in fence.epoch. Budget and
    * the controller's opaque state (so a new leader continues from it) in one atomic write;
-   * either may be omitted.
+   * either may be omitted. A written budget is followed by a dispatch pass (and the
+   * janitor): a raised budget's room is granted at once.
    */
   setControl(fence: Fence, write: ControlWrite): Promise<boolean>;
   /**

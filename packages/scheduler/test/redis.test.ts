@@ -189,6 +189,53 @@ describe('RedisScheduler on Redis', () => {
     await scheduler.close();
   });
 
+  it("another replica's budget or config write runs its own pass: a quiet replica's requests are granted without its polls", async () => {
+    const pool = 'quiet-writes';
+    const url = getRedis().handle.url;
+    const settings = { initialBudget: 1, queueTtlMs: 60_000 };
+    const r1 = new RedisScheduler({ pool, connection: url });
+    const leader = new RedisScheduler({ pool, connection: url });
+    await r1.configure(settings);
+    await r1.upsertTenants([{ id: 'a' }]);
+    await r1.upsertPods([{ name: 'pod-a', cap: 100 }]);
+    const enqueue = (id: string, band: number) =>
+      r1.enqueue({ id, tenant: 'a', band, replica: 'r1' });
+    expect((await enqueue('g0', -1)).status).toBe('granted');
+    for (const id of ['w1', 'w2']) expect((await enqueue(id, 0)).status).toBe('queued');
+    // r1 waits as the gateway does, through its blocking wait, and never polls again: its
+    // last poll found the pool quiet on its full budget (for more than the old 20 ms bound).
+    const delivered: string[] = [];
+    let stopped = false;
+    const waiting = (async () => {
+      while (!stopped) {
+        const notices = await r1.waitForNotices('r1', 200).catch(() => []);
+        delivered.push(...notices.map((notice) => `${notice.kind}|${notice.id}`));
+      }
+    })();
+    await sleep(50); // the wait is in flight
+    expect((await r1.poll('r1'))[QUIET_MS]).toBeGreaterThan(20);
+    const waitFor = async (notice: string) => {
+      for (let i = 0; i < 200 && !delivered.includes(notice); i += 1) await sleep(5);
+      expect(delivered).toContain(notice);
+    };
+
+    // The leader raises the budget: its write's pass grants w1.
+    const lead = await leader.acquireLeadership('leader', 60_000);
+    if (!lead.leader) throw new Error('no leadership');
+    expect(await leader.setControl({ replica: 'leader', epoch: lead.epoch }, { budget: 2 })).toBe(
+      true,
+    );
+    await waitFor('grant|w1');
+    // A config write that opens room (in-flight eviction on): its pass evicts g0 for w2.
+    await leader.configure({ ...settings, inflightEviction: true });
+    await waitFor('grant|w2');
+    expect(delivered).toEqual(['grant|w1', 'evict|g0', 'grant|w2']);
+    stopped = true;
+    await waiting;
+    for (const id of ['w1', 'w2']) await r1.release(id, { outcome: 'completed' });
+    await Promise.all([r1.close(), leader.close()]);
+  });
+
   it('stale shedding and eviction index entries (an older release in a rolling deploy) are skipped and dropped', async () => {
     const pool = 'stale-index';
     const keys = poolKeys(pool);

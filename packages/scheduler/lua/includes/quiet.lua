@@ -4,8 +4,9 @@
   asked): 0 unless the pool waits on a full budget (something waits, in flight >= budget,
   in-flight eviction off), else the time until the earliest time-driven change (a queue
   TTL, a lease or a replica's liveness running out), at most `most`. In that state nothing
-  but those, a release (which runs its own pass and notifies), a budget change or a new
-  config can grant or expire anything. Never quiet on a pool with a test clock. Called after
+  but those, a release, a budget change or a new config can grant or expire anything, and
+  each of those runs its own pass and notifies (RedisScheduler.setControl and configure run
+  one after their write). Never quiet on a pool with a test clock. Called after
   the call's own dispatch pass; cfg and now may be nil (loaded only when the pool waits on
   a full budget, the config first: it may carry the test clock).
 ]]

@@ -84,10 +84,12 @@ export class LocalScheduler implements Scheduler {
     options: ConfigureOptions = {},
   ): Promise<SchedulerSettings> {
     const settings = resolveSettings(input);
-    if (options.mode === 'seed' && this.engine.settings) return this.engine.settings;
-    this.engine.settings = settings;
-    this.engine.budget ??= settings.initialBudget;
-    return settings;
+    if (options.mode !== 'seed' || !this.engine.settings) {
+      this.engine.settings = settings;
+      this.engine.budget ??= settings.initialBudget;
+    }
+    await this.reclaim(); // the pass after a write (Scheduler.configure)
+    return this.engine.settings;
   }
 
   /**
@@ -394,8 +396,11 @@ export class LocalScheduler implements Scheduler {
     if (write.budget !== undefined) assertInteger('budget', write.budget, 0);
     if (write.state === '') throw new TypeError('controller state must be a non-empty string');
     if (!this.lease.holds(fence, this.clock())) return false;
-    if (write.budget !== undefined) this.engine.budget = write.budget;
     if (write.state !== undefined) this.engine.controllerState = write.state;
+    if (write.budget !== undefined) {
+      this.engine.budget = write.budget;
+      if (this.engine.settings) await this.reclaim(); // the pass after a budget write
+    }
     return true;
   }
 

@@ -57,11 +57,17 @@ export interface RedisSchedulerOptions {
 /** Most notices one poll returns; the rest wait for the next poll. */
 const MAX_NOTICES_PER_POLL = 1_000;
 /**
- * Most ms a poll may be skipped while the pool is quiet (lua/poll-1.lua): the bound on how
- * late a change this process cannot see (another replica's budget write or config) reaches a
- * dispatch pass of this replica's polls.
+ * Most ms a poll may be skipped while the pool is quiet (lua/poll-1.lua). While the pool
+ * waits on a full budget nothing but a release, a time-driven change (which bounds the hint
+ * itself), a budget write or a config write can let a pass grant; the first runs its own
+ * pass, and so do the last two (setControl and configure below), whichever replica makes
+ * them. So this is only a safety net: the bound on how late a write that runs no pass (a
+ * replica of an older release, in a rolling deploy) reaches a dispatch pass of this
+ * replica's polls. At 20 ms the polls of 10,000 waiting requests cost the replica ~2.5% of a
+ * core over idle; at 250, nothing measurable (docs/performance-history.md, *Nineteenth
+ * round*).
  */
-export const MAX_QUIET_MS = 20;
+export const MAX_QUIET_MS = 250;
 const END_STATES = ['unknown', 'granted', 'queued'] as const;
 
 /** `notices` with the quiet hint (whole ms, none when under 1 ms). */
@@ -99,7 +105,8 @@ export class RedisScheduler implements Scheduler {
    * taken by keepQuiet). Every other write of
    * this process that could let a pass grant or expire something (reclaim, configure,
    * tenants, pods, a budget write) clears it, and so does a release that carries no hint; a
-   * change made elsewhere is seen within MAX_QUIET_MS. A notice does not clear it: it comes
+   * budget or config write made elsewhere runs its own pass (its grants come as notices),
+   * anything else within MAX_QUIET_MS. A notice does not clear it: it comes
    * from a pass that already ran. With thousands of requests waiting on a full budget this
    * turns the 1 ms tick's round trips (~120 us of the gateway's CPU each) into one per
    * MAX_QUIET_MS, and a release (each one frees a slot that its own pass hands on) costs no
@@ -166,7 +173,21 @@ export class RedisScheduler implements Scheduler {
         s.prefix.ttlMs,
       ],
     );
+    await this.passAfterWrite();
     return s;
+  }
+
+  /**
+   * A pass right after a budget or config write (the janitor's call: it also runs one), so
+   * a pool waiting on its full budget takes the room such a write opens at once, whichever
+   * replica wrote it: the others' polls stay quiet (MAX_QUIET_MS) and get the grants as
+   * notices, as after a release. Best effort: the write has taken either way, and if the
+   * pass fails (Redis unreachable) the replicas' next polls find the room, within
+   * MAX_QUIET_MS. Its reply matters to nobody.
+   */
+  private async passAfterWrite(): Promise<void> {
+    // FCALL lua/reclaim-1.lua
+    await this.engine('reclaim', []).catch(() => {});
   }
 
   async upsertTenants(tenants: readonly TenantConfig[]): Promise<void> {
@@ -245,11 +266,15 @@ export class RedisScheduler implements Scheduler {
     if (sent < this.quietUntil) return quietFor(this.quietUntil - sent, []);
     this.quietUntil = 0;
     const changesBefore = this.changes;
+    // Only with a blocking wait in flight: without one, notices made elsewhere (a release's
+    // pass on another replica) reach this process by polls alone, so none may be skipped.
+    const hinted = this.blockingWaits > 0;
     // FCALL lua/poll-1.lua
     const reply = this.expectList(
-      await this.engine('poll', [replica, MAX_NOTICES_PER_POLL, MAX_QUIET_MS]),
+      await this.engine('poll', [replica, MAX_NOTICES_PER_POLL, ...(hinted ? [MAX_QUIET_MS] : [])]),
       `poll ${replica}`,
     );
+    if (!hinted) return reply.map(parseNotice);
     const notices = reply.slice(1).map(parseNotice);
     // A poll that popped notices gives no hint (something moved).
     if (notices.length === 0 && this.keepQuiet(sent, reply[0], changesBefore)) {
@@ -411,10 +436,12 @@ export class RedisScheduler implements Scheduler {
     if (write.state === '') throw new TypeError('controller state must be a non-empty string');
     if (write.budget !== undefined) this.wake();
     // FCALL lua/setControl-3.lua
-    return this.fenced('setControl', this.controlKeys(), fence, [
+    const written = await this.fenced('setControl', this.controlKeys(), fence, [
       write.budget ?? '',
       write.state ?? '',
     ]);
+    if (written && write.budget !== undefined) await this.passAfterWrite();
+    return written;
   }
 
   async takeInflightPeak(fence: Fence): Promise<number | null> {

@@ -115,6 +115,22 @@ export function controlPlane(getPool: GetPool): void {
     await expect(s.setControl({ replica: 'ra', epoch }, { budget: -1 })).rejects.toThrow();
   });
 
+  it("a raised budget is granted by the write's own pass, before anyone polls", async () => {
+    const pool = getPool();
+    await pool.setup({
+      settings: { initialBudget: 1, queueTtlMs: 60_000 },
+      tenants: [{ id: 't' }],
+    });
+    expect(await pool.admit({ id: 'g', tenant: 't' })).toBe('pod-a');
+    for (const id of ['w1', 'w2']) expect(await pool.admit({ id, tenant: 't' })).toBe('queued');
+    const s = pool.on('rb');
+    const { epoch } = (await s.acquireLeadership('rb', 60_000)) as { epoch: number };
+    expect(await s.setControl({ replica: 'rb', epoch }, { state: '{"cap":1}' })).toBe(true);
+    expect(await pool.popped()).toEqual([]); // no budget written: no pass
+    expect(await s.setControl({ replica: 'rb', epoch }, { budget: 2 })).toBe(true);
+    expect(await pool.popped()).toEqual(['grant|w1|pod-a']);
+  });
+
   it('takeInflightPeak: the most in flight at once since the last take, fenced', async () => {
     const pool = getPool();
     await pool.setup({ settings: { initialBudget: 10 }, tenants: [{ id: 't' }] });

@@ -47,6 +47,10 @@ export interface PoolSetup {
   pods?: PodConfig[];
 }
 
+/** A notice as a short string: `grant|<id>|<pod>`, else `<kind>|<id>`. */
+const noticeText = (n: Notice): string =>
+  n.kind === 'grant' ? `grant|${n.id}|${n.pod}` : `${n.kind}|${n.id}`;
+
 /**
  * A test's view of one fresh pool: configures it, enqueues through per-replica handles while
  * remembering every id, and at the end ends what is still live and checks the invariants
@@ -119,9 +123,12 @@ export class TestPool {
 
   /** Notices of `replica` as wire-like strings ('grant|id|pod', 'evict|id', ...). */
   async notices(replica = 'r1'): Promise<string[]> {
-    return (await this.on(replica).poll(replica)).map((n) =>
-      n.kind === 'grant' ? `grant|${n.id}|${n.pod}` : `${n.kind}|${n.id}`,
-    );
+    return (await this.on(replica).poll(replica)).map(noticeText);
+  }
+
+  /** The notices already made for `replica`, popped without a pass (the blocking wait's way). */
+  async popped(replica = 'r1'): Promise<string[]> {
+    return (await this.on(replica).waitForNotices(replica, 1)).map(noticeText);
   }
 
   /** Outcome result as a short string: the pod when granted, 'queued', or the reject code. */
