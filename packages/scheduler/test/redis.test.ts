@@ -1,4 +1,5 @@
 import { RejectCode } from '@fairgate/core';
+import { waitUntil } from '@fairgate/testkit';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { poolKeys, QUIET_MS, RedisScheduler } from '../src/index.js';
@@ -21,6 +22,34 @@ beforeAll(async () => {
 afterAll(async () => {
   await redis?.stop();
 });
+
+/**
+ * The notices `scheduler` delivers to `replica` through its blocking wait (the gateway's
+ * way), as `kind|id`, until `stop()`.
+ */
+function blockingWait(scheduler: RedisScheduler, replica: string) {
+  const delivered: string[] = [];
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      const notices = await scheduler.waitForNotices(replica, 200).catch(() => []);
+      delivered.push(...notices.map((notice) => `${notice.kind}|${notice.id}`));
+    }
+  })();
+  return {
+    delivered,
+    /** Until `notice` has been delivered (at most 5 s). */
+    until: (notice: string) =>
+      waitUntil(`${notice} delivered`, async () => delivered.includes(notice), {
+        timeoutMs: 5_000,
+        intervalMs: 5,
+      }),
+    stop: async () => {
+      stopped = true;
+      await loop;
+    },
+  };
+}
 
 describe('RedisScheduler conformance', () => {
   const backend = redisBackend(() => getRedis().handle.url);
@@ -102,10 +131,6 @@ describe('RedisScheduler on Redis', () => {
       return original(...args);
     }) as Redis['sendCommand'];
     const enqueue = (id: string) => scheduler.enqueue({ id, tenant: 'a', band: 0, replica: 'r1' });
-    const waitFor = async (done: () => boolean) => {
-      for (let i = 0; i < 500 && !done(); i += 1) await sleep(10);
-      expect(done()).toBe(true);
-    };
 
     // No blocking wait: a release asks for no hint (its notices come by poll).
     expect((await enqueue('w0')).status).toBe('granted');
@@ -115,14 +140,7 @@ describe('RedisScheduler on Redis', () => {
     expect((await scheduler.poll('r1')).map((notice) => notice.id)).toEqual(['w1']);
 
     // The gateway's way: notices through the blocking wait, polls on the quiet schedule.
-    const delivered: string[] = [];
-    let stopped = false;
-    const waiting = (async () => {
-      while (!stopped) {
-        const notices = await scheduler.waitForNotices('r1', 200).catch(() => []);
-        delivered.push(...notices.map((notice) => notice.id));
-      }
-    })();
+    const waiting = blockingWait(scheduler, 'r1');
     await sleep(50); // the wait is in flight
     sent = 0;
     const quiet = await scheduler.poll('r1'); // the pool waits on its full budget
@@ -138,7 +156,7 @@ describe('RedisScheduler on Redis', () => {
     expect(inner.quietUntil).toBeGreaterThan(0);
     await scheduler.poll('r1');
     expect(sent).toBe(1); // the release only
-    await waitFor(() => delivered.includes('w2'));
+    await waiting.until('grant|w2');
 
     // A write that may let a pass grant ends the quiet: the next poll goes to Redis.
     await scheduler.upsertTenants([{ id: 'a' }]);
@@ -152,9 +170,8 @@ describe('RedisScheduler on Redis', () => {
     await scheduler.release('w3', { outcome: 'completed' }); // grants w4
     await scheduler.release('w4', { outcome: 'completed' });
     expect(inner.quietUntil).toBe(0);
-    await waitFor(() => delivered.includes('w4'));
-    stopped = true;
-    await waiting;
+    await waiting.until('grant|w4');
+    await waiting.stop();
     await scheduler.close();
   });
 
@@ -204,20 +221,9 @@ describe('RedisScheduler on Redis', () => {
     for (const id of ['w1', 'w2']) expect((await enqueue(id, 0)).status).toBe('queued');
     // r1 waits as the gateway does, through its blocking wait, and never polls again: its
     // last poll found the pool quiet on its full budget (for more than the old 20 ms bound).
-    const delivered: string[] = [];
-    let stopped = false;
-    const waiting = (async () => {
-      while (!stopped) {
-        const notices = await r1.waitForNotices('r1', 200).catch(() => []);
-        delivered.push(...notices.map((notice) => `${notice.kind}|${notice.id}`));
-      }
-    })();
+    const waiting = blockingWait(r1, 'r1');
     await sleep(50); // the wait is in flight
     expect((await r1.poll('r1'))[QUIET_MS]).toBeGreaterThan(20);
-    const waitFor = async (notice: string) => {
-      for (let i = 0; i < 200 && !delivered.includes(notice); i += 1) await sleep(5);
-      expect(delivered).toContain(notice);
-    };
 
     // The leader raises the budget: its write's pass grants w1.
     const lead = await leader.acquireLeadership('leader', 60_000);
@@ -225,13 +231,12 @@ describe('RedisScheduler on Redis', () => {
     expect(await leader.setControl({ replica: 'leader', epoch: lead.epoch }, { budget: 2 })).toBe(
       true,
     );
-    await waitFor('grant|w1');
+    await waiting.until('grant|w1');
     // A config write that opens room (in-flight eviction on): its pass evicts g0 for w2.
     await leader.configure({ ...settings, inflightEviction: true });
-    await waitFor('grant|w2');
-    expect(delivered).toEqual(['grant|w1', 'evict|g0', 'grant|w2']);
-    stopped = true;
-    await waiting;
+    await waiting.until('grant|w2');
+    expect(waiting.delivered).toEqual(['grant|w1', 'evict|g0', 'grant|w2']);
+    await waiting.stop();
     for (const id of ['w1', 'w2']) await r1.release(id, { outcome: 'completed' });
     await Promise.all([r1.close(), leader.close()]);
   });
