@@ -102,10 +102,9 @@ import {
   TEST_KEYS,
   writeGatewayConfig,
 } from '@fairgate/testkit';
-import { Redis } from 'ioredis';
 import { type Dispatcher, Pool } from 'undici';
 import { findNginx, type NginxProxy, startNginxProxy } from './nginx-proxy.js';
-import { cpuMicros, pinProcess } from './proc.js';
+import { cpuMicros, pinProcess, redisPid } from './proc.js';
 import { roundOrder } from './round-order.js';
 import {
   runWrk,
@@ -441,19 +440,6 @@ function pinProcesses(targets: Partial<Record<Path, Target>>, paths: Path[]): vo
     for (const pid of [pod, redis]) if (pid !== undefined) rest.add(pid);
   }
   for (const pid of rest) pinProcess(pid, REST_CPU);
-}
-
-async function redisPid(url: string): Promise<number | undefined> {
-  const client = new Redis(url, { lazyConnect: true });
-  try {
-    await client.connect();
-    const match = /process_id:(\d+)/.exec(await client.info('server'));
-    return match ? Number(match[1]) : undefined;
-  } catch {
-    return undefined;
-  } finally {
-    client.disconnect();
-  }
 }
 
 let nginx: NginxProxy | undefined;

@@ -5,6 +5,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { Redis } from 'ioredis';
 
 /** USER_HZ: /proc/<pid>/stat counts CPU time in ticks of 1/100 s on Linux. */
 const TICKS_PER_SECOND = 100;
@@ -70,4 +71,18 @@ export function syscallCounts(pid: number | undefined): SyscallCounts {
  */
 export function pinProcess(pid: number, cpuList: string): void {
   execFileSync('taskset', ['-a', '-c', '-p', cpuList, String(pid)], { stdio: 'ignore' });
+}
+
+/** The pid of the redis-server at `url` (its `INFO server`), to pin or measure it. */
+export async function redisPid(url: string): Promise<number | undefined> {
+  const client = new Redis(url, { lazyConnect: true });
+  try {
+    await client.connect();
+    const match = /process_id:(\d+)/.exec(await client.info('server'));
+    return match ? Number(match[1]) : undefined;
+  } catch {
+    return undefined;
+  } finally {
+    client.disconnect();
+  }
 }

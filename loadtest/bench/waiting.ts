@@ -49,7 +49,13 @@
  * BENCH_GATEWAY_NODE_ARGS (extra node flags for the gateway, e.g. `--cpu-prof`),
  * BENCH_HEAP_USED (0; 1 runs the gateway with --inspect and adds the heap readings),
  * BENCH_TRACES (0; 1 has the gateway export its spans to an OTLP receiver here, and adds
- * the next grant on the gateway's own clock, below).
+ * the next grant on the gateway's own clock, below), BENCH_PIN (0; 1 puts the path under
+ * test, the gateway and its redis-server, on CPU 0 and this process, which is the load
+ * client, the upstream's thread and the OTLP receiver, on CPU 1, with `taskset`: the load
+ * generator off the measured path's core, as on a real deployment. A release's grant is
+ * then handed between two processes on one core, with no cross-CPU wake-up. Without it the
+ * kernel places all four anywhere on the two cores; docs/performance-history.md, *Twentieth
+ * round*, has both).
  *
  * With BENCH_TRACES=1 the drain is also measured as the issue words it, "the next grant
  * after a release", on the replica's own clock and from its own telemetry: the replica
@@ -63,6 +69,7 @@
  */
 
 import { connect, type Socket } from 'node:net';
+import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { SpanNames } from '@fairgate/telemetry';
 import {
@@ -81,7 +88,7 @@ import {
   releaseToGrantMs,
   startOtlpReceiver,
 } from './otlp-receiver.js';
-import { cpuMicros, rssMb } from './proc.js';
+import { cpuMicros, pinProcess, redisPid, rssMb } from './proc.js';
 
 const WAITING = Number(process.env.BENCH_WAITING ?? 10_000);
 const BUDGET = Number(process.env.BENCH_BUDGET ?? 2);
@@ -93,6 +100,9 @@ const DRAIN_LIMIT_S = Number(process.env.BENCH_DRAIN_LIMIT_S ?? 300);
 const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(Boolean);
 const HEAP_READINGS = process.env.BENCH_HEAP_USED === '1';
 const TRACES = process.env.BENCH_TRACES === '1';
+const PIN = process.env.BENCH_PIN === '1';
+/** BENCH_PIN's cores: the gateway and its Redis; the load (this process). */
+const [MEASURED_CPU, LOAD_CPU] = ['0', '1'];
 
 /** Goals of the issue. */
 const GOAL_RSS_MB = 150;
@@ -394,6 +404,15 @@ function byTime(flat: number[]): Array<[number, number]> {
   return pairs.sort((a, b) => a[1] - b[1]);
 }
 
+/** BENCH_PIN: the gateway and its redis-server on one core, this process on the other. */
+async function pinMeasuredPath(gatewayPid: number, redisUrl: string): Promise<void> {
+  if (availableParallelism() < 2) throw new Error('BENCH_PIN=1 needs at least 2 CPUs');
+  const redisServer = await redisPid(redisUrl);
+  if (redisServer === undefined) throw new Error('BENCH_PIN=1 needs the pid of its redis-server');
+  for (const measured of [gatewayPid, redisServer]) pinProcess(measured, MEASURED_CPU);
+  pinProcess(process.pid, LOAD_CPU);
+}
+
 async function main(): Promise<void> {
   const redis = await startRedis();
   const upstream = await startUpstream();
@@ -435,6 +454,7 @@ async function main(): Promise<void> {
     });
     const pid = gateway.pid;
     if (pid === undefined) throw new Error('gateway has no pid');
+    if (PIN) await pinMeasuredPath(pid, redis.url);
     const port = gateway.port;
     await waitFor(
       'the upstream is healthy',
@@ -617,7 +637,8 @@ async function main(): Promise<void> {
     console.log(
       `\nwaiting benchmark: ${WAITING} streaming chat requests queued on one gateway replica (Redis),` +
         ` budget ${BUDGET}, one tenant and class, queue TTL 600 s, upstream hold ${HOLD_MS} ms,` +
-        ` ramp in batches of ${BATCH} (${rampS.toFixed(1)} s), ${WINDOW_S} s windows\n`,
+        ` ramp in batches of ${BATCH} (${rampS.toFixed(1)} s), ${WINDOW_S} s windows` +
+        `${PIN ? `; the gateway and Redis pinned to CPU ${MEASURED_CPU}, the load to CPU ${LOAD_CPU} (BENCH_PIN)` : ''}\n`,
     );
     console.log(
       [
