@@ -405,9 +405,15 @@ function byTime(flat: number[]): Array<[number, number]> {
 }
 
 /** BENCH_PIN: the gateway and its redis-server on one core, this process on the other. */
-async function pinMeasuredPath(gatewayPid: number, redisUrl: string): Promise<void> {
+async function pinMeasuredPath(
+  gatewayPid: number,
+  redis: { source: string; url: string },
+): Promise<void> {
   if (availableParallelism() < 2) throw new Error('BENCH_PIN=1 needs at least 2 CPUs');
-  const redisServer = await redisPid(redisUrl);
+  // Only a redis-server of this machine started here: a REDIS_URL's pid may be anyone's.
+  if (redis.source !== 'redis-server')
+    throw new Error('BENCH_PIN=1 needs its own redis-server: unset REDIS_URL');
+  const redisServer = await redisPid(redis.url);
   if (redisServer === undefined) throw new Error('BENCH_PIN=1 needs the pid of its redis-server');
   for (const measured of [gatewayPid, redisServer]) pinProcess(measured, MEASURED_CPU);
   pinProcess(process.pid, LOAD_CPU);
@@ -454,7 +460,7 @@ async function main(): Promise<void> {
     });
     const pid = gateway.pid;
     if (pid === undefined) throw new Error('gateway has no pid');
-    if (PIN) await pinMeasuredPath(pid, redis.url);
+    if (PIN) await pinMeasuredPath(pid, redis);
     const port = gateway.port;
     await waitFor(
       'the upstream is healthy',
