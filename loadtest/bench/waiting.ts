@@ -49,7 +49,9 @@
  * BENCH_GATEWAY_NODE_ARGS (extra node flags for the gateway, e.g. `--cpu-prof`),
  * BENCH_HEAP_USED (0; 1 runs the gateway with --inspect and adds the heap readings),
  * BENCH_TRACES (0; 1 has the gateway export its spans to an OTLP receiver here, and adds
- * the next grant on the gateway's own clock, below), BENCH_PIN (0; 1 puts the path under
+ * the next grant on the gateway's own clock, below), BENCH_TRACES_EXPORT (live; `after`
+ * holds every span in the replica until it stops after the drain, so the exporter's work
+ * falls outside the measured window), BENCH_PIN (0; 1 puts the path under
  * test, the gateway and its redis-server, on CPU 0 and this process, which is the load
  * client, the upstream's thread and the OTLP receiver, on CPU 1, with `taskset`: the load
  * generator off the measured path's core, as on a real deployment. A release's grant is
@@ -100,6 +102,19 @@ const DRAIN_LIMIT_S = Number(process.env.BENCH_DRAIN_LIMIT_S ?? 300);
 const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(Boolean);
 const HEAP_READINGS = process.env.BENCH_HEAP_USED === '1';
 const TRACES = process.env.BENCH_TRACES === '1';
+/**
+ * BENCH_TRACES_EXPORT=after: the replica's batch processor keeps every span (no timer, no
+ * size trigger before the queue's 131,072) and exports them when the replica stops, after
+ * the drain. Live export (the default, every 200 ms) serialises ~3 spans per request on the
+ * replica's event loop while it grants (docs/performance-history.md, *Twentieth round*).
+ */
+const TRACES_AFTER = process.env.BENCH_TRACES_EXPORT === 'after';
+const HELD_SPANS_ENV = {
+  OTEL_BSP_SCHEDULE_DELAY: '3600000',
+  OTEL_BSP_MAX_QUEUE_SIZE: '131072',
+  OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '131072',
+  OTEL_EXPORTER_OTLP_TIMEOUT: '120000',
+};
 const PIN = process.env.BENCH_PIN === '1';
 /** BENCH_PIN's cores: the gateway and its Redis; the load (this process). */
 const [MEASURED_CPU, LOAD_CPU] = ['0', '1'];
@@ -374,10 +389,13 @@ async function waitFor(
  */
 async function releasesAndGrants(
   spans: readonly ReceivedSpan[],
+  sinceUnixMs: number,
 ): Promise<{ gaps: number[]; releases: number; grants: number }> {
+  // Only spans that ended in the drain (held spans arrive with the warm-up's).
+  const inDrain = (s: ReceivedSpan) => s.endMs >= sinceUnixMs;
   const collect = () => ({
-    releases: spans.filter((s) => s.kind === OtlpSpanKind.client).map((s) => s.endMs),
-    grants: spans.filter((s) => s.name === SpanNames.queue).map((s) => s.endMs),
+    releases: spans.filter((s) => s.kind === OtlpSpanKind.client && inDrain(s)).map((s) => s.endMs),
+    grants: spans.filter((s) => s.name === SpanNames.queue && inDrain(s)).map((s) => s.endMs),
   });
   const deadline = performance.now() + 30_000;
   let seen = collect();
@@ -456,7 +474,9 @@ async function main(): Promise<void> {
       config,
       replicaId: 'bench-waiting',
       ...(nodeArgs.length > 0 ? { nodeArgs } : {}),
-      ...(receiver ? { env: receiver.exportEnv() } : {}),
+      ...(receiver
+        ? { env: { ...receiver.exportEnv(), ...(TRACES_AFTER ? HELD_SPANS_ENV : {}) } }
+        : {}),
     });
     const pid = gateway.pid;
     if (pid === undefined) throw new Error('gateway has no pid');
@@ -558,6 +578,7 @@ async function main(): Promise<void> {
 
     // 5. Capacity frees.
     const drainStart = performance.now();
+    const drainStartUnixMs = Date.now();
     // The warm-up's and the blockers' grants were exported long ago: from here on the
     // receiver holds the drain's releases and grants only.
     receiver?.clear();
@@ -630,7 +651,11 @@ async function main(): Promise<void> {
       gaps.push(arrivals[k + BUDGET]![1] - finishes[k]![1]);
     }
     gaps.sort((a, b) => a - b);
-    const ownClock = receiver ? await releasesAndGrants(receiver.spans) : undefined;
+    // Held spans leave when the replica stops (its drain, then the SDK's shutdown flush).
+    if (receiver && TRACES_AFTER) await gateway.stop(120_000);
+    const ownClock = receiver
+      ? await releasesAndGrants(receiver.spans, drainStartUnixMs)
+      : undefined;
     const ownP99 = ownClock ? quantile(ownClock.gaps, 0.99) : Number.NaN;
     const served = streams.filter((s) => s.status === 200 && s.sawDone).length;
     const failed = streams.length - served;
