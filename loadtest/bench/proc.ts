@@ -1,7 +1,8 @@
 /**
  * What the benches read of a process from Linux's /proc: its CPU time, its resident memory,
  * its parent and how many read and write system calls it made. Every bench that prices a
- * request in a process's resources reads them here.
+ * request in a process's resources reads them here; and the two helpers that find a
+ * redis-server's pid and pin a process to cores (BENCH_PIN).
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';

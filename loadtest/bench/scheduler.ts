@@ -213,11 +213,12 @@ async function dispatchPool(
 ): Promise<DispatchPool> {
   const scheduler = open(name, pipelinedConnection());
   const budget = 8;
-  const queueDepth = ACTIVE_TENANTS * queuedPerTenant * 2;
+  // A deeper queue than the defaults admit gets the room, and waits through every round
+  // with no expiry on the way.
+  const deep = queuedPerTenant > QUEUED_PER_TENANT;
   const tenants = await preparePool(scheduler, budget, ACTIVE_TENANTS + idle, {
     ...(prefix ? { prefix: prefix.enabled, pods: 4 } : {}),
-    // A deep queue is enqueued first and waits through every round: no expiry on the way.
-    ...(queuedPerTenant > QUEUED_PER_TENANT ? { queueDepth, queueTtlMs: 600_000 } : {}),
+    ...(deep ? { queueDepth: ACTIVE_TENANTS * queuedPerTenant * 2, queueTtlMs: 600_000 } : {}),
   });
   // Idle tenants have a history (a request came and went) but nothing waiting now.
   const idleIds = tenants.slice(ACTIVE_TENANTS);

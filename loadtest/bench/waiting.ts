@@ -103,18 +103,12 @@ const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ')
 const HEAP_READINGS = process.env.BENCH_HEAP_USED === '1';
 const TRACES = process.env.BENCH_TRACES === '1';
 /**
- * BENCH_TRACES_EXPORT=after: the replica's batch processor keeps every span (no timer, no
- * size trigger before the queue's 131,072) and exports them when the replica stops, after
- * the drain. Live export (the default, every 200 ms) serialises ~3 spans per request on the
- * replica's event loop while it grants (docs/performance-history.md, *Twentieth round*).
+ * BENCH_TRACES_EXPORT=after: the replica's batch processor keeps every span and exports them
+ * when the replica stops, after the drain (otlp-receiver.ts, `holdUntilShutdown`). Live
+ * export (the default, every 200 ms) serialises ~3 spans per request on the replica's event
+ * loop while it grants (docs/performance-history.md, *Twentieth round*).
  */
 const TRACES_AFTER = process.env.BENCH_TRACES_EXPORT === 'after';
-const HELD_SPANS_ENV = {
-  OTEL_BSP_SCHEDULE_DELAY: '3600000',
-  OTEL_BSP_MAX_QUEUE_SIZE: '131072',
-  OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '131072',
-  OTEL_EXPORTER_OTLP_TIMEOUT: '120000',
-};
 const PIN = process.env.BENCH_PIN === '1';
 /** BENCH_PIN's cores: the gateway and its Redis; the load (this process). */
 const [MEASURED_CPU, LOAD_CPU] = ['0', '1'];
@@ -385,13 +379,14 @@ async function waitFor(
 
 /**
  * The drain's releases and grants from the replica's spans (bench/otlp-receiver.ts), once
- * the last of them arrived (the exporter sends every 200 ms; 30 s at most), paired.
+ * the last of them arrived (the exporter sends every 200 ms, or all at once as the replica
+ * stops; 30 s at most), paired. Spans that ended before the drain (the warm-up's, the
+ * blockers' grants) are left out by their end time.
  */
 async function releasesAndGrants(
   spans: readonly ReceivedSpan[],
   sinceUnixMs: number,
 ): Promise<{ gaps: number[]; releases: number; grants: number }> {
-  // Only spans that ended in the drain (held spans arrive with the warm-up's).
   const inDrain = (s: ReceivedSpan) => s.endMs >= sinceUnixMs;
   const collect = () => ({
     releases: spans.filter((s) => s.kind === OtlpSpanKind.client && inDrain(s)).map((s) => s.endMs),
@@ -474,9 +469,7 @@ async function main(): Promise<void> {
       config,
       replicaId: 'bench-waiting',
       ...(nodeArgs.length > 0 ? { nodeArgs } : {}),
-      ...(receiver
-        ? { env: { ...receiver.exportEnv(), ...(TRACES_AFTER ? HELD_SPANS_ENV : {}) } }
-        : {}),
+      ...(receiver ? { env: receiver.exportEnv({ holdUntilShutdown: TRACES_AFTER }) } : {}),
     });
     const pid = gateway.pid;
     if (pid === undefined) throw new Error('gateway has no pid');
@@ -579,9 +572,6 @@ async function main(): Promise<void> {
     // 5. Capacity frees.
     const drainStart = performance.now();
     const drainStartUnixMs = Date.now();
-    // The warm-up's and the blockers' grants were exported long ago: from here on the
-    // receiver holds the drain's releases and grants only.
-    receiver?.clear();
     upstream.send({ go: true });
     const drainDeadline = drainStart + DRAIN_LIMIT_S * 1_000;
     await Promise.race([
