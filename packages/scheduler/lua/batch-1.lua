@@ -11,7 +11,7 @@
 
   Input:
     KEYS[1]  the pool's tag {fg:<pool>}: (passed on to every call)
-    ARGV     per call: its name (enqueue | release | poll | heartbeat | reclaim), its
+    ARGV     per call: its name (enqueue | release | handover | poll | heartbeat | reclaim), its
              argument count n, then its n arguments
 
   Output:
@@ -20,7 +20,9 @@
 ]]
 local rcall = redis.call
 
-local batchable = { enqueue = true, release = true, poll = true, heartbeat = true, reclaim = true }
+local batchable = {
+  enqueue = true, release = true, handover = true, poll = true, heartbeat = true, reclaim = true,
+}
 local replies = {}
 local at = 1
 while at <= #ARGV do

@@ -25,6 +25,8 @@
 
   Output:
     {1, pod, retried}   granted on pod (retried = 1 when the id was already live)
+    {1, pod, 0, 1}      granted by the dispatch pass after it queued: other requests
+                        waited (the pool is contended; slot recycling stops, handover-1.lua)
     {0, false, retried} queued; a 'grant', 'expired' or 'shed' notice follows
     {code, retryAfterMs | false}  rejected and counted: Code.TenantQueueFull | BandFull |
         GlobalQueueFull | QuotaConcurrencyNeverFits | QuotaKvBlocksNeverFits | NoHealthyPod |
@@ -121,7 +123,7 @@ joinRing(req.band, req.tenant, tenant.weight * cfg.quantum)
 local grantedPod = dispatchPass(now, cfg, req.id)
 if grantedPod then
   countFlow('admitted', req.tenant, req.class)
-  return { 1, grantedPod, 0 }
+  return { 1, grantedPod, 0, 1 }
 end
 
 -- Still waiting: the caps bound what waits, so they are checked now (a request granted at

@@ -53,8 +53,12 @@ export interface EnqueueRequest {
 }
 
 export type EnqueueResult =
-  /** Dispatched at once. `retried`: the id was already live (a retry after a lost reply). */
-  | { status: 'granted'; pod: PodName; retried: boolean }
+  /**
+   * Dispatched at once. `retried`: the id was already live (a retry after a lost reply).
+   * `contended`: granted by the dispatch pass that ran after it queued, because other
+   * requests waited (absent when it was granted with nothing waiting).
+   */
+  | { status: 'granted'; pod: PodName; retried: boolean; contended?: true }
   /** Waiting; exactly one 'grant', 'expired' or 'shed' notice follows. */
   | { status: 'queued'; retried: boolean }
   /**
@@ -96,6 +100,18 @@ export interface ReleaseOptions {
    */
   actualTokens?: number;
 }
+
+/**
+ * handover()'s answer. Handed over: the next request holds the finished one's slot on `pod`,
+ * and `contended` says the slot should go back to the pool (through release) when that
+ * request ends rather than be handed over again: a request waits, more is in flight than
+ * the budget, the tenant is over a quota, the pod is unhealthy or over its cap, or the
+ * admission policy or the band's gate would refuse the request. Not handed over: nothing
+ * changed.
+ */
+export type HandoverResult =
+  | { handedOver: true; pod: PodName; contended: boolean }
+  | { handedOver: false };
 
 /** What an ended id was: 'unknown' means it had already ended (or never existed): no-op. */
 export type EndResult = { was: 'granted' | 'queued' | 'unknown' };
@@ -231,6 +247,20 @@ export interface Scheduler {
   cancel(id: RequestId): Promise<EndResult>;
   /** Ends a request with its outcome and usage, freeing its slot. */
   release(id: RequestId, options: ReleaseOptions): Promise<EndResult>;
+  /**
+   * Slot recycling: ends `from` as release(from, options) would, and admits `request` into
+   * its slot (same pod) in the same step, with no dispatch pass in between: the in-flight
+   * counts do not change. Only when `from` is a live granted request of `request.replica`
+   * with the same tenant, band and KV blocks, charged to no token bucket, in a band >= 0,
+   * and `request.id` is not live; otherwise nothing happens ({ handedOver: false }) and the
+   * caller releases and enqueues as usual. `request` may not carry tokens or a prefix, nor
+   * `options` actualTokens (TypeError).
+   */
+  handover(
+    from: RequestId,
+    options: ReleaseOptions,
+    request: EnqueueRequest,
+  ): Promise<HandoverResult>;
   /** Keeps the replica alive and extends the leases of the named granted requests. */
   heartbeat(replica: ReplicaId, ids?: readonly RequestId[]): Promise<HeartbeatResult>;
   /** Runs the janitor now (a leader duty; poll runs it too). */

@@ -6,6 +6,7 @@ export type {
   EnqueueRequest,
   EnqueueResult,
   Fence,
+  HandoverResult,
   HeartbeatResult,
   LeadershipResult,
   Notice,

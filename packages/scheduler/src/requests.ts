@@ -98,6 +98,27 @@ export function normalizeRelease(id: string, options: ReleaseOptions): Normalize
   return { outcome: options.outcome, inputTokens, outputTokens, actualTokens };
 }
 
+/**
+ * Validates a handover: the finished request's release and the next request, which must be
+ * one a slot can pass to unchanged (no token-bucket charge or true-up, no prompt prefix for
+ * routing, a band >= 0).
+ */
+export function normalizeHandover(
+  from: string,
+  options: ReleaseOptions,
+  request: EnqueueRequest,
+): { release: NormalizedRelease; request: NormalizedEnqueue } {
+  const release = normalizeRelease(from, options);
+  const next = normalizeEnqueue(request);
+  if (release.actualTokens !== undefined) {
+    throw new TypeError('handover: actualTokens is not allowed (a recycled slot is never charged)');
+  }
+  if (next.tokens !== 0) throw new TypeError('handover: request.tokens must be 0');
+  if (next.prefix.length > 0) throw new TypeError('handover: request.prefix must be empty');
+  if (next.band < 0) throw new TypeError(`handover: request.band must be >= 0, got ${next.band}`);
+  return { release, request: next };
+}
+
 /** Validates the leader's pod scrape (integers for counts, a finite utilization >= 0). */
 export function normalizePodLoads(loads: readonly PodLoadReport[]): PodLoadReport[] {
   return loads.map((load) => {

@@ -34,6 +34,9 @@ const REACHED = [
   'release:granted',
   'cancel:queued',
   'heartbeat:lost',
+  'handover:uncontended',
+  'handover:contended',
+  'handover:refused',
 ];
 
 let redis: TestRedis | undefined;

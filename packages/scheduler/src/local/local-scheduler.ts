@@ -19,6 +19,7 @@ import type {
   EnqueueRequest,
   EnqueueResult,
   Fence,
+  HandoverResult,
   HeartbeatResult,
   LeadershipResult,
   Notice,
@@ -30,7 +31,12 @@ import type {
 } from '../contract.js';
 import { compareBytes, countersFromFields } from '../counters.js';
 import { parseNotice } from '../notices.js';
-import { normalizeEnqueue, normalizePodLoads, normalizeRelease } from '../requests.js';
+import {
+  normalizeEnqueue,
+  normalizeHandover,
+  normalizePodLoads,
+  normalizeRelease,
+} from '../requests.js';
 import {
   type PodConfig,
   resolvePod,
@@ -224,7 +230,7 @@ export class LocalScheduler implements Scheduler {
     const grantedPod = e.dispatchPass(now, settings, req.id);
     if (grantedPod !== null) {
       e.countFlow('admitted', r.tenant, r.sloClass);
-      return { status: 'granted', pod: grantedPod, retried: false };
+      return { status: 'granted', pod: grantedPod, retried: false, contended: true };
     }
 
     const tenantOver = tenant.queueMax !== null && tenant.waiting > tenant.queueMax;
@@ -309,6 +315,73 @@ export class LocalScheduler implements Scheduler {
     }
     this.engine.dispatchPass(now, settings, null);
     return { was };
+  }
+
+  /** Mirrors lua/handover-1.lua. */
+  async handover(
+    from: RequestId,
+    options: ReleaseOptions,
+    request: EnqueueRequest,
+  ): Promise<HandoverResult> {
+    const { release: r, request: next } = normalizeHandover(from, options, request);
+    const e = this.engine;
+    const settings = this.settingsOr(`handover ${from} -> ${next.id}`);
+    const now = this.clock();
+    const old = e.requests.get(from);
+    if (
+      old?.state !== 'granted' ||
+      old.owner !== next.replica ||
+      old.tenant !== next.tenant ||
+      old.band !== next.band ||
+      old.kvBlocks !== next.kvBlocks ||
+      old.tokens !== 0 ||
+      e.requests.has(next.id)
+    ) {
+      return { handedOver: false };
+    }
+    const tenant = e.tenants.get(old.tenant);
+    if (!tenant) return { handedOver: false };
+    e.touchReplica(old.owner, now, settings);
+    // The finished request ends (endRequest without freeLease: its slot is not freed).
+    e.countFlow(r.outcome, old.tenant, old.sloClass);
+    if (r.inputTokens !== undefined)
+      e.countFlow('inputTokens', old.tenant, old.sloClass, r.inputTokens);
+    if (r.outputTokens !== undefined) {
+      e.countFlow('outputTokens', old.tenant, old.sloClass, r.outputTokens);
+    }
+    e.requests.delete(from);
+    e.leases.remove(from);
+    e.requests.set(next.id, {
+      id: next.id,
+      tenant: old.tenant,
+      band: old.band,
+      owner: old.owner,
+      sloClass: next.sloClass,
+      cost: next.cost,
+      kvBlocks: old.kvBlocks,
+      hint: '',
+      prefix: [],
+      expiresAt: now + settings.queueTtlMs,
+      seq: 0,
+      tokens: 0,
+      state: 'granted',
+      pod: old.pod,
+    });
+    e.leases.add(next.id, now + settings.leaseTtlMs);
+    e.countFlow('admitted', old.tenant, next.sloClass);
+
+    const pods = e.podsByName();
+    const pod = e.pods.get(old.pod);
+    const contended =
+      e.waiting > 0 ||
+      e.inflight > (e.budget ?? 0) ||
+      (tenant.maxConcurrent !== null && tenant.inflight > tenant.maxConcurrent) ||
+      (tenant.maxKvBlocks !== null && tenant.kvBlocks > tenant.maxKvBlocks) ||
+      !pod?.healthy ||
+      pod.inflight > pod.cap ||
+      e.admissionCode(settings, next.band, pods, now) !== undefined ||
+      !new Gate(settings, pods, now).open(next.band);
+    return { handedOver: true, pod: old.pod, contended };
   }
 
   /** Mirrors lua/heartbeat-1.lua. */

@@ -2,7 +2,14 @@ import { ReplyError } from 'ioredis';
 import type { RunScript, ScriptArg } from './commands.js';
 
 /** The engine calls lua/batch-1.lua runs (its `batchable` table; test/scripts.test.ts). */
-export const ENGINE_CALLS = ['enqueue', 'poll', 'release', 'heartbeat', 'reclaim'] as const;
+export const ENGINE_CALLS = [
+  'enqueue',
+  'poll',
+  'release',
+  'handover',
+  'heartbeat',
+  'reclaim',
+] as const;
 export type EngineCall = (typeof ENGINE_CALLS)[number];
 
 /**

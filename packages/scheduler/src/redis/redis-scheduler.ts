@@ -14,6 +14,7 @@ import type {
   EnqueueRequest,
   EnqueueResult,
   Fence,
+  HandoverResult,
   HeartbeatResult,
   LeadershipResult,
   Notice,
@@ -27,7 +28,12 @@ import type {
 import { QUIET_MS } from '../contract.js';
 import { type PoolKeys, poolKeys } from '../keys.js';
 import { parseNotice } from '../notices.js';
-import { normalizeEnqueue, normalizePodLoads, normalizeRelease } from '../requests.js';
+import {
+  normalizeEnqueue,
+  normalizeHandover,
+  normalizePodLoads,
+  normalizeRelease,
+} from '../requests.js';
 import {
   type PodConfig,
   resolvePod,
@@ -247,7 +253,12 @@ export class RedisScheduler implements Scheduler {
     ]);
     if (typeof reply === 'number')
       throw schedulerError(reply, `enqueue ${r.id} (tenant ${r.tenant})`);
-    const [status, pod, retried] = reply as [number, string | number | null, number];
+    const [status, pod, retried, contended] = reply as [
+      number,
+      string | number | null,
+      number,
+      number?,
+    ];
     if (status < 0) {
       const code = rejectionOf(status);
       if (!code) throw schedulerError(status, `enqueue ${r.id} (tenant ${r.tenant})`);
@@ -255,9 +266,9 @@ export class RedisScheduler implements Scheduler {
         ? { status: 'rejected', code, retryAfterMs: pod }
         : { status: 'rejected', code };
     }
-    return status === 1
-      ? { status: 'granted', pod: pod as string, retried: retried === 1 }
-      : { status: 'queued', retried: retried === 1 };
+    if (status !== 1) return { status: 'queued', retried: retried === 1 };
+    const granted = { status: 'granted', pod: pod as string, retried: retried === 1 } as const;
+    return contended === 1 ? { ...granted, contended: true } : granted;
   }
 
   async poll(replica: ReplicaId): Promise<PolledNotices> {
@@ -355,6 +366,33 @@ export class RedisScheduler implements Scheduler {
     if (was === undefined) throw schedulerError(state as number, `release ${id}`);
     this.keepQuiet(sent, quiet, changesBefore);
     return { was };
+  }
+
+  async handover(
+    from: RequestId,
+    options: ReleaseOptions,
+    request: EnqueueRequest,
+  ): Promise<HandoverResult> {
+    const { release: r, request: next } = normalizeHandover(from, options, request);
+    // FCALL lua/handover-1.lua (no dispatch pass: the slot never was free, nothing woke)
+    const reply = await this.engine('handover', [
+      from,
+      r.outcome,
+      r.inputTokens ?? '',
+      r.outputTokens ?? '',
+      next.id,
+      next.tenant,
+      next.band,
+      next.replica,
+      next.sloClass,
+      next.cost,
+      next.kvBlocks,
+    ]);
+    if (reply === 0) return { handedOver: false };
+    if (!Array.isArray(reply))
+      throw schedulerError(reply as number, `handover ${from} -> ${next.id}`);
+    const [, pod, contended] = reply as [number, string, number];
+    return { handedOver: true, pod, contended: contended === 1 };
   }
 
   async heartbeat(replica: ReplicaId, ids: readonly RequestId[] = []): Promise<HeartbeatResult> {

@@ -12,6 +12,7 @@ import { lifecycle } from './lifecycle.js';
 import { liveness } from './liveness.js';
 import { podLoad } from './pod-load.js';
 import { prefixRouting } from './prefix.js';
+import { slotRecycling } from './recycling.js';
 import { replicas } from './replicas.js';
 import { queueShedding } from './shedding.js';
 import { tokenBuckets } from './token-bucket.js';
@@ -55,4 +56,5 @@ export function describeSchedulerConformance(getBackend: GetBackend): void {
   describe('queue shedding', () => queueShedding(getPool));
   describe('in-flight eviction', () => inflightEviction(getPool));
   describe('prefix-aware pod choice', () => prefixRouting(getPool));
+  describe('slot recycling', () => slotRecycling(getPool));
 }

@@ -16,6 +16,7 @@ export type Operation =
   | { op: 'poll'; replica: string }
   | { op: 'release'; id: string; options: ReleaseOptions }
   | { op: 'cancel'; id: string }
+  | { op: 'handover'; from: string; options: ReleaseOptions; request: EnqueueRequest }
   | { op: 'heartbeat'; replica: string; ids: string[] }
   | { op: 'reclaim' }
   | { op: 'advance'; ms: number }
@@ -77,7 +78,8 @@ export class Generator {
     const alive = this.replicas.filter((r) => !this.dead.has(r));
     const replica = pick(rng, alive.length > 0 ? alive : this.replicas);
     if (roll < 0.36) return { op: 'enqueue', request: this.enqueue(replica) };
-    if (roll < 0.56) return { op: 'poll', replica };
+    if (roll < 0.52) return { op: 'poll', replica };
+    if (roll < 0.56) return this.handover();
     if (roll < 0.68) return { op: 'release', id: this.target('granted'), options: this.release() };
     if (roll < 0.72) return { op: 'cancel', id: this.target(chance(rng, 0.5) ? 'queued' : 'any') };
     if (roll < 0.8) return { op: 'heartbeat', replica, ids: this.heldBy(replica) };
@@ -121,6 +123,13 @@ export class Generator {
       case 'release':
       case 'cancel':
         this.end(operation.id);
+        break;
+      case 'handover':
+        if ((result as { handedOver?: boolean }).handedOver) {
+          this.end(operation.from);
+          this.live.push(operation.request.id);
+          this.requests.set(operation.request.id, { request: operation.request, state: 'granted' });
+        }
         break;
       case 'heartbeat':
         for (const id of (result as { lost: string[] }).lost ?? []) this.end(id);
@@ -185,6 +194,36 @@ export class Generator {
       request.prefix = Array.from({ length: blocks }, (_, i) => `${conversation}${i}`);
     }
     return request;
+  }
+
+  /**
+   * Slot recycling: a granted request's slot to a new one of the same replica, tenant, band
+   * and KV blocks most of the time (a band below 0 raised to 0, so that one is refused), and
+   * sometimes one that differs in one of them.
+   */
+  private handover(): Operation {
+    const rng = this.rng;
+    const from = this.target('granted');
+    const tracked = this.requests.get(from)?.request;
+    const same = <T>(value: T | undefined, other: () => T): T =>
+      value !== undefined && chance(rng, 0.85) ? value : other();
+    this.serial += 1;
+    const request: EnqueueRequest = {
+      id: `q${this.serial}`,
+      tenant: same(tracked?.tenant, () => pick(rng, this.tenants).id),
+      band: Math.max(
+        0,
+        same(tracked?.band, () => pick(rng, BANDS)),
+      ),
+      replica: same(tracked?.replica, () => pick(rng, this.replicas)),
+      kvBlocks: same(tracked?.kvBlocks ?? 0, () => uniformInt(rng, 0, 6)),
+    };
+    if (chance(rng, 0.5)) request.sloClass = pick(rng, CLASSES);
+    if (chance(rng, 0.3)) request.cost = uniformInt(rng, 1, 4);
+    const options: ReleaseOptions = { outcome: pick(rng, OUTCOMES) };
+    if (chance(rng, 0.5))
+      options.usage = { inputTokens: uniformInt(rng, 0, 50), outputTokens: uniformInt(rng, 0, 50) };
+    return { op: 'handover', from, options, request };
   }
 
   private release(): ReleaseOptions {
@@ -320,6 +359,8 @@ export async function apply(
         return await scheduler.release(operation.id, operation.options);
       case 'cancel':
         return await scheduler.cancel(operation.id);
+      case 'handover':
+        return await scheduler.handover(operation.from, operation.options, operation.request);
       case 'heartbeat':
         return await scheduler.heartbeat(operation.replica, operation.ids);
       case 'reclaim':

@@ -113,6 +113,11 @@ function resultKinds(operation: Operation, result: unknown): string[] {
       return [`${operation.op}:${(r as { was: string }).was}`];
     case 'heartbeat':
       return (r as { lost: string[] }).lost.map(() => 'heartbeat:lost');
+    case 'handover': {
+      const h = r as { handedOver: boolean; contended?: boolean };
+      if (!h.handedOver) return ['handover:refused'];
+      return [h.contended ? 'handover:contended' : 'handover:uncontended'];
+    }
     case 'reclaim': {
       const report = r as Record<string, number>;
       return Object.keys(report)

@@ -3,9 +3,11 @@ import type {
   EnqueueRequest,
   EnqueueResult,
   Fence,
+  HandoverResult,
   Notice,
   PodConfig,
   PodLoadReport,
+  ReleaseOptions,
   Scheduler,
   SchedulerSettingsInput,
   TenantConfig,
@@ -84,6 +86,18 @@ export class TestPool {
     this.ids.add(full.id);
     this.tenantOf.set(full.id, full.tenant);
     return this.on(full.replica).enqueue(full);
+  }
+
+  /** Hands `from`'s slot to `request` (slot recycling) through the request's replica. */
+  async handover(
+    from: string,
+    request: Omit<EnqueueRequest, 'band' | 'replica'> & Partial<EnqueueRequest>,
+    options: ReleaseOptions = { outcome: 'completed' },
+  ): Promise<HandoverResult> {
+    const full = { band: 0, replica: 'r1', ...request };
+    this.ids.add(full.id);
+    this.tenantOf.set(full.id, full.tenant);
+    return this.on(full.replica).handover(from, options, full);
   }
 
   /**

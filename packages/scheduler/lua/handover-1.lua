@@ -1,0 +1,105 @@
+#!lua
+--[[
+  Slot recycling (docs/scheduler.md, *Slot recycling*): a finished request's slot passes to
+  the same replica's next request of the same tenant, band and KV blocks, which its replica
+  has already sent to the slot's pod. In one step the finished request ends with its
+  outcome and usage (as release-1.lua ends it) and the next one is admitted and holds the
+  slot: the lease moves from one id to the other, and the global, tenant and pod in-flight
+  counts stay as they are, so no budget, quota or pod cap is ever exceeded. No dispatch pass
+  runs: the slot never was free.
+
+  Nothing happens (reply 0) unless the finished request is a live granted request of that
+  replica with the same tenant, band and KV blocks, not charged to a token bucket, in a
+  band >= 0 (a sheddable one sits in the eviction index by grant order), and the next id is
+  not live; the caller then releases the one and enqueues the other as usual.
+
+  The reply says whether the slot should go back to the pool instead of being recycled
+  again: a request waits, more is in flight than the budget, the tenant is over a quota, the
+  pod is unhealthy or over its cap, the admission policy would refuse the request, or its
+  band's gate is closed.
+
+  Input:
+    KEYS[1]  the pool's tag {fg:<pool>}: (includes/engineKeys.lua derives every key)
+    ARGV[1]  finished request id
+    ARGV[2]  its outcome: completed | cancelled | evicted | upstream_error
+    ARGV[3]  its input tokens used, '' if unknown
+    ARGV[4]  its output tokens used, '' if unknown
+    ARGV[5]  next request id
+    ARGV[6]  tenant
+    ARGV[7]  band (integer >= 0)
+    ARGV[8]  owner replica
+    ARGV[9]  SLO class (counter label)
+    ARGV[10] cost (DRR units, integer >= 1)
+    ARGV[11] KV blocks (integer >= 0)
+
+  Output:
+    {1, pod, contended}  handed over (contended: 1 when the slot should go back, else 0)
+    0                    nothing done
+    Code.NotConfigured
+]]
+local rcall = redis.call
+--- @include "includes/engineKeys"
+--- @include "includes/codes"
+--- @include "includes/serverTime"
+--- @include "includes/config"
+--- @include "includes/pods"
+--- @include "includes/saturation"
+--- @include "includes/admission"
+--- @include "includes/replicas"
+--- @include "includes/requests"
+--- @include "includes/tenants"
+
+local cfg = loadConfig()
+if not cfg then return Code.NotConfigured end
+local now = serverNowMs()
+
+local from = readRequest(ARGV[1])
+local nextId = ARGV[5]
+local nextKey = requestPrefix .. nextId
+local band = tonumber(ARGV[7])
+if not from or from.state ~= 'granted' or from.owner ~= ARGV[8] or from.tenant ~= ARGV[6]
+  or tonumber(from.band) ~= band or from.kvBlocks ~= tonumber(ARGV[11]) or from.tokens ~= 0
+  or band < 0 or rcall('EXISTS', nextKey) == 1 then
+  return 0
+end
+local tenant = loadTenant(from.tenant)
+if not tenant then return 0 end
+
+touchReplica(from.owner, now, cfg)
+-- The finished request ends (endRequest without freeLease: its slot is not freed).
+countFlow(ARGV[2], from.tenant, from.class)
+if tonumber(ARGV[3]) then countFlow('inputTokens', from.tenant, from.class, ARGV[3]) end
+if tonumber(ARGV[4]) then countFlow('outputTokens', from.tenant, from.class, ARGV[4]) end
+local fromKey = requestPrefix .. from.id
+rcall('DEL', fromKey)
+rcall('ZREM', leasesKey, from.id)
+
+local req = {
+  id = nextId,
+  tenant = from.tenant,
+  band = from.band,
+  owner = from.owner,
+  class = ARGV[9],
+  cost = tonumber(ARGV[10]),
+  kvBlocks = from.kvBlocks,
+  hint = '',
+  tokens = 0,
+  prefix = '',
+  expiresAt = now + cfg.queueTtlMs,
+  seq = 0,
+}
+storeRequest(req, 'granted', from.pod)
+rcall('ZADD', leasesKey, now + cfg.leaseTtlMs, nextId)
+countFlow('admitted', req.tenant, req.class)
+
+local gauges = rcall('HMGET', ctlKey, 'waiting', 'inflight', 'budget')
+local pods = loadPods()
+local pod = pods.byName[from.pod]
+local contended = (tonumber(gauges[1]) or 0) > 0
+  or (tonumber(gauges[2]) or 0) > (tonumber(gauges[3]) or 0)
+  or (tenant.maxConcurrent and tenant.inflight > tenant.maxConcurrent)
+  or (tenant.maxKvBlocks and tenant.kvBlocks > tenant.maxKvBlocks)
+  or not pod or not pod.healthy or pod.inflight > pod.cap
+  or admissionCode(cfg, band, pods, now) ~= nil
+  or not gateOpen(newGate(cfg, pods, now), band)
+return { 1, from.pod, contended and 1 or 0 }
