@@ -8,6 +8,7 @@ import type { Drain } from './drain.js';
 import type { GrantBroker } from './grants.js';
 import type { LocalShareInfo } from './local-share.js';
 import type { Pools } from './pools.js';
+import type { SlotRecycler } from './slot-recycler.js';
 import type { TenantDirectory } from './tenants.js';
 
 /** Everything a request handler needs; built once per gateway process. */
@@ -42,6 +43,8 @@ export interface GatewayDeps {
 export interface Lane {
   scheduler: Scheduler;
   broker: GrantBroker;
+  /** Slot recycling (the shared Redis lane only; scheduler.recycle_ms). */
+  recycler?: SlotRecycler;
 }
 
 /** What the request path and /readyz need to know of a Redis outage. */

@@ -182,6 +182,8 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
           (sum, broker) => sum + broker.handBack(() => draining(HANDED_BACK)),
           0,
         );
+        // Slots go back as their requests end: nothing new will take one.
+        for (const pool of all) pool.recycler?.stop();
         log(
           `fairgate: ${cause ? `${cause}: ` : ''}draining replica ${replica}: /readyz and new requests answer 503 draining; ${leads ? 'gives the leader lease up; ' : ''}${handedBackNow} queued requests handed back; ${inProgress - handedBackNow} in progress get ${timeoutMs / 1_000} s`,
         );

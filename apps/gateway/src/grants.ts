@@ -214,18 +214,7 @@ export class GrantBroker {
    */
   async readopt(scheduler: Scheduler): Promise<void> {
     const again: Array<Promise<void>> = [];
-    for (const [id, held] of this.#inflight) {
-      if (!held.request) continue;
-      again.push(
-        scheduler.enqueue({ ...held.request, podHint: held.pod }).then(
-          (result) => {
-            // Refused (e.g. its quota shrank): it runs to its end unregistered.
-            if (result.status === 'rejected') this.#inflight.delete(id);
-          },
-          () => {},
-        ),
-      );
-    }
+    for (const [id, held] of this.#inflight) again.push(this.#adopt(scheduler, id, held));
     for (const [id, waiter] of this.#waiters) {
       const request = waiter.queued;
       if (!request) continue;
@@ -248,6 +237,30 @@ export class GrantBroker {
       );
     }
     await Promise.all(again);
+  }
+
+  /**
+   * Registers the granted request `id`, which runs on its pod, in the scheduler as readopt
+   * does (slot recycling: a handover Redis did not make). No-op once it ended.
+   */
+  adopt(id: string): Promise<void> {
+    const held = this.#inflight.get(id);
+    return held ? this.#adopt(this.options.scheduler, id, held) : Promise.resolve();
+  }
+
+  /**
+   * Enqueues a running request again with its pod as the hint: it takes its slot back, or
+   * waits for one (a grant that then comes is taken as its own, #deliver).
+   */
+  #adopt(scheduler: Scheduler, id: string, held: Held): Promise<void> {
+    if (!held.request) return Promise.resolve();
+    return scheduler.enqueue({ ...held.request, podHint: held.pod }).then(
+      (result) => {
+        // Refused (e.g. its quota shrank): it runs to its end unregistered.
+        if (result.status === 'rejected') this.#inflight.delete(id);
+      },
+      () => {},
+    );
   }
 
   /**

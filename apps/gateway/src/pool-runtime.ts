@@ -8,6 +8,7 @@ import { LocalShare, outageState } from './local-share.js';
 import { OutageMonitor, SchedulerUnavailable } from './redis-outage.js';
 import { resilientScheduler } from './resilient-scheduler.js';
 import { applyConfig, createScheduler } from './scheduler-setup.js';
+import { SlotRecycler } from './slot-recycler.js';
 import { PodModels } from './upstream/pod-models.js';
 import { PodPool } from './upstream/pods.js';
 
@@ -23,6 +24,8 @@ export class PoolRuntime {
   readonly name: string;
   readonly scheduler: Scheduler;
   readonly broker: GrantBroker;
+  /** Slot recycling (the Redis scheduler only: the embedded one's enqueue costs no trip). */
+  readonly recycler: SlotRecycler | undefined;
   readonly pods: PodPool;
   /** What the pods list in their GET /v1/models (refreshed every upstream.models_refresh_ms). */
   readonly models: PodModels;
@@ -68,6 +71,7 @@ export class PoolRuntime {
           metrics.redisOutage.set({ mode }, 1);
           metrics.redisOutages.inc({ mode });
           this.broker?.failWaiters();
+          this.recycler?.releaseAll();
           this.#localShare?.open();
         },
         onLeave: (outageMs) => {
@@ -120,6 +124,20 @@ export class PoolRuntime {
       heartbeatMs: config.scheduler.heartbeat_ms,
       onError: (operation) => metrics.redisErrors.inc({ operation }),
     });
+    this.recycler =
+      created.mode === 'redis'
+        ? new SlotRecycler({
+            scheduler,
+            broker: this.broker,
+            holdMs: () => this.#config().scheduler.recycle_ms,
+            // A slot is handed on only while Redis answers: not from the moment its
+            // connection drops (before any call times out), nor during an outage.
+            available: () => created.connected() && !this.outage?.down,
+            healthy: (pod) => this.pods.get(pod)?.healthy ?? false,
+            onRecycled: () => metrics.slotsRecycled.inc(),
+            onError: (operation) => metrics.redisErrors.inc({ operation }),
+          })
+        : undefined;
     this.control = new ControlPlane({ scheduler, replica, config: this.#config, metrics, log });
     if (this.#monitor?.mode === 'local_share') {
       this.#localShare = new LocalShare({
@@ -199,6 +217,7 @@ export class PoolRuntime {
     await this.control.stop();
     this.#monitor?.close();
     await this.#localShare?.stop();
+    this.recycler?.stop();
     this.broker.close();
     this.models.stop();
     await this.pods.close();

@@ -26,10 +26,11 @@ export interface ResilientSchedulerOptions {
 const STATE_MISSING = new Set<number>([ScriptCode.NotConfigured, ScriptCode.UnknownTenant]);
 
 /**
- * Calls that end a request: kept and sent again when Redis is back, so no lease leaks (a
- * handover ends one request and registers the next, which runs meanwhile on the slot).
+ * Calls that end a request: kept and sent again when Redis is back, so no lease leaks. (Not
+ * a handover: sent again later, it could register a request that has ended meanwhile; the
+ * recycler releases and readopts instead, slot-recycler.ts.)
  */
-const ENDING = new Set<keyof Scheduler>(['release', 'cancel', 'handover']);
+const ENDING = new Set<keyof Scheduler>(['release', 'cancel']);
 
 /** Calls that block until something happens: their time is not a Redis latency. */
 const UNTIMED = new Set<keyof Scheduler>(['waitForNotices']);
@@ -73,8 +74,8 @@ type Method = (typeof METHODS)[number];
  * - Redis unreachable -> the outage monitor hears of it, and the caller gets SchedulerUnavailable;
  * - during an outage, enqueue fails at once without a Redis call (the request path answers
  *   503 or goes to the local share at once);
- * - release/cancel/handover that could not be sent are sent again when Redis is back, and
- *   wait for a running reseed (which may be registering the very request again).
+ * - release/cancel that could not be sent are sent again when Redis is back, and wait for a
+ *   running reseed (which may be registering the very request again).
  */
 export function resilientScheduler(
   inner: Scheduler,

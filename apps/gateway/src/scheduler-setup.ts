@@ -17,6 +17,11 @@ export interface CreatedScheduler {
   mode: 'redis' | 'embedded';
   /** Closes the scheduler and the connection made for it. */
   close(): Promise<void>;
+  /**
+   * Whether the connection is up right now (always for the embedded scheduler). It drops
+   * the moment the socket closes (Redis killed, a failover), before any call times out.
+   */
+  connected(): boolean;
 }
 
 /** Where `redis:` says the pool's Redis is. */
@@ -48,7 +53,7 @@ export function createScheduler(
 ): CreatedScheduler {
   if (!config.redis) {
     const scheduler = new LocalScheduler();
-    return { scheduler, mode: 'embedded', close: () => scheduler.close() };
+    return { scheduler, mode: 'embedded', close: () => scheduler.close(), connected: () => true };
   }
   const connection = createRedisConnection({
     topology: redisTopology(config.redis),
@@ -63,6 +68,7 @@ export function createScheduler(
       await scheduler.close();
       connection.disconnect();
     },
+    connected: () => connection.status === 'ready',
   };
 }
 

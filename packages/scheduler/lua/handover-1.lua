@@ -1,7 +1,7 @@
 #!lua
 --[[
   Slot recycling (docs/scheduler.md, *Slot recycling*): a finished request's slot passes to
-  the same replica's next request of the same tenant, band and KV blocks, which its replica
+  the same replica's next request of the same tenant and band, which its replica
   has already sent to the slot's pod. In one step the finished request ends with its
   outcome and usage (as release-1.lua ends it) and the next one is admitted and holds the
   slot: the lease moves from one id to the other, and the global, tenant and pod in-flight
@@ -9,9 +9,10 @@
   runs: the slot never was free.
 
   Nothing happens (reply 0) unless the finished request is a live granted request of that
-  replica with the same tenant, band and KV blocks, not charged to a token bucket, in a
-  band >= 0 (a sheddable one sits in the eviction index by grant order), and the next id is
-  not live; the caller then releases the one and enqueues the other as usual.
+  replica with the same tenant and band, not charged to a token bucket, in a band >= 0 (a
+  sheddable one sits in the eviction index by grant order), with the same KV blocks when
+  the tenant has a KV-block quota (else the tenant's KV-block gauge follows the change),
+  and the next id is not live; the caller then releases the one and enqueues the other.
 
   The reply says whether the slot should go back to the pool instead of being recycled
   again: a request waits, more is in flight than the budget, the tenant is over a quota, the
@@ -58,12 +59,15 @@ local nextId = ARGV[5]
 local nextKey = requestPrefix .. nextId
 local band = tonumber(ARGV[7])
 if not from or from.state ~= 'granted' or from.owner ~= ARGV[8] or from.tenant ~= ARGV[6]
-  or tonumber(from.band) ~= band or from.kvBlocks ~= tonumber(ARGV[11]) or from.tokens ~= 0
-  or band < 0 or rcall('EXISTS', nextKey) == 1 then
+  or tonumber(from.band) ~= band or from.tokens ~= 0 or band < 0
+  or rcall('EXISTS', nextKey) == 1 then
   return 0
 end
 local tenant = loadTenant(from.tenant)
 if not tenant then return 0 end
+-- KV blocks may differ only where no quota counts them (the tenant's gauge follows).
+local kvBlocks = tonumber(ARGV[11])
+if kvBlocks ~= from.kvBlocks and tenant.maxKvBlocks then return 0 end
 
 touchReplica(from.owner, now, cfg)
 -- The finished request ends (endRequest without freeLease: its slot is not freed).
@@ -81,7 +85,7 @@ local req = {
   owner = from.owner,
   class = ARGV[9],
   cost = tonumber(ARGV[10]),
-  kvBlocks = from.kvBlocks,
+  kvBlocks = kvBlocks,
   hint = '',
   tokens = 0,
   prefix = '',
@@ -91,6 +95,10 @@ local req = {
 storeRequest(req, 'granted', from.pod)
 rcall('ZADD', leasesKey, now + cfg.leaseTtlMs, nextId)
 countFlow('admitted', req.tenant, req.class)
+if kvBlocks ~= from.kvBlocks then
+  local tenantKey = tenantPrefix .. req.tenant
+  rcall('HINCRBY', tenantKey, 'kvBlocks', kvBlocks - from.kvBlocks)
+end
 
 local gauges = rcall('HMGET', ctlKey, 'waiting', 'inflight', 'budget')
 local pods = loadPods()

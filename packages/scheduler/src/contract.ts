@@ -251,8 +251,9 @@ export interface Scheduler {
    * Slot recycling: ends `from` as release(from, options) would, and admits `request` into
    * its slot (same pod) in the same step, with no dispatch pass in between: the in-flight
    * counts do not change. Only when `from` is a live granted request of `request.replica`
-   * with the same tenant, band and KV blocks, charged to no token bucket, in a band >= 0,
-   * and `request.id` is not live; otherwise nothing happens ({ handedOver: false }) and the
+   * with the same tenant and band, charged to no token bucket, in a band >= 0, with the same
+   * KV blocks when the tenant has a KV-block quota (else its KV-block gauge follows), and
+   * `request.id` is not live; otherwise nothing happens ({ handedOver: false }) and the
    * caller releases and enqueues as usual. `request` may not carry tokens or a prefix, nor
    * `options` actualTokens (TypeError).
    */

@@ -189,6 +189,11 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
       labelNames: ['mode'],
       registers: [registry],
     }),
+    slotsRecycled: new Counter({
+      name: 'fairgate_slots_recycled_total',
+      help: "Requests that took a finished request's slot on this replica (slot recycling: no Redis call before the forward).",
+      registers: [registry],
+    }),
     schedulerReseeds: new Counter({
       name: 'fairgate_scheduler_reseeds_total',
       help: "Times this replica found the pool's shared state missing in Redis (settings, tenants) and wrote it again from its config.",

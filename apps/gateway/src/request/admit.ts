@@ -9,7 +9,8 @@ import type { Call } from './receive.js';
 
 /**
  * Stage 2: the scheduler's answer at enqueue. Granted at once when there is room (the
- * uncontended path: one scheduler call), queued (stage 3 waits for the grant), or refused
+ * uncontended path: one scheduler call, or none when the request takes a finished one's
+ * slot: slot-recycler.ts), queued (stage 3 waits for the grant), or refused
  * (thrown: 429 with the drop reason, 503 when no pod is healthy). While Redis is
  * unreachable the request goes to this replica's local share (redis.on_outage:
  * local_share) or is answered 503 scheduler_unavailable at once.
@@ -65,6 +66,10 @@ function outageLane(pool: PoolRuntime): Lane {
 }
 
 async function enqueue(lane: Lane, request: EnqueueRequest, call: Call): Promise<Admission> {
+  // Slot recycling: a finished request's slot of this kind goes to the pod with no Redis
+  // call first (the handover registers it in that slot meanwhile).
+  const recycled = lane.recycler?.take(request, call.tenant.quotas.max_kv_blocks !== undefined);
+  if (recycled !== undefined) return { status: 'granted', pod: recycled, lane, request };
   const { id } = request;
   // Registered before the enqueue is sent: a poll's notice can arrive before its answer.
   const grant = lane.broker.expect(id);
@@ -79,6 +84,7 @@ async function enqueue(lane: Lane, request: EnqueueRequest, call: Call): Promise
     }
     throw error;
   }
+  lane.recycler?.observe(result);
   if (result.status === 'queued') return { status: 'queued', lane, request, grant };
   lane.broker.forget(id);
   if (result.status === 'granted') return { status: 'granted', pod: result.pod, lane, request };

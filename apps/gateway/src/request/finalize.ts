@@ -1,5 +1,6 @@
 import type { ReleaseOutcome } from '@fairgate/core';
 import type { Usage } from '@fairgate/openai';
+import type { ReleaseOptions } from '@fairgate/scheduler';
 import { Attr, endSpan } from '@fairgate/telemetry';
 import { actualBucketTokens } from '../classify.js';
 import type { DrainTicket } from '../drain.js';
@@ -59,21 +60,25 @@ export class HeldSlot {
   release(outcome: ReleaseOutcome, usage: Usage | undefined): ReleaseOutcome {
     if (this.#released) return this.#released;
     const { call, granted } = this;
-    const { lane, request } = granted;
-    lane.broker.untrack(request.id);
+    const { lane, request, pod } = granted;
     const final: ReleaseOutcome = outcome !== 'completed' && this.evicted ? 'evicted' : outcome;
     this.#released = final;
     const bucketed = call.cls.bucketTokens > 0;
+    const options: ReleaseOptions = {
+      outcome: final,
+      ...(usage
+        ? {
+            usage: { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens },
+            ...(bucketed ? { actualTokens: actualBucketTokens(call.tenant, usage) } : {}),
+          }
+        : {}),
+    };
+    // A completed request's slot may wait for this replica's next request of its kind.
+    const kvQuota = call.tenant.quotas.max_kv_blocks !== undefined;
+    if (final === 'completed' && lane.recycler?.park(request, pod, options, kvQuota)) return final;
+    lane.broker.untrack(request.id);
     void lane.scheduler
-      .release(request.id, {
-        outcome: final,
-        ...(usage
-          ? {
-              usage: { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens },
-              ...(bucketed ? { actualTokens: actualBucketTokens(call.tenant, usage) } : {}),
-            }
-          : {}),
-      })
+      .release(request.id, options)
       .catch(() => call.pool.metrics.redisErrors.inc({ operation: 'release' }));
     return final;
   }

@@ -333,7 +333,6 @@ export class LocalScheduler implements Scheduler {
       old.owner !== next.replica ||
       old.tenant !== next.tenant ||
       old.band !== next.band ||
-      old.kvBlocks !== next.kvBlocks ||
       old.tokens !== 0 ||
       e.requests.has(next.id)
     ) {
@@ -341,6 +340,8 @@ export class LocalScheduler implements Scheduler {
     }
     const tenant = e.tenants.get(old.tenant);
     if (!tenant) return { handedOver: false };
+    // KV blocks may differ only where no quota counts them (the tenant's gauge follows).
+    if (next.kvBlocks !== old.kvBlocks && tenant.maxKvBlocks !== null) return { handedOver: false };
     e.touchReplica(old.owner, now, settings);
     // The finished request ends (endRequest without freeLease: its slot is not freed).
     e.countFlow(r.outcome, old.tenant, old.sloClass);
@@ -358,7 +359,7 @@ export class LocalScheduler implements Scheduler {
       owner: old.owner,
       sloClass: next.sloClass,
       cost: next.cost,
-      kvBlocks: old.kvBlocks,
+      kvBlocks: next.kvBlocks,
       hint: '',
       prefix: [],
       expiresAt: now + settings.queueTtlMs,
@@ -369,6 +370,7 @@ export class LocalScheduler implements Scheduler {
     });
     e.leases.add(next.id, now + settings.leaseTtlMs);
     e.countFlow('admitted', old.tenant, next.sloClass);
+    tenant.kvBlocks += next.kvBlocks - old.kvBlocks;
 
     const pods = e.podsByName();
     const pod = e.pods.get(old.pod);

@@ -41,6 +41,19 @@ export function slotRecycling(getPool: GetPool): void {
     expect(await pool.on().release('b', { outcome: 'completed' })).toEqual({ was: 'granted' });
   });
 
+  it("without a KV-block quota the next request's KV blocks may differ: the gauge follows", async () => {
+    const pool = getPool();
+    await pool.setup({ settings: { initialBudget: 1 }, tenants: [{ id: 't' }] });
+    expect(await pool.admit({ id: 'a', tenant: 't', kvBlocks: 6 })).toBe('pod-a');
+    expect(await pool.handover('a', { id: 'b', tenant: 't', kvBlocks: 2 })).toMatchObject({
+      handedOver: true,
+    });
+    expect(await pool.tenant('t')).toMatchObject({ inflight: 1, kvBlocks: 2 });
+    expect(await pool.handover('b', { id: 'c', tenant: 't' })).toMatchObject({ handedOver: true });
+    expect(await pool.tenant('t')).toMatchObject({ inflight: 1, kvBlocks: 0 });
+    expect(await pool.on().release('c', { outcome: 'completed' })).toEqual({ was: 'granted' });
+  });
+
   it('the slot passes without a dispatch pass, and the reply says a request waits', async () => {
     const pool = getPool();
     await pool.setup({
@@ -103,7 +116,7 @@ export function slotRecycling(getPool: GetPool): void {
     await pool.setup({
       settings: { initialBudget: 1, queueTtlMs: 60_000 },
       tenants: [
-        { id: 't' },
+        { id: 't', maxKvBlocks: 100 },
         { id: 'u' },
         { id: 'bucket', tokenBucket: { capacity: 1_000, refillPerSecond: 10 } },
       ],
@@ -117,7 +130,7 @@ export function slotRecycling(getPool: GetPool): void {
       pool.handover('a', { id: 'b3', tenant: 't', kvBlocks: 2, replica: 'r2' }),
       pool.handover('a', { id: 'b4', tenant: 'u', kvBlocks: 2 }),
       pool.handover('a', { id: 'b5', tenant: 't', kvBlocks: 2, band: 1 }),
-      pool.handover('a', { id: 'b6', tenant: 't', kvBlocks: 3 }),
+      pool.handover('a', { id: 'b6', tenant: 't', kvBlocks: 3 }), // t has a KV-block quota
       pool.handover('a', { id: 'q', tenant: 't', kvBlocks: 2 }),
     ];
     for (const result of refused) expect(await result).toEqual({ handedOver: false });

@@ -1,0 +1,217 @@
+import type {
+  EnqueueRequest,
+  EnqueueResult,
+  HandoverResult,
+  ReleaseOptions,
+  Scheduler,
+} from '@fairgate/scheduler';
+import type { GrantBroker } from './grants.js';
+
+/**
+ * Slot recycling (docs/scheduler.md, *Slot recycling*): a slot Redis granted passes from a
+ * finished request to this replica's next request of the same tenant and band (and KV
+ * blocks, when the tenant has a KV-block quota), instead of being released and granted
+ * again. The next request goes to the slot's pod at
+ * once, with no Redis call before its forward; the handover (one engine call, batched with
+ * the turn's releases and heartbeats) ends the finished request and registers the next one
+ * in its slot, so the budget, the quotas and the pods' caps stay exact.
+ *
+ * A finished request's slot is parked for `scheduler.recycle_ms` (1 ms by default) and
+ * released as usual when no request takes it by then. Nothing is parked while the pool is
+ * contended: from an enqueue that queued or was refused, or was granted by a dispatch pass
+ * (requests waited), or a handover whose reply said the slot should go back (a request
+ * waits, the budget is below what is in flight, a quota, a pod's cap or health, the
+ * admission policy or the band's gate), until an enqueue is granted with nothing waiting.
+ * Then the waiting get every slot through the ordinary release, in their fair order. A
+ * request another replica queued meanwhile is overtaken at most once per slot.
+ *
+ * Only requests that Redis would treat alike take part: band >= 0 (a sheddable request's
+ * lease is ordered for eviction by its grant), no token-bucket charge (taken before the
+ * forward), no prompt prefix (its pod is chosen for its prompt).
+ */
+export interface SlotRecyclerOptions {
+  scheduler: Scheduler;
+  broker: GrantBroker;
+  /** How long a finished request's slot waits for the next request (0: off). */
+  holdMs: () => number;
+  /** False while the slots must go back at once (the connection is down, an outage). */
+  available: () => boolean;
+  /** Whether a pod is healthy in this replica's view. */
+  healthy: (pod: string) => boolean;
+  onRecycled?: () => void;
+  /** Reported on a failed handover or release (the request path goes on). */
+  onError?: (operation: string, error: unknown) => void;
+}
+
+/** A finished request's slot, held for the next request of its kind. */
+interface Parked {
+  readonly id: string;
+  readonly pod: string;
+  /** The finished request's outcome and usage: sent with the handover, or the release. */
+  readonly release: ReleaseOptions;
+  readonly timer: NodeJS.Timeout;
+}
+
+export class SlotRecycler {
+  /** Parked slots by kind (kindOf), the latest last. */
+  readonly #parked = new Map<string, Parked[]>();
+  #contended = true;
+  #stopped = false;
+
+  constructor(private readonly options: SlotRecyclerOptions) {}
+
+  /** Whether the last answer of the pool said that requests wait (or it refused one). */
+  get contended(): boolean {
+    return this.#contended;
+  }
+
+  /** Parked slots right now. */
+  get parked(): number {
+    let count = 0;
+    for (const slots of this.#parked.values()) count += slots.length;
+    return count;
+  }
+
+  /** Learns from an enqueue's answer whether the pool is contended. */
+  observe(result: EnqueueResult): void {
+    if (result.status !== 'granted') this.#contended = true;
+    else if (!result.retried) this.#contended = result.contended === true;
+  }
+
+  /**
+   * Parks a finished request's slot for the next request of its kind; false when it must be
+   * released as usual (the caller then untracks and releases it). A parked slot stays
+   * tracked by the broker: heartbeats keep its lease, and a Redis that restarted empty
+   * gets it back (readopt) like any granted request.
+   */
+  park(request: EnqueueRequest, pod: string, release: ReleaseOptions, kvQuota: boolean): boolean {
+    const holdMs = this.options.holdMs();
+    if (
+      holdMs <= 0 ||
+      this.#contended ||
+      this.#stopped ||
+      !recyclable(request) ||
+      !this.options.available() ||
+      !this.options.healthy(pod)
+    ) {
+      return false;
+    }
+    const key = kindOf(request, kvQuota);
+    const parked: Parked = {
+      id: request.id,
+      pod,
+      release,
+      timer: setTimeout(() => this.#expire(key, parked), holdMs),
+    };
+    const slots = this.#parked.get(key);
+    if (slots) slots.push(parked);
+    else this.#parked.set(key, [parked]);
+    return true;
+  }
+
+  /**
+   * Takes a parked slot for `request` and sends the handover; returns the slot's pod, or
+   * undefined when none fits (the request is then enqueued as usual). The caller tracks
+   * `request` in the broker before its next turn (HeldSlot does), so the handover, sent
+   * first, reaches Redis before any heartbeat that names it.
+   */
+  take(request: EnqueueRequest, kvQuota: boolean): string | undefined {
+    if (this.#contended || !recyclable(request)) return undefined;
+    if (!this.options.available()) {
+      this.releaseAll();
+      return undefined;
+    }
+    const key = kindOf(request, kvQuota);
+    const slots = this.#parked.get(key);
+    let parked = slots?.pop();
+    while (parked && !this.options.healthy(parked.pod)) {
+      this.#drop(parked);
+      parked = slots?.pop();
+    }
+    if (slots?.length === 0) this.#parked.delete(key);
+    if (!parked) return undefined;
+    clearTimeout(parked.timer);
+    this.options.broker.untrack(parked.id);
+    const { scheduler } = this.options;
+    scheduler.handover(parked.id, parked.release, request).then(
+      (result) => this.#handedOver(result, parked, request),
+      (error: unknown) => {
+        this.options.onError?.('handover', error);
+        this.#handOverAnyway(parked, request);
+      },
+    );
+    this.options.onRecycled?.();
+    return parked.pod;
+  }
+
+  /** Releases every parked slot, and parks none from now on (the replica drains or closes). */
+  stop(): void {
+    this.#stopped = true;
+    this.releaseAll();
+  }
+
+  /** Releases every parked slot now (Redis went away: nothing may wait on one). */
+  releaseAll(): void {
+    for (const slots of this.#parked.values()) {
+      for (const parked of slots) {
+        clearTimeout(parked.timer);
+        this.#drop(parked);
+      }
+    }
+    this.#parked.clear();
+  }
+
+  #handedOver(result: HandoverResult, parked: Parked, request: EnqueueRequest): void {
+    if (result.handedOver) this.#contended = result.contended;
+    else this.#handOverAnyway(parked, request);
+  }
+
+  /**
+   * Redis made no handover (the finished request's lease was gone, it refused), or its fate
+   * is unknown (the call failed: it may have run). The finished request ends with its
+   * release (sent again when Redis is back; a no-op if the handover ran), and the next one,
+   * which already runs on the pod, is registered as a request readopted after a Redis
+   * restart is (GrantBroker.adopt: an enqueue with its pod as the hint, a retry if the
+   * handover ran). If Redis is unreachable for that too, its heartbeat later finds it
+   * unknown and aborts it, unless a reseed readopted it: no slot is held by nobody.
+   */
+  #handOverAnyway(parked: Parked, request: EnqueueRequest): void {
+    this.#contended = true;
+    void this.options.scheduler
+      .release(parked.id, parked.release)
+      .catch((error: unknown) => this.options.onError?.('release', error));
+    this.options.broker.adopt(request.id);
+  }
+
+  #expire(key: string, parked: Parked): void {
+    const slots = this.#parked.get(key);
+    const at = slots?.indexOf(parked) ?? -1;
+    if (at < 0) return;
+    slots?.splice(at, 1);
+    if (slots?.length === 0) this.#parked.delete(key);
+    this.#drop(parked);
+  }
+
+  /** The ordinary release of a parked slot. */
+  #drop(parked: Parked): void {
+    this.options.broker.untrack(parked.id);
+    void this.options.scheduler
+      .release(parked.id, parked.release)
+      .catch((error: unknown) => this.options.onError?.('release', error));
+  }
+}
+
+/** Whether Redis would admit `request` into another's slot unchanged (handover-1.lua). */
+function recyclable(request: EnqueueRequest): boolean {
+  return request.band >= 0 && !request.tokens && !request.prefix?.length;
+}
+
+/**
+ * What a request must share with a finished one to take its slot: its tenant and band, and
+ * its KV blocks when its tenant has a KV-block quota (`kvQuota`; without one Redis moves the
+ * tenant's KV-block gauge by the difference).
+ */
+function kindOf(request: EnqueueRequest, kvQuota: boolean): string {
+  const kind = `${request.tenant}\u0000${request.band}`;
+  return kvQuota ? `${kind}\u0000${request.kvBlocks ?? 0}` : kind;
+}

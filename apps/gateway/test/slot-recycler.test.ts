@@ -1,0 +1,248 @@
+import { type EnqueueRequest, LocalScheduler, type Scheduler } from '@fairgate/scheduler';
+import { afterEach, describe, expect, it } from 'vitest';
+import { GrantBroker } from '../src/grants.js';
+import { SlotRecycler, type SlotRecyclerOptions } from '../src/slot-recycler.js';
+
+/**
+ * The recycler against the real engine (LocalScheduler: the same contract and decisions as
+ * the Redis one, test/conformance) and a real broker: what a replica parks, what takes a
+ * parked slot, and what the scheduler holds after each step.
+ */
+const completed = { outcome: 'completed' } as const;
+const settle = () => new Promise((resolve) => setTimeout(resolve, 5));
+
+interface Setup {
+  scheduler: Scheduler;
+  broker: GrantBroker;
+  recycler: SlotRecycler;
+  recycled: () => number;
+  healthy: Set<string>;
+  /** Enqueues `request` (replica r1, band 0 unless given) and tracks it when granted. */
+  admit(request: Partial<EnqueueRequest> & { id: string }): Promise<string>;
+}
+
+let open: Setup | undefined;
+afterEach(async () => {
+  open?.recycler.stop();
+  open?.broker.close();
+  await open?.scheduler.close();
+  open = undefined;
+});
+
+async function setup(
+  budget = 4,
+  overrides: Partial<Pick<SlotRecyclerOptions, 'holdMs' | 'available'>> = {},
+): Promise<Setup> {
+  const scheduler = new LocalScheduler();
+  await scheduler.configure({ initialBudget: budget, queueTtlMs: 60_000 });
+  await scheduler.upsertTenants([{ id: 't' }, { id: 'u' }]);
+  await scheduler.upsertPods([
+    { name: 'pod-a', cap: 100 },
+    { name: 'pod-b', cap: 100 },
+  ]);
+  const broker = new GrantBroker({ scheduler, replica: 'r1', tickMs: 1, heartbeatMs: 60_000 });
+  const healthy = new Set(['pod-a', 'pod-b']);
+  let recycled = 0;
+  const recycler = new SlotRecycler({
+    scheduler,
+    broker,
+    holdMs: () => 50,
+    available: () => true,
+    healthy: (pod) => healthy.has(pod),
+    onRecycled: () => {
+      recycled += 1;
+    },
+    ...overrides,
+  });
+  const made: Setup = {
+    scheduler,
+    broker,
+    recycler,
+    healthy,
+    recycled: () => recycled,
+    async admit(partial) {
+      const request = { tenant: 't', band: 0, replica: 'r1', ...partial };
+      const result = await scheduler.enqueue(request);
+      recycler.observe(result);
+      if (result.status !== 'granted') return result.status;
+      broker.track(request.id, result.pod, request);
+      return result.pod;
+    },
+  };
+  open = made;
+  return made;
+}
+
+/** What a request holds as HeldSlot would: taken from a parked slot, then tracked. */
+function takeAndTrack(s: Setup, request: EnqueueRequest, kvQuota = false): string | undefined {
+  const pod = s.recycler.take(request, kvQuota);
+  if (pod !== undefined) s.broker.track(request.id, pod, request);
+  return pod;
+}
+
+const request = (id: string, extra: Partial<EnqueueRequest> = {}): EnqueueRequest => ({
+  id,
+  tenant: 't',
+  band: 0,
+  replica: 'r1',
+  ...extra,
+});
+
+describe('SlotRecycler', () => {
+  it("passes a completed request's slot to the next request of its kind, with no pass", async () => {
+    const s = await setup();
+    expect(await s.admit({ id: 'a', kvBlocks: 2 })).toBe('pod-a');
+    expect(s.recycler.contended).toBe(false);
+    const usage = { inputTokens: 5, outputTokens: 3 };
+    expect(
+      s.recycler.park(request('a', { kvBlocks: 2 }), 'pod-a', { ...completed, usage }, true),
+    ).toBe(true);
+    expect(s.recycler.parked).toBe(1);
+    expect(takeAndTrack(s, request('b', { kvBlocks: 2 }), true)).toBe('pod-a');
+    expect(s.recycler.parked).toBe(0);
+    expect(s.recycled()).toBe(1);
+    expect(s.broker.holds('a')).toBe(false);
+    await settle();
+    const snapshot = await s.scheduler.snapshot();
+    expect(snapshot.inflight).toBe(1);
+    expect(snapshot.tenants.find((t) => t.tenant === 't')).toMatchObject({
+      inflight: 1,
+      kvBlocks: 2,
+    });
+    expect(snapshot.counters[0]).toMatchObject({ admitted: 2, inputTokens: 5, outputTokens: 3 });
+    expect(snapshot.counters[0]?.outcomes.completed).toBe(1);
+    expect(await s.scheduler.heartbeat('r1', ['b'])).toEqual({ lost: [] });
+    expect(s.recycler.contended).toBe(false);
+  });
+
+  it.each([
+    ['another tenant', request('b', { tenant: 'u' }), false],
+    ['another band', request('b', { band: 1 }), false],
+    ['other KV blocks under a KV-block quota', request('b', { kvBlocks: 1 }), true],
+    ['a token-bucket charge', request('b', { tokens: 3 }), false],
+    ['a prompt prefix', request('b', { prefix: ['h1'] }), false],
+  ])('a request with %s does not take the slot', async (_what, next, kvQuota) => {
+    const s = await setup();
+    await s.admit({ id: 'a' });
+    expect(s.recycler.park(request('a'), 'pod-a', completed, kvQuota)).toBe(true);
+    expect(s.recycler.take(next, kvQuota)).toBeUndefined();
+    expect(s.recycler.parked).toBe(1);
+  });
+
+  it('without a KV-block quota a request with other KV blocks takes the slot', async () => {
+    const s = await setup();
+    await s.admit({ id: 'a', kvBlocks: 3 });
+    expect(s.recycler.park(request('a', { kvBlocks: 3 }), 'pod-a', completed, false)).toBe(true);
+    expect(takeAndTrack(s, request('b', { kvBlocks: 5 }))).toBe('pod-a');
+    await settle();
+    expect((await s.scheduler.snapshot()).tenants.find((t) => t.tenant === 't')).toMatchObject({
+      inflight: 1,
+      kvBlocks: 5,
+    });
+  });
+
+  it.each([
+    ['a sheddable band', request('a', { band: -1 })],
+    ['a token-bucket charge', request('a', { tokens: 3 })],
+    ['a prompt prefix', request('a', { prefix: ['h1'] })],
+  ])('the slot of a request with %s is never parked', async (_what, finished) => {
+    const s = await setup();
+    await s.admit({ id: 'x' });
+    expect(s.recycler.park(finished, 'pod-a', completed, false)).toBe(false);
+  });
+
+  it.each([
+    ['recycle_ms is 0', { holdMs: () => 0 }],
+    ['Redis is unreachable', { available: () => false }],
+  ])('nothing is parked while %s', async (_what, overrides) => {
+    const s = await setup(4, overrides);
+    await s.admit({ id: 'a' });
+    expect(s.recycler.park(request('a'), 'pod-a', completed, false)).toBe(false);
+  });
+
+  it('learns from each enqueue whether the pool is contended', async () => {
+    const s = await setup(1);
+    expect(s.recycler.contended).toBe(true); // until the pool said otherwise
+    expect(await s.admit({ id: 'a' })).toBe('pod-a');
+    expect(s.recycler.contended).toBe(false);
+    expect(await s.admit({ id: 'q' })).toBe('queued');
+    expect(s.recycler.contended).toBe(true);
+    expect(s.recycler.park(request('a'), 'pod-a', completed, false)).toBe(false);
+    await s.scheduler.cancel('q');
+    await s.scheduler.release('a', completed);
+    expect(await s.admit({ id: 'c' })).toBe('pod-a');
+    expect(s.recycler.contended).toBe(false);
+  });
+
+  it('a handover whose reply says a request waits stops the parking', async () => {
+    const s = await setup(1);
+    expect(await s.admit({ id: 'a' })).toBe('pod-a');
+    // Another replica's request waits; this replica has not heard of it yet.
+    expect((await s.scheduler.enqueue(request('w', { tenant: 'u', replica: 'r2' }))).status).toBe(
+      'queued',
+    );
+    expect(s.recycler.park(request('a'), 'pod-a', completed, false)).toBe(true);
+    expect(takeAndTrack(s, request('b'))).toBe('pod-a');
+    await settle();
+    expect(s.recycler.contended).toBe(true);
+    expect(s.recycler.park(request('b'), 'pod-a', completed, false)).toBe(false);
+    // The ordinary release hands the slot to the waiting request.
+    s.broker.untrack('b');
+    await s.scheduler.release('b', completed);
+    expect(await s.scheduler.poll('r2')).toEqual([{ kind: 'grant', id: 'w', pod: 'pod-a' }]);
+    await s.scheduler.release('w', completed);
+  });
+
+  it('a slot nobody takes is released after recycle_ms', async () => {
+    const s = await setup(4, { holdMs: () => 10 });
+    await s.admit({ id: 'a' });
+    expect(s.recycler.park(request('a'), 'pod-a', completed, false)).toBe(true);
+    expect((await s.scheduler.snapshot()).inflight).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    expect(s.recycler.parked).toBe(0);
+    expect(s.broker.holds('a')).toBe(false);
+    const snapshot = await s.scheduler.snapshot();
+    expect(snapshot.inflight).toBe(0);
+    expect(snapshot.counters[0]?.outcomes.completed).toBe(1);
+  });
+
+  it('a pod that turned unhealthy gets its parked slot back, and nobody takes it', async () => {
+    const s = await setup();
+    await s.admit({ id: 'a' });
+    expect(s.recycler.park(request('a'), 'pod-a', completed, false)).toBe(true);
+    s.healthy.delete('pod-a');
+    expect(s.recycler.take(request('b'), false)).toBeUndefined();
+    await settle();
+    expect((await s.scheduler.snapshot()).inflight).toBe(0);
+    expect(s.recycler.park(request('c'), 'pod-a', completed, false)).toBe(false);
+  });
+
+  it('a handover Redis does not make ends the finished request and registers the next', async () => {
+    const s = await setup();
+    await s.admit({ id: 'a' });
+    expect(s.recycler.park(request('a'), 'pod-b', completed, false)).toBe(true);
+    // The finished request's lease is gone meanwhile (e.g. reclaimed).
+    await s.scheduler.release('a', { outcome: 'evicted' });
+    expect(takeAndTrack(s, request('b'))).toBe('pod-b');
+    await settle();
+    expect(s.recycler.contended).toBe(true);
+    const snapshot = await s.scheduler.snapshot();
+    expect(snapshot.inflight).toBe(1);
+    expect(snapshot.pods.find((pod) => pod.name === 'pod-b')?.inflight).toBe(1);
+    expect(await s.scheduler.heartbeat('r1', ['b'])).toEqual({ lost: [] });
+    expect(snapshot.counters[0]?.outcomes).toMatchObject({ evicted: 1, completed: 0 });
+  });
+
+  it('stop releases every parked slot and parks none from then on', async () => {
+    const s = await setup();
+    await s.admit({ id: 'a' });
+    await s.admit({ id: 'b', tenant: 'u' });
+    expect(s.recycler.park(request('a'), 'pod-a', completed, false)).toBe(true);
+    expect(s.recycler.park(request('b', { tenant: 'u' }), 'pod-b', completed, false)).toBe(true);
+    s.recycler.stop();
+    expect(s.recycler.parked).toBe(0);
+    await settle();
+    expect((await s.scheduler.snapshot()).inflight).toBe(0);
+    expect(s.recycler.park(request('c'), 'pod-a', completed, false)).toBe(false);
+  });
+});
