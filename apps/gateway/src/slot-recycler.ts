@@ -101,7 +101,9 @@ export class SlotRecycler {
       id: request.id,
       pod,
       release,
-      timer: setTimeout(() => this.#expire(key, parked), holdMs),
+      // Expired at the check phase after the timer: requests already read in that turn's
+      // poll phase take their slots first (a busy replica's turn can outlast recycle_ms).
+      timer: setTimeout(() => setImmediate(() => this.#expire(key, parked)), holdMs),
     };
     const slots = this.#parked.get(key);
     if (slots) slots.push(parked);
