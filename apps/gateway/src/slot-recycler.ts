@@ -1,3 +1,4 @@
+import { RejectCode } from '@fairgate/core';
 import type {
   EnqueueRequest,
   EnqueueResult,
@@ -11,15 +12,16 @@ import type { GrantBroker } from './grants.js';
  * Slot recycling (docs/scheduler.md, *Slot recycling*): a slot Redis granted passes from a
  * finished request to this replica's next request of the same tenant and band (and KV
  * blocks, when the tenant has a KV-block quota), instead of being released and granted
- * again. The next request goes to the slot's pod at
- * once, with no Redis call before its forward; the handover (one engine call, batched with
- * the turn's releases and heartbeats) ends the finished request and registers the next one
- * in its slot, so the budget, the quotas and the pods' caps stay exact.
+ * again. The next request goes to the slot's pod at once, with no Redis call before its
+ * forward; the handover (one engine call, batched with the turn's other calls) ends the
+ * finished request and registers the next one in its slot, so the budget, the quotas and
+ * the pods' caps stay exact.
  *
- * A finished request's slot is parked for `scheduler.recycle_ms` (1 ms by default) and
- * released as usual when no request takes it by then. Nothing is parked while the pool is
- * contended: from an enqueue that queued or was refused, or was granted by a dispatch pass
- * (requests waited), or a handover whose reply said the slot should go back (a request
+ * A finished request's slot is parked for `scheduler.recycle_ms` (2 ms by default) and
+ * released as usual when no request takes it by then, or at once when the pool turns
+ * contended. Nothing is parked while the pool is contended: from an enqueue that queued
+ * or was refused (but for the tenant's own bucket or quota), or was granted by a dispatch
+ * pass (requests waited), or a handover whose reply said the slot should go back (a request
  * waits, the budget is below what is in flight, a quota, a pod's cap or health, the
  * admission policy or the band's gate), until an enqueue is granted with nothing waiting.
  * Then the waiting get every slot through the ordinary release, in their fair order. A
@@ -74,8 +76,19 @@ export class SlotRecycler {
 
   /** Learns from an enqueue's answer whether the pool is contended. */
   observe(result: EnqueueResult): void {
-    if (result.status !== 'granted') this.#contended = true;
-    else if (!result.retried) this.#contended = result.contended === true;
+    if (result.status === 'queued') this.#contend();
+    else if (result.status === 'rejected') {
+      // A refusal that is the tenant's own (its bucket, a quota it can never fit) says
+      // nothing of the pool; every other one (queues full, policy, no pod) does.
+      if (!TENANT_REFUSALS.has(result.code)) this.#contend();
+    } else if (result.contended) this.#contend();
+    else if (!result.retried) this.#contended = false;
+  }
+
+  /** The pool is contended: the parked slots go back now, for whoever waits. */
+  #contend(): void {
+    this.#contended = true;
+    if (this.#parked.size > 0) this.releaseAll();
   }
 
   /**
@@ -164,8 +177,9 @@ export class SlotRecycler {
   }
 
   #handedOver(result: HandoverResult, parked: Parked, request: EnqueueRequest): void {
-    if (result.handedOver) this.#contended = result.contended;
-    else this.#handOverAnyway(parked, request);
+    if (!result.handedOver) this.#handOverAnyway(parked, request);
+    else if (result.contended) this.#contend();
+    else this.#contended = false;
   }
 
   /**
@@ -178,7 +192,7 @@ export class SlotRecycler {
    * unknown and aborts it, unless a reseed readopted it: no slot is held by nobody.
    */
   #handOverAnyway(parked: Parked, request: EnqueueRequest): void {
-    this.#contended = true;
+    this.#contend();
     void this.options.scheduler
       .release(parked.id, parked.release)
       .catch((error: unknown) => this.options.onError?.('release', error));
@@ -202,6 +216,13 @@ export class SlotRecycler {
       .catch((error: unknown) => this.options.onError?.('release', error));
   }
 }
+
+/** Refusals that concern the tenant alone, not whether the pool is contended. */
+const TENANT_REFUSALS: ReadonlySet<RejectCode> = new Set([
+  RejectCode.RateLimited,
+  RejectCode.QuotaConcurrencyNeverFits,
+  RejectCode.QuotaKvBlocksNeverFits,
+]);
 
 /** Whether Redis would admit `request` into another's slot unchanged (handover-1.lua). */
 function recyclable(request: EnqueueRequest): boolean {

@@ -174,6 +174,38 @@ describe('SlotRecycler', () => {
     expect(s.recycler.contended).toBe(false);
   });
 
+  it('an enqueue that queues releases the parked slots at once, for whoever waits', async () => {
+    const s = await setup(2);
+    await s.admit({ id: 'a' });
+    await s.admit({ id: 'x', tenant: 'u' });
+    expect(s.recycler.park(request('a'), 'pod-a', completed, false)).toBe(true);
+    // Another tenant's request on this replica finds the budget full (a's slot is parked).
+    expect(await s.admit({ id: 'q', tenant: 'u' })).toBe('queued');
+    expect(s.recycler.parked).toBe(0);
+    await settle();
+    expect(await s.scheduler.poll('r1')).toEqual([{ kind: 'grant', id: 'q', pod: 'pod-a' }]);
+    for (const id of ['x', 'q']) await s.scheduler.release(id, completed);
+  });
+
+  it.each([
+    ['its token bucket', { id: 'r', tenant: 'bucket', tokens: 50 }, false],
+    ['a quota it can never fit', { id: 'r', tenant: 'never' }, false],
+    ['the admission policy', { id: 'r' }, true],
+  ])('a refusal by %s: contended %s', async (what, refused, contended) => {
+    const s = await setup();
+    await s.scheduler.upsertTenants([
+      { id: 'bucket', tokenBucket: { capacity: 10, refillPerSecond: 1 } },
+      { id: 'never', maxConcurrent: 0 },
+    ]);
+    await s.admit({ id: 'a' });
+    expect(s.recycler.contended).toBe(false);
+    if (what === 'the admission policy') {
+      await s.scheduler.configure({ initialBudget: 4, admission: { policy: 'reject-all' } });
+    }
+    expect(await s.admit(refused)).toBe('rejected');
+    expect(s.recycler.contended).toBe(contended);
+  });
+
   it('a handover whose reply says a request waits stops the parking', async () => {
     const s = await setup(1);
     expect(await s.admit({ id: 'a' })).toBe('pod-a');

@@ -117,11 +117,11 @@ export const schedulerSchema = z.strictObject({
   band_capacity: z.number().int().positive().default(5_000),
   tick_ms: z.number().int().positive().default(1),
   /**
-   * Slot recycling (Redis scheduler): a finished request's slot is kept this long for the
-   * replica's next request of the same tenant, band and KV blocks, which then goes to the
-   * pod without waiting for Redis; 0 turns it off (docs/scheduler.md, *Slot recycling*).
+   * Slot recycling (Redis scheduler): a completed request's slot is kept this long for the
+   * replica's next request of the same tenant and band, which then goes to the pod without
+   * waiting for Redis; 0 turns it off (docs/scheduler.md, *Slot recycling*).
    */
-  recycle_ms: z.number().int().min(0).max(100).default(1),
+  recycle_ms: z.number().int().min(0).max(100).default(2),
   kv_block_size: z.number().int().positive().default(16),
 });
 

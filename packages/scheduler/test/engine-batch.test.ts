@@ -9,7 +9,8 @@ import { gatewayConnection } from './support/connection.js';
  * while the connection awaits a reply leave as one `batch` FCALL (lua/batch-1.lua), and
  * each still gets exactly the reply, or the error, its own FCALL would have given, in the
  * order the calls were made. An enqueue (urgent: its request waits on the reply) never
- * joins a batch: it sends the open one first, then itself, at once.
+ * joins a batch: it sends the open one first, then itself, at once. A handover (lazy: no
+ * request waits on it) waits 1 ms for company.
  */
 let redis: RedisHandle;
 let admin: Redis;
@@ -123,6 +124,46 @@ describe('engine calls batched per event-loop turn', () => {
     } finally {
       await scheduler.close();
       connection.disconnect();
+    }
+  });
+
+  it('handovers wait 1 ms for company; a call that is not lazy sends them at the check phase', async () => {
+    const scheduler = await openPool('batch-lazy', 8);
+    try {
+      await admitted(scheduler, ['h1', 'h2', 'h3']);
+      const sent = countFunctions(scheduler);
+      const handover = (from: string, id: string) =>
+        scheduler.handover(
+          from,
+          { outcome: 'completed' },
+          { id, tenant: 'a', band: 0, replica: 'r1' },
+        );
+      // Made in two turns, on an idle connection: one batch after the 1 ms.
+      const first = handover('h1', 'n1');
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(sent).toEqual([]);
+      const second = handover('h2', 'n2');
+      const answers = await Promise.all([first, second]);
+      expect(sent).toEqual(['batch']);
+      expect(answers).toEqual([
+        { handedOver: true, pod: 'pod-a', contended: false },
+        { handedOver: true, pod: 'pod-a', contended: false },
+      ]);
+      // A release joining an open lazy batch: both leave at the check phase, in order.
+      sent.length = 0;
+      const third = handover('h3', 'n3');
+      const started = performance.now();
+      const released = scheduler.release('n3', { outcome: 'completed' });
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(sent).toEqual(['batch']);
+      expect(await third).toMatchObject({ handedOver: true });
+      expect(await released).toEqual({ was: 'granted' });
+      expect(performance.now() - started).toBeLessThan(1_000);
+      const snapshot = await scheduler.snapshot();
+      expect(snapshot.inflight).toBe(2);
+      for (const id of ['n1', 'n2']) await scheduler.release(id, { outcome: 'completed' });
+    } finally {
+      await scheduler.close();
     }
   });
 
