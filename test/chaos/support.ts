@@ -6,6 +6,16 @@ import { type GenerateResult, generate, type PoolOptions, sleep } from '../suppo
  * one tenant `paying`, Redis calls timing out after 250 ms; `overrides` replace top-level
  * options (scheduler, redis, redisSection...).
  */
+/**
+ * How long after Redis dies a request may still be served on a slot Redis granted before:
+ * slot recycling hands a completed request's slot to the replica's next request with no
+ * Redis call, until the replica sees its connection close (the next event-loop turn that
+ * reads the socket, longer on a loaded machine) or a call fail (docs/scheduler.md, *Slot
+ * recycling*). Requests sent within it may be answered 200 where the outage's answer is
+ * asked for; every later one must get it.
+ */
+export const RECYCLED_AFTER_KILL_MS = 100;
+
 export function chaosPool(overrides: Partial<PoolOptions> = {}): PoolOptions {
   return {
     replicas: 2,

@@ -25,7 +25,9 @@ import type { GrantBroker } from './grants.js';
  * waits, the budget is below what is in flight, a quota, a pod's cap or health, the
  * admission policy or the band's gate), until an enqueue is granted with nothing waiting.
  * Then the waiting get every slot through the ordinary release, in their fair order. A
- * request another replica queued meanwhile is overtaken at most once per slot.
+ * request another replica queued meanwhile is overtaken by the recycled requests of the
+ * next ~1 ms and a round trip (until a handover's reply says contended), never by more
+ * slots than the budget has.
  *
  * Only requests that Redis would treat alike take part: band >= 0 (a sheddable request's
  * lease is ordered for eviction by its grant), no token-bucket charge (taken before the

@@ -48,6 +48,8 @@ export const Attr = {
   outcome: 'fairgate.outcome',
   dropReason: 'fairgate.drop_reason',
   queueMs: 'fairgate.queue_ms',
+  /** true on a request that took a completed request's slot (slot recycling). */
+  slotRecycled: 'fairgate.slot_recycled',
   httpMethod: 'http.request.method',
   httpRoute: 'http.route',
   httpStatus: 'http.response.status_code',

@@ -1,5 +1,6 @@
 import { RejectCode, rejectionResponse } from '@fairgate/core';
 import type { EnqueueRequest } from '@fairgate/scheduler';
+import { Attr } from '@fairgate/telemetry';
 import type { GatewayDeps, Lane } from '../context.js';
 import { flowControlDrop, noHealthyPod, schedulerUnavailable } from '../errors.js';
 import type { PoolRuntime } from '../pool-runtime.js';
@@ -69,7 +70,10 @@ async function enqueue(lane: Lane, request: EnqueueRequest, call: Call): Promise
   // Slot recycling: a finished request's slot of this kind goes to the pod with no Redis
   // call first (the handover registers it in that slot meanwhile).
   const recycled = lane.recycler?.take(request, call.tenant.quotas.max_kv_blocks !== undefined);
-  if (recycled !== undefined) return { status: 'granted', pod: recycled, lane, request };
+  if (recycled !== undefined) {
+    call.span.setAttribute(Attr.slotRecycled, true);
+    return { status: 'granted', pod: recycled, lane, request };
+  }
   const { id } = request;
   // Registered before the enqueue is sent: a poll's notice can arrive before its answer.
   const grant = lane.broker.expect(id);
