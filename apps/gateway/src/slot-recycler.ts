@@ -195,9 +195,7 @@ export class SlotRecycler {
    */
   #handOverAnyway(parked: Parked, request: EnqueueRequest): void {
     this.#contend();
-    void this.options.scheduler
-      .release(parked.id, parked.release)
-      .catch((error: unknown) => this.options.onError?.('release', error));
+    this.#release(parked);
     this.options.broker.adopt(request.id);
   }
 
@@ -210,9 +208,14 @@ export class SlotRecycler {
     this.#drop(parked);
   }
 
-  /** The ordinary release of a parked slot. */
+  /** A parked slot goes back to the pool: untracked, then released as usual. */
   #drop(parked: Parked): void {
     this.options.broker.untrack(parked.id);
+    this.#release(parked);
+  }
+
+  /** The finished request's ordinary release, with its outcome and usage. */
+  #release(parked: Parked): void {
     void this.options.scheduler
       .release(parked.id, parked.release)
       .catch((error: unknown) => this.options.onError?.('release', error));
