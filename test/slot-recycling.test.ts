@@ -52,6 +52,7 @@ describe('slot recycling', () => {
     expect((await recycled(replica!.url)) - before).toBeGreaterThanOrEqual(50);
     await sleep(RECYCLE_MS * 2);
     const state = await expectConserved(pool);
+    expect(state.local.recycling).toEqual({ parked: 0, contended: false });
     const paying = state.counters.filter((row) => row.tenant === 'paying');
     const admitted = paying.reduce((sum, row) => sum + row.admitted, 0);
     const completed = paying.reduce((sum, row) => sum + row.outcomes.completed, 0);

@@ -194,6 +194,11 @@ async function adminStateBody(deps: GatewayDeps, pool: PoolRuntime) {
       waiting: pool.broker.waiting,
       inflight: pool.broker.inflight,
       fenced_writes: pool.control.ledger.view(),
+      // Slot recycling (Redis scheduler): slots parked now, and whether it is paused
+      // because the pool is contended.
+      ...(pool.recycler
+        ? { recycling: { parked: pool.recycler.parked, contended: pool.recycler.contended } }
+        : {}),
     },
   };
 }
