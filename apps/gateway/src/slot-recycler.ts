@@ -1,10 +1,11 @@
 import { RejectCode } from '@fairgate/core';
-import type {
-  EnqueueRequest,
-  EnqueueResult,
-  HandoverResult,
-  ReleaseOptions,
-  Scheduler,
+import {
+  canHandOver,
+  type EnqueueRequest,
+  type EnqueueResult,
+  type HandoverResult,
+  type ReleaseOptions,
+  type Scheduler,
 } from '@fairgate/scheduler';
 import type { GrantBroker } from './grants.js';
 
@@ -105,7 +106,7 @@ export class SlotRecycler {
       holdMs <= 0 ||
       this.#contended ||
       this.#stopped ||
-      !recyclable(request) ||
+      !canHandOver(request) ||
       !this.options.available() ||
       !this.options.healthy(pod)
     ) {
@@ -133,7 +134,7 @@ export class SlotRecycler {
    * first, reaches Redis before any heartbeat that names it.
    */
   take(request: EnqueueRequest, kvQuota: boolean): string | undefined {
-    if (this.#contended || !recyclable(request)) return undefined;
+    if (this.#contended || !canHandOver(request)) return undefined;
     if (!this.options.available()) {
       this.releaseAll();
       return undefined;
@@ -228,11 +229,6 @@ const TENANT_REFUSALS: ReadonlySet<RejectCode> = new Set([
   RejectCode.QuotaConcurrencyNeverFits,
   RejectCode.QuotaKvBlocksNeverFits,
 ]);
-
-/** Whether Redis would admit `request` into another's slot unchanged (handover-1.lua). */
-function recyclable(request: EnqueueRequest): boolean {
-  return request.band >= 0 && !request.tokens && !request.prefix?.length;
-}
 
 /**
  * What a request must share with a finished one to take its slot: its tenant and band, and

@@ -30,6 +30,7 @@ export {
   type RedisTopology,
 } from './redis/connection.js';
 export { RedisScheduler, type RedisSchedulerOptions } from './redis/redis-scheduler.js';
+export { canHandOver } from './requests.js';
 export type {
   GatingConfig,
   PodConfig,

@@ -99,9 +99,18 @@ export function normalizeRelease(id: string, options: ReleaseOptions): Normalize
 }
 
 /**
+ * Whether a slot can pass to `request` unchanged (handover): a band >= 0 (a sheddable
+ * request's lease is ordered for eviction by its grant), no token-bucket charge (taken
+ * before the forward), no prompt prefix (its pod is chosen for its prompt). The rule
+ * normalizeHandover enforces, as a cheap test for the gateway's request path.
+ */
+export function canHandOver(request: EnqueueRequest): boolean {
+  return request.band >= 0 && !request.tokens && !request.prefix?.length;
+}
+
+/**
  * Validates a handover: the finished request's release and the next request, which must be
- * one a slot can pass to unchanged (no token-bucket charge or true-up, no prompt prefix for
- * routing, a band >= 0).
+ * one a slot can pass to unchanged (canHandOver), with no token-bucket true-up.
  */
 export function normalizeHandover(
   from: string,
