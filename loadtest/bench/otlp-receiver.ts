@@ -35,12 +35,21 @@ export interface OtlpReceiver {
    * `holdUntilShutdown`, all at once when the process stops (its SDK's shutdown flush), so
    * the export's work on its event loop falls outside what a bench measures before that.
    */
-  exportEnv(options?: { holdUntilShutdown?: boolean }): Record<string, string>;
+  exportEnv(options?: {
+    holdUntilShutdown?: boolean;
+    /** The exporter's encoding; protobuf bodies are counted (`protobufBytes`), not decoded. */
+    protocol?: 'http/json' | 'http/protobuf';
+  }): Record<string, string>;
+  /** Bytes of protobuf exports taken so far. */
+  readonly protobufBytes: number;
   close(): Promise<void>;
 }
 
+const PROTOBUF = 'application/x-protobuf';
+
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
+  let protobufBytes = 0;
   const server = createServer((req, res) => {
     if (req.method !== 'POST' || req.url !== '/v1/traces') {
       res.statusCode = 404;
@@ -49,6 +58,13 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     }
     readBody(req)
       .then((body) => {
+        if (req.headers['content-type'] === PROTOBUF) {
+          // Taken but not decoded: only bench:profile sends protobuf, to measure its cost.
+          protobufBytes += body.length;
+          res.setHeader('content-type', PROTOBUF);
+          res.end();
+          return;
+        }
         spans.push(...parseExport(JSON.parse(body.toString('utf8'))));
         res.setHeader('content-type', 'application/json');
         res.end('{}');
@@ -63,9 +79,12 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   return {
     url,
     spans,
-    exportEnv: ({ holdUntilShutdown = false } = {}) => ({
+    get protobufBytes() {
+      return protobufBytes;
+    },
+    exportEnv: ({ holdUntilShutdown = false, protocol = 'http/json' } = {}) => ({
       OTEL_EXPORTER_OTLP_ENDPOINT: url,
-      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
       // The batch processor's defaults (a 2,048-span queue sent every 5 s) drop spans at a
       // few hundred requests a second; the benches want every one.
       ...(holdUntilShutdown

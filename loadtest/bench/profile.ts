@@ -22,7 +22,9 @@
  * Environment: PROFILE_SECONDS (measured phase, default 6), PROFILE_WARMUP_SECONDS
  * (default 4), PROFILE_WORKLOADS (default plain,stream16), PROFILE_MODES (default
  * redis,embedded), PROFILE_CONCURRENCY (wrk connections, default 16; 1 shows what a lone
- * request pays), BENCH_COMPARE_WITH. Needs wrk (Debian package `wrk`).
+ * request pays), PROFILE_TRACES (off; `json` or `protobuf` has each gateway export its spans
+ * over OTLP/HTTP in that encoding to a receiver here, bench/otlp-receiver.ts, so the table
+ * shows what tracing costs a request), BENCH_COMPARE_WITH. Needs wrk (Debian package `wrk`).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -42,6 +44,7 @@ import {
   summarizeProfile,
 } from './cpu-profile.js';
 import { inspectorSession } from './inspector.js';
+import { startOtlpReceiver } from './otlp-receiver.js';
 import { type SyscallCounts, syscallCounts } from './proc.js';
 import { runWrk, startCheckoutGateway, startStaticUpstream, workloadBody } from './wrk.js';
 
@@ -57,6 +60,10 @@ const TOP = Number(process.env.PROFILE_TOP ?? 0);
 /** PROFILE_SAVE=<dir> keeps each run's raw profile there (open it in Chrome DevTools). */
 const SAVE_DIR = process.env.PROFILE_SAVE;
 const CONCURRENCY = Number(process.env.PROFILE_CONCURRENCY ?? 16);
+const TRACES = process.env.PROFILE_TRACES ?? 'off';
+if (!['off', 'json', 'protobuf'].includes(TRACES)) {
+  throw new Error(`PROFILE_TRACES must be off, json or protobuf, not ${TRACES}`);
+}
 
 interface Profiled {
   rps: number;
@@ -100,20 +107,30 @@ async function startProfiledGateway(
   root: string | undefined,
   config: string,
   replica: string,
+  env: Record<string, string>,
 ): Promise<{ url: string; pid: number; inspectPort: number; stop(): Promise<void> }> {
   const inspectPort = await freePort();
   const nodeArgs = [`--inspect=127.0.0.1:${inspectPort}`];
   if (!root) {
-    const app: AppHandle = await startGatewayProcess({ config, replicaId: replica, nodeArgs });
+    const app: AppHandle = await startGatewayProcess({
+      config,
+      replicaId: replica,
+      nodeArgs,
+      env,
+    });
     return { url: app.url, pid: app.pid, inspectPort, stop: () => app.stop() };
   }
-  const other = await startCheckoutGateway(root, config, replica, nodeArgs);
+  const other = await startCheckoutGateway(root, config, replica, nodeArgs, env);
   return { url: other.url, pid: other.pid, inspectPort, stop: () => other.stop() };
 }
 
 async function main(): Promise<void> {
   if (!findExecutable('wrk')) throw new Error('bench:profile needs wrk (apt-get install wrk)');
   const redis = await startRedis();
+  const receiver = TRACES === 'off' ? undefined : await startOtlpReceiver();
+  const env = receiver
+    ? receiver.exportEnv({ protocol: TRACES === 'json' ? 'http/json' : 'http/protobuf' })
+    : {};
   try {
     const upstream = await startStaticUpstream();
     const pods = [{ name: 'pod-a', url: upstream.url, cap: 64 }];
@@ -128,7 +145,7 @@ async function main(): Promise<void> {
             pods,
             ...(mode === 'redis' ? { redisUrl: redis.url } : {}),
           });
-          const gateway = await startProfiledGateway(root, config, `profile-${mode}`);
+          const gateway = await startProfiledGateway(root, config, `profile-${mode}`, env);
           try {
             const label = `${workload} ${mode} ${tree}`;
             const result = await profileGateway(gateway, workload, label.replace(/\W+/g, '-'));
@@ -142,7 +159,7 @@ async function main(): Promise<void> {
     }
     const width = 20;
     console.log(
-      `\ngateway CPU per request (µs of busy time, sampled), wrk c=${CONCURRENCY}, ${SECONDS} s after ${WARMUP_SECONDS} s warm-up, static upstream\n`,
+      `\ngateway CPU per request (µs of busy time, sampled), wrk c=${CONCURRENCY}, ${SECONDS} s after ${WARMUP_SECONDS} s warm-up, static upstream, traces ${TRACES}\n`,
     );
     console.log(
       `${'part'.padEnd(34)}|${columns.map((c) => c.label.slice(0, width).padStart(width + 1)).join(' |')}`,
@@ -189,6 +206,7 @@ async function main(): Promise<void> {
     );
   } finally {
     await stopAll();
+    await receiver?.close();
     await redis.stop();
   }
 }

@@ -175,6 +175,7 @@ export async function startCheckoutGateway(
   config: string,
   replica: string,
   nodeArgs: string[] = [],
+  env: Record<string, string> = {},
 ): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const entry = join(resolve(root), 'apps/gateway/dist/main.js');
   if (!existsSync(entry)) throw new Error(`${entry} is missing: build that checkout first`);
@@ -195,7 +196,7 @@ export async function startCheckoutGateway(
       '--replica-id',
       replica,
     ],
-    env: {},
+    env,
     exitWithStdin: true,
   });
   await waitUntil(

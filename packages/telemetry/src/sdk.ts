@@ -2,6 +2,7 @@ import { ProxyTracerProvider, type Tracer, trace } from '@opentelemetry/api';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import { NoopSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { PropagationOnlyTracer } from './spans.js';
+import { SyncContextManager } from './sync-context-manager.js';
 
 export interface TelemetryOptions {
   serviceName: string;
@@ -52,6 +53,8 @@ export function startTelemetry(options: TelemetryOptions): Telemetry {
   const sdk = new NodeSDK({
     serviceName: options.serviceName,
     instrumentations: [],
+    // Contexts are passed explicitly; async propagation would hook every promise.
+    contextManager: new SyncContextManager(),
     ...(spanProcessors ? { spanProcessors } : {}),
   });
   sdk.start();
