@@ -31,12 +31,16 @@ export interface OtlpReceiver {
   /** Spans received since the start, in arrival order. */
   readonly spans: ReceivedSpan[];
   /**
-   * OTEL_* variables that send a process's spans here, promptly and without drops; with
-   * `holdUntilShutdown`, all at once when the process stops (its SDK's shutdown flush), so
-   * the export's work on its event loop falls outside what a bench measures before that.
+   * OTEL_* variables that send a process's spans here. `batching` (the batch span
+   * processor's OTEL_BSP_* settings):
+   * - `every-span` (default): promptly and without drops (every 200 ms, a queue of 65,536);
+   * - `at-shutdown`: all at once when the process stops (its SDK's shutdown flush), so the
+   *   export's work on its event loop falls outside what a bench measures before that;
+   * - `sdk-default`: none set, what an operator who only names the endpoint gets (batches
+   *   of 512, a queue of 2,048 that drops spans when full).
    */
   exportEnv(options?: {
-    holdUntilShutdown?: boolean;
+    batching?: 'every-span' | 'at-shutdown' | 'sdk-default';
     /** The exporter's encoding; protobuf bodies are counted (`protobufBytes`), not decoded. */
     protocol?: 'http/json' | 'http/protobuf';
   }): Record<string, string>;
@@ -46,6 +50,25 @@ export interface OtlpReceiver {
 }
 
 const PROTOBUF = 'application/x-protobuf';
+
+const BATCHING: Record<'every-span' | 'at-shutdown' | 'sdk-default', Record<string, string>> = {
+  // The batch processor's defaults (a 2,048-span queue sent every 5 s) drop spans at a few
+  // hundred requests a second; the benches that read spans want every one.
+  'every-span': {
+    OTEL_BSP_SCHEDULE_DELAY: '200',
+    OTEL_BSP_MAX_QUEUE_SIZE: '65536',
+    OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '4096',
+  },
+  // No timer and no size trigger below the queue's bound: one export at shutdown, which may
+  // be tens of MB of JSON.
+  'at-shutdown': {
+    OTEL_BSP_SCHEDULE_DELAY: '3600000',
+    OTEL_BSP_MAX_QUEUE_SIZE: '131072',
+    OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '131072',
+    OTEL_EXPORTER_OTLP_TIMEOUT: '120000',
+  },
+  'sdk-default': {},
+};
 
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
@@ -82,25 +105,10 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     get protobufBytes() {
       return protobufBytes;
     },
-    exportEnv: ({ holdUntilShutdown = false, protocol = 'http/json' } = {}) => ({
+    exportEnv: ({ batching = 'every-span', protocol = 'http/json' } = {}) => ({
       OTEL_EXPORTER_OTLP_ENDPOINT: url,
       OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
-      // The batch processor's defaults (a 2,048-span queue sent every 5 s) drop spans at a
-      // few hundred requests a second; the benches want every one.
-      ...(holdUntilShutdown
-        ? {
-            // No timer and no size trigger below the queue's bound: one export at shutdown,
-            // which may be tens of MB of JSON.
-            OTEL_BSP_SCHEDULE_DELAY: '3600000',
-            OTEL_BSP_MAX_QUEUE_SIZE: '131072',
-            OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '131072',
-            OTEL_EXPORTER_OTLP_TIMEOUT: '120000',
-          }
-        : {
-            OTEL_BSP_SCHEDULE_DELAY: '200',
-            OTEL_BSP_MAX_QUEUE_SIZE: '65536',
-            OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '4096',
-          }),
+      ...BATCHING[batching],
     }),
     close: () =>
       new Promise<void>((resolve) => {

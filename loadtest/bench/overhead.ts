@@ -90,7 +90,12 @@
  * BENCH_WRK_SECONDS, BENCH_STREAM_WRK_SECONDS, BENCH_CLIENT (wrk|undici),
  * BENCH_NGINX (0: no nginx row), BENCH_NODE_FLOOR (0: no node floor row),
  * BENCH_COMPARE_WITH, BENCH_UPSTREAM
- * (static|sim, default static), BENCH_PIN (1: proxies on CPU 0, the rest on CPU 1).
+ * (static|sim, default static), BENCH_PIN (1: proxies on CPU 0, the rest on CPU 1),
+ * BENCH_TRACES (1: adds the path "gateway, Redis, traced", a replica with Redis that
+ * exports every span over OTLP/HTTP protobuf with the SDK's default encoding and batching
+ * (OTEL_BSP_* unset) to a receiver in this process (bench/otlp-receiver.ts, which only
+ * counts the bytes): what tracing every request costs, next to the untraced replica in the
+ * same rounds; with OTEL_TRACES_SAMPLER set in this environment, what sampled tracing costs).
  */
 import { availableParallelism } from 'node:os';
 import {
@@ -104,6 +109,7 @@ import {
 } from '@fairgate/testkit';
 import { type Dispatcher, Pool } from 'undici';
 import { findNginx, type NginxProxy, startNginxProxy } from './nginx-proxy.js';
+import { type OtlpReceiver, startOtlpReceiver } from './otlp-receiver.js';
 import { cpuMicros, pinProcess, redisPid } from './proc.js';
 import { roundOrder } from './round-order.js';
 import {
@@ -129,6 +135,7 @@ const WRK_SECONDS = Number(process.env.BENCH_WRK_SECONDS ?? 4);
 const STREAM_WRK_SECONDS = Number(process.env.BENCH_STREAM_WRK_SECONDS ?? WRK_SECONDS);
 const NGINX = process.env.BENCH_NGINX === '0' ? undefined : findNginx();
 const NODE_FLOOR = process.env.BENCH_NODE_FLOOR !== '0';
+const TRACES = process.env.BENCH_TRACES === '1';
 const PIN = process.env.BENCH_PIN === '1';
 /** BENCH_PIN's cores: the proxies', and everything else's. */
 const PROXY_CPU = '0';
@@ -187,6 +194,7 @@ const WORKLOADS = (() => {
 type Path =
   | 'direct'
   | 'redis'
+  | 'traced'
   | 'embedded'
   | 'node'
   | 'nginx'
@@ -195,6 +203,7 @@ type Path =
 const PATH_NAMES: Record<Path, string> = {
   direct: `direct to ${UPSTREAM}`,
   redis: 'gateway, Redis',
+  traced: 'gateway, Redis, traced',
   embedded: 'gateway, embedded',
   node: 'node floor (bare)',
   nginx: 'nginx (plain proxy)',
@@ -215,6 +224,36 @@ interface PhaseResult {
   errors: number;
   /** CPU microseconds per request, per process (NaN where not measurable). */
   cpu: { proxy: number; pod: number; redis: number; client: number };
+}
+
+/**
+ * BENCH_TRACES: what exporting every span costs, per workload at c=16: the traced
+ * replica's CPU per request against the untraced one's (both with Redis, the same rounds),
+ * and its req/s over theirs; per-round differences and ratios, then the median.
+ */
+function tracingLines(
+  runsOf: (load: Workload['name'], c: number, path: Path) => PhaseResult[] | undefined,
+): string[] {
+  const lines: string[] = [];
+  // The SDK reads OTEL_TRACES_SAMPLER from the environment the replica inherits.
+  const sampler = process.env.OTEL_TRACES_SAMPLER
+    ? `sampler ${process.env.OTEL_TRACES_SAMPLER} ${process.env.OTEL_TRACES_SAMPLER_ARG ?? ''}`.trim()
+    : 'every request';
+  for (const load of WORKLOADS) {
+    const traced = runsOf(load.name, 16, 'traced');
+    const untraced = runsOf(load.name, 16, 'redis');
+    if (!traced || !untraced) continue;
+    const perRound = (f: (t: PhaseResult, u: PhaseResult) => number) =>
+      median(traced.map((t, i) => f(t, untraced[i]!)));
+    const cpu = (r: PhaseResult[]) => median(r.map((x) => x.cpu.proxy));
+    lines.push(
+      `    tracing (BENCH_TRACES, OTLP protobuf, ${sampler}), ${load.name} c=16: gateway CPU ` +
+        `${cpu(traced).toFixed(0)} vs ${cpu(untraced).toFixed(0)} us per request untraced ` +
+        `(+${perRound((t, u) => t.cpu.proxy - u.cpu.proxy).toFixed(0)}), req/s ` +
+        `${perRound((t, u) => t.rps / u.rps).toFixed(2)}x`,
+    );
+  }
+  return lines;
 }
 
 /** One request; resolves with the status once the whole response has arrived. */
@@ -443,6 +482,7 @@ function pinProcesses(targets: Partial<Record<Path, Target>>, paths: Path[]): vo
 }
 
 let nginx: NginxProxy | undefined;
+let receiver: OtlpReceiver | undefined;
 
 async function main(): Promise<void> {
   const redis = await startRedis();
@@ -488,6 +528,24 @@ async function main(): Promise<void> {
       },
     };
     const paths: Path[] = ['direct', 'redis', 'embedded'];
+    if (TRACES) {
+      receiver = await startOtlpReceiver();
+      const traced = await startGatewayProcess({
+        config: writeGatewayConfig({ redisUrl: redis.url, budget: 64, pods }),
+        replicaId: 'bench-traced',
+        env: receiver.exportEnv({ protocol: 'http/protobuf', batching: 'sdk-default' }),
+      });
+      targets.traced = {
+        url: traced.url,
+        auth: true,
+        pids: {
+          proxy: [traced.pid],
+          pod: upstream.pid,
+          ...(redisServer ? { redis: redisServer } : {}),
+        },
+      };
+      paths.push('traced');
+    }
     if (NODE_FLOOR) {
       const floor = await startNodeProxy(upstream.url);
       targets.node = {
@@ -686,6 +744,7 @@ async function main(): Promise<void> {
               `    for reference, the node floor (node:http + undici, no gateway logic) / direct: ${floorVsDirect.toFixed(2)};` +
                 ` gateway embedded / node floor: ${embeddedVsFloor.toFixed(2)}`,
             ]),
+        ...tracingLines(runsOf),
         // Acceptance 2's first goal is against the tree the issue was filed on (8d54de5):
         // with that tree as BENCH_COMPARE_WITH, this is the ratio it asks 1.5x of.
         ...(Number.isNaN(redisVsCompare)
@@ -718,6 +777,7 @@ async function main(): Promise<void> {
     }
   } finally {
     await nginx?.stop();
+    await receiver?.close();
     await stopAll();
     await redis.stop();
   }

@@ -23,8 +23,9 @@
  * (default 4), PROFILE_WORKLOADS (default plain,stream16), PROFILE_MODES (default
  * redis,embedded), PROFILE_CONCURRENCY (wrk connections, default 16; 1 shows what a lone
  * request pays), PROFILE_TRACES (off; `json` or `protobuf` has each gateway export its spans
- * over OTLP/HTTP in that encoding to a receiver here, bench/otlp-receiver.ts, so the table
- * shows what tracing costs a request), BENCH_COMPARE_WITH. Needs wrk (Debian package `wrk`).
+ * over OTLP/HTTP in that encoding, with the SDK's default batching, to a receiver here,
+ * bench/otlp-receiver.ts: the table then shows what tracing costs a request),
+ * BENCH_COMPARE_WITH. Needs wrk (Debian package `wrk`).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -129,7 +130,10 @@ async function main(): Promise<void> {
   const redis = await startRedis();
   const receiver = TRACES === 'off' ? undefined : await startOtlpReceiver();
   const env = receiver
-    ? receiver.exportEnv({ protocol: TRACES === 'json' ? 'http/json' : 'http/protobuf' })
+    ? receiver.exportEnv({
+        protocol: TRACES === 'json' ? 'http/json' : 'http/protobuf',
+        batching: 'sdk-default',
+      })
     : {};
   try {
     const upstream = await startStaticUpstream();

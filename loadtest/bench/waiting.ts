@@ -104,7 +104,7 @@ const HEAP_READINGS = process.env.BENCH_HEAP_USED === '1';
 const TRACES = process.env.BENCH_TRACES === '1';
 /**
  * BENCH_TRACES_EXPORT=after: the replica's batch processor keeps every span and exports them
- * when the replica stops, after the drain (otlp-receiver.ts, `holdUntilShutdown`). Live
+ * when the replica stops, after the drain (otlp-receiver.ts, `batching: 'at-shutdown'`). Live
  * export (the default, every 200 ms) serialises ~3 spans per request on the replica's event
  * loop while it grants (docs/performance-history.md, *Twentieth round*).
  */
@@ -469,7 +469,9 @@ async function main(): Promise<void> {
       config,
       replicaId: 'bench-waiting',
       ...(nodeArgs.length > 0 ? { nodeArgs } : {}),
-      ...(receiver ? { env: receiver.exportEnv({ holdUntilShutdown: TRACES_AFTER }) } : {}),
+      ...(receiver
+        ? { env: receiver.exportEnv({ batching: TRACES_AFTER ? 'at-shutdown' : 'every-span' }) }
+        : {}),
     });
     const pid = gateway.pid;
     if (pid === undefined) throw new Error('gateway has no pid');

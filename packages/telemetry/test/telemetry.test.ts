@@ -1,6 +1,6 @@
 import { context, SpanKind } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import {
   createGatewayMetrics,
   endSpan,
@@ -9,7 +9,7 @@ import {
   startTelemetry,
   traceHeaders,
 } from '../src/index.js';
-import { exportRequested } from '../src/sdk.js';
+import { EXPORT_BATCH_DEFAULT, exportRequested } from '../src/sdk.js';
 
 describe('exportRequested', () => {
   it.each([
@@ -80,5 +80,39 @@ describe('gateway metrics', () => {
       expect(text).toContain(name);
     }
     expect(text).toContain('replica="r1"');
+  });
+});
+
+describe('the export batch (OTEL_BSP_MAX_EXPORT_BATCH_SIZE)', () => {
+  const saved = process.env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE;
+  afterEach(() => {
+    if (saved === undefined) delete process.env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE;
+    else process.env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE = saved;
+  });
+
+  it.each<[string, Record<string, string>, string | undefined, string | undefined]>([
+    [
+      'exporting, unset: fairgate sets its default',
+      { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:1' },
+      undefined,
+      String(EXPORT_BATCH_DEFAULT),
+    ],
+    [
+      'exporting, set by the operator: kept',
+      { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:1' },
+      '512',
+      '512',
+    ],
+    ['not exporting: left unset', {}, undefined, undefined],
+  ])('%s', async (_name, env, before, after) => {
+    if (before === undefined) delete process.env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE;
+    else process.env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE = before;
+    const telemetry = startTelemetry({ serviceName: 'fairgate-test', env });
+    try {
+      expect(telemetry.exporting).toBe('OTEL_EXPORTER_OTLP_ENDPOINT' in env);
+      expect(process.env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE).toBe(after);
+    } finally {
+      await telemetry.shutdown();
+    }
   });
 });
