@@ -10,9 +10,9 @@ import { type Context, type ContextManager, ROOT_CONTEXT } from '@opentelemetry/
  * request's context explicitly from span to span (`startServerSpan` -> `startChildSpan` ->
  * `traceHeaders`, LinkedContext chains) and never reads `context.active()` after an
  * `await`. The batch span processor calls `context.with` on its first export, and on Node
- * 20 and 22 that turns on AsyncLocalStorage's async hooks for the rest of the process: a
- * hook on every promise the gateway makes (`promiseInitHook`), ~8% of a request's CPU
- * with spans exported (docs/performance-history.md, *Twenty-second round*).
+ * 20 that turns on AsyncLocalStorage's async hooks for the rest of the process: a hook on
+ * every promise the gateway makes (`promiseInitHook`), 3-12% of a traced request's CPU
+ * (docs/performance-history.md, *Twenty-second round*).
  */
 export class SyncContextManager implements ContextManager {
   #active: Context = ROOT_CONTEXT;
