@@ -510,22 +510,20 @@ async function main(): Promise<void> {
       replicaId: 'bench-embedded',
     });
     const redisServer = redis.source === 'redis-server' ? await redisPid(redis.url) : undefined;
+    /** A gateway process as a target: its CPU is the proxy's; with Redis, Redis's too. */
+    const gateway = (app: { url: string; pid: number }, scheduler: 'redis' | 'embedded') => ({
+      url: app.url,
+      auth: true,
+      pids: {
+        proxy: [app.pid],
+        pod: upstream.pid,
+        ...(scheduler === 'redis' && redisServer ? { redis: redisServer } : {}),
+      },
+    });
     const targets: Partial<Record<Path, Target>> = {
       direct: { url: upstream.url, auth: false, pids: { pod: upstream.pid } },
-      redis: {
-        url: withRedis.url,
-        auth: true,
-        pids: {
-          proxy: [withRedis.pid],
-          pod: upstream.pid,
-          ...(redisServer ? { redis: redisServer } : {}),
-        },
-      },
-      embedded: {
-        url: embedded.url,
-        auth: true,
-        pids: { proxy: [embedded.pid], pod: upstream.pid },
-      },
+      redis: gateway(withRedis, 'redis'),
+      embedded: gateway(embedded, 'embedded'),
     };
     const paths: Path[] = ['direct', 'redis', 'embedded'];
     if (TRACES) {
@@ -535,15 +533,7 @@ async function main(): Promise<void> {
         replicaId: 'bench-traced',
         env: receiver.exportEnv({ protocol: 'http/protobuf', batching: 'sdk-default' }),
       });
-      targets.traced = {
-        url: traced.url,
-        auth: true,
-        pids: {
-          proxy: [traced.pid],
-          pod: upstream.pid,
-          ...(redisServer ? { redis: redisServer } : {}),
-        },
-      };
+      targets.traced = gateway(traced, 'redis');
       paths.push('traced');
     }
     if (NODE_FLOOR) {
@@ -575,20 +565,8 @@ async function main(): Promise<void> {
         writeGatewayConfig({ budget: 64, pods }),
         'bench-embedded-compare',
       );
-      targets['redis@compare'] = {
-        url: other.url,
-        auth: true,
-        pids: {
-          proxy: [other.pid],
-          pod: upstream.pid,
-          ...(redisServer ? { redis: redisServer } : {}),
-        },
-      };
-      targets['embedded@compare'] = {
-        url: otherEmbedded.url,
-        auth: true,
-        pids: { proxy: [otherEmbedded.pid], pod: upstream.pid },
-      };
+      targets['redis@compare'] = gateway(other, 'redis');
+      targets['embedded@compare'] = gateway(otherEmbedded, 'embedded');
       paths.push('redis@compare', 'embedded@compare');
     }
 
