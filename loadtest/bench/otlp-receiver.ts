@@ -8,7 +8,10 @@ import { gunzipSync } from 'node:zlib';
  * OTEL_EXPORTER_OTLP_PROTOCOL=http/json, gzip or not) and keeps the spans' names, kinds,
  * times and attributes in memory. bench:waiting reads the gateway's own release and grant
  * times from them (`releaseToGrantMs`). Only what the benches read is kept; a body it cannot
- * parse is answered 400, as a collector would.
+ * parse is answered 400, as a collector would. A protobuf export
+ * (OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf, the SDK's default) is answered 200 and only
+ * its bytes are counted: bench:overhead's and bench:profile's traced replicas send those, to
+ * measure what exporting costs the replica.
  */
 
 /** OTLP's SpanKind numbers (opentelemetry-proto trace.proto). */
@@ -37,7 +40,8 @@ export interface OtlpReceiver {
    * - `at-shutdown`: all at once when the process stops (its SDK's shutdown flush), so the
    *   export's work on its event loop falls outside what a bench measures before that;
    * - `sdk-default`: none set, what an operator who only names the endpoint gets (batches
-   *   of 512, a queue of 2,048 that drops spans when full).
+   *   of 128, fairgate's EXPORT_BATCH_DEFAULT; the SDK's queue of 2,048, which drops spans
+   *   when full).
    */
   exportEnv(options?: {
     batching?: 'every-span' | 'at-shutdown' | 'sdk-default';
@@ -82,7 +86,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     readBody(req)
       .then((body) => {
         if (req.headers['content-type'] === PROTOBUF) {
-          // Taken but not decoded: only bench:profile sends protobuf, to measure its cost.
+          // Taken but not decoded: the benches that send protobuf measure what export costs.
           protobufBytes += body.length;
           res.setHeader('content-type', PROTOBUF);
           res.end();
