@@ -1,17 +1,19 @@
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
+import protobuf from 'protobufjs';
 
 /**
  * An OTLP/HTTP trace receiver on 127.0.0.1 for benches: it takes what a gateway's
  * OpenTelemetry SDK exports (`POST /v1/traces`, the JSON encoding:
  * OTEL_EXPORTER_OTLP_PROTOCOL=http/json, gzip or not) and keeps the spans' names, kinds,
  * times and attributes in memory. bench:waiting reads the gateway's own release and grant
- * times from them (`releaseToGrantMs`). Only what the benches read is kept; a body it cannot
- * parse is answered 400, as a collector would. A protobuf export
- * (OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf, the SDK's default) is answered 200 and only
- * its bytes are counted: bench:overhead's and bench:profile's traced replicas send those, to
- * measure what exporting costs the replica.
+ * times from them (`releaseToGrantMs`). Only what the benches read is kept, and it is parsed
+ * when read, not while the bench measures. Protobuf exports
+ * (OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf, the SDK's default) are decoded too
+ * (`parseProtobufExport`), unless the receiver was started with `keepSpans: false`: then
+ * only their bytes are counted, so that a bench measuring what export costs the replica
+ * (bench:overhead's and bench:profile's traced replicas) spends no CPU of its own decoding.
  */
 
 /** OTLP's SpanKind numbers (opentelemetry-proto trace.proto). */
@@ -31,8 +33,12 @@ export interface ReceivedSpan {
 export interface OtlpReceiver {
   /** The OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT). */
   readonly url: string;
-  /** Spans received since the start, in arrival order. */
-  readonly spans: ReceivedSpan[];
+  /**
+   * Spans received since the start, in arrival order. The exports are parsed when this is
+   * read, not as they arrive (a bench reads it once the phase it measures is over); one
+   * that does not parse throws here.
+   */
+  readonly spans: readonly ReceivedSpan[];
   /**
    * OTEL_* variables that send a process's spans here. `batching` (the batch span
    * processor's OTEL_BSP_* settings):
@@ -74,8 +80,19 @@ const BATCHING: Record<'every-span' | 'at-shutdown' | 'sdk-default', Record<stri
   'sdk-default': {},
 };
 
-export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+export async function startOtlpReceiver({ keepSpans = true } = {}): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
+  // Bodies taken and not parsed yet: parsing waits for a read of `spans`, so that the bench
+  // process spends no CPU on it while the processes it measures run.
+  const unparsed: Array<{ body: Buffer; protobuf: boolean }> = [];
+  const parseTaken = () => {
+    for (const { body, protobuf } of unparsed.splice(0)) {
+      spans.push(
+        ...(protobuf ? parseProtobufExport(body) : parseExport(JSON.parse(body.toString('utf8')))),
+      );
+    }
+    return spans;
+  };
   let protobufBytes = 0;
   const server = createServer((req, res) => {
     if (req.method !== 'POST' || req.url !== '/v1/traces') {
@@ -85,16 +102,11 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     }
     readBody(req)
       .then((body) => {
-        if (req.headers['content-type'] === PROTOBUF) {
-          // Taken but not decoded: the benches that send protobuf measure what export costs.
-          protobufBytes += body.length;
-          res.setHeader('content-type', PROTOBUF);
-          res.end();
-          return;
-        }
-        spans.push(...parseExport(JSON.parse(body.toString('utf8'))));
-        res.setHeader('content-type', 'application/json');
-        res.end('{}');
+        const protobuf = req.headers['content-type'] === PROTOBUF;
+        if (protobuf) protobufBytes += body.length;
+        if (keepSpans) unparsed.push({ body, protobuf });
+        res.setHeader('content-type', protobuf ? PROTOBUF : 'application/json');
+        res.end(protobuf ? undefined : '{}');
       })
       .catch((error: unknown) => {
         res.statusCode = 400;
@@ -105,7 +117,9 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
     url,
-    spans,
+    get spans() {
+      return parseTaken();
+    },
     get protobufBytes() {
       return protobufBytes;
     },
@@ -172,6 +186,51 @@ export function parseExport(request: {
     }
   }
   return out;
+}
+
+/**
+ * The part of opentelemetry-proto's ExportTraceServiceRequest (collector/trace/v1 and
+ * trace/v1, the same field numbers) that `parseExport` reads; protobuf skips the rest.
+ */
+const EXPORT_TRACE_REQUEST = protobuf
+  .parse(`
+    syntax = "proto3";
+    package otlp;
+    message ExportTraceServiceRequest { repeated ResourceSpans resource_spans = 1; }
+    message ResourceSpans { repeated ScopeSpans scope_spans = 2; }
+    message ScopeSpans { repeated Span spans = 2; }
+    message Span {
+      bytes trace_id = 1;
+      bytes span_id = 2;
+      string name = 5;
+      int32 kind = 6;
+      fixed64 start_time_unix_nano = 7;
+      fixed64 end_time_unix_nano = 8;
+      repeated KeyValue attributes = 9;
+    }
+    message KeyValue { string key = 1; AnyValue value = 2; }
+    message AnyValue {
+      oneof value { string string_value = 1; bool bool_value = 2; int64 int_value = 3; double double_value = 4; }
+    }
+  `)
+  .root.lookupType('otlp.ExportTraceServiceRequest');
+
+/** The spans of one ExportTraceServiceRequest in its protobuf encoding (ids as hex, as JSON has them). */
+export function parseProtobufExport(body: Uint8Array): ReceivedSpan[] {
+  const request = EXPORT_TRACE_REQUEST.toObject(EXPORT_TRACE_REQUEST.decode(body), {
+    longs: String,
+    bytes: String,
+  }) as Parameters<typeof parseExport>[0];
+  const hex = (base64: string | undefined) => Buffer.from(base64 ?? '', 'base64').toString('hex');
+  for (const resource of request.resourceSpans ?? []) {
+    for (const scope of resource.scopeSpans ?? []) {
+      for (const span of scope.spans ?? []) {
+        span.traceId = hex(span.traceId);
+        span.spanId = hex(span.spanId);
+      }
+    }
+  }
+  return parseExport(request);
 }
 
 function attributeValue(value: OtlpValue | undefined): string | number | boolean | undefined {

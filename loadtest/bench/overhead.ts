@@ -527,7 +527,7 @@ async function main(): Promise<void> {
     };
     const paths: Path[] = ['direct', 'redis', 'embedded'];
     if (TRACES) {
-      receiver = await startOtlpReceiver();
+      receiver = await startOtlpReceiver({ keepSpans: false });
       const traced = await startGatewayProcess({
         config: writeGatewayConfig({ redisUrl: redis.url, budget: 64, pods }),
         replicaId: 'bench-traced',

@@ -128,7 +128,7 @@ async function startProfiledGateway(
 async function main(): Promise<void> {
   if (!findExecutable('wrk')) throw new Error('bench:profile needs wrk (apt-get install wrk)');
   const redis = await startRedis();
-  const receiver = TRACES === 'off' ? undefined : await startOtlpReceiver();
+  const receiver = TRACES === 'off' ? undefined : await startOtlpReceiver({ keepSpans: false });
   const env = receiver
     ? receiver.exportEnv({
         protocol: TRACES === 'json' ? 'http/json' : 'http/protobuf',

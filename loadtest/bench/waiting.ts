@@ -85,6 +85,7 @@ import {
 } from '@fairgate/testkit';
 import { heapUsedAfterGcMb } from './inspector.js';
 import {
+  type OtlpReceiver,
   OtlpSpanKind,
   type ReceivedSpan,
   releaseToGrantMs,
@@ -384,14 +385,19 @@ async function waitFor(
  * blockers' grants) are left out by their end time.
  */
 async function releasesAndGrants(
-  spans: readonly ReceivedSpan[],
+  receiver: OtlpReceiver,
   sinceUnixMs: number,
 ): Promise<{ gaps: number[]; releases: number; grants: number }> {
   const inDrain = (s: ReceivedSpan) => s.endMs >= sinceUnixMs;
-  const collect = () => ({
-    releases: spans.filter((s) => s.kind === OtlpSpanKind.client && inDrain(s)).map((s) => s.endMs),
-    grants: spans.filter((s) => s.name === SpanNames.queue && inDrain(s)).map((s) => s.endMs),
-  });
+  const collect = () => {
+    const spans = receiver.spans; // parses what arrived since the last read
+    return {
+      releases: spans
+        .filter((s) => s.kind === OtlpSpanKind.client && inDrain(s))
+        .map((s) => s.endMs),
+      grants: spans.filter((s) => s.name === SpanNames.queue && inDrain(s)).map((s) => s.endMs),
+    };
+  };
   const deadline = performance.now() + 30_000;
   let seen = collect();
   while (
@@ -645,9 +651,7 @@ async function main(): Promise<void> {
     gaps.sort((a, b) => a - b);
     // Held spans leave when the replica stops (its drain, then the SDK's shutdown flush).
     if (receiver && TRACES_AFTER) await gateway.stop(120_000);
-    const ownClock = receiver
-      ? await releasesAndGrants(receiver.spans, drainStartUnixMs)
-      : undefined;
+    const ownClock = receiver ? await releasesAndGrants(receiver, drainStartUnixMs) : undefined;
     const ownP99 = ownClock ? quantile(ownClock.gaps, 0.99) : Number.NaN;
     const served = streams.filter((s) => s.status === 200 && s.sawDone).length;
     const failed = streams.length - served;

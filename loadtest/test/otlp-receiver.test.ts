@@ -83,58 +83,65 @@ describe('parseExport', () => {
 
 /**
  * What bench:waiting relies on, from a real gateway exporting through the OpenTelemetry
- * SDK's own OTLP/HTTP JSON exporter (configured by OTEL_* variables only): a streamed
- * request's queue span ends (t2) before its CLIENT span starts, and the CLIENT span ends
- * at the release, before the SERVER span.
+ * SDK's own OTLP/HTTP exporter (configured by OTEL_* variables only), in either encoding: a
+ * streamed request's queue span ends (t2) before its CLIENT span starts, and the CLIENT
+ * span ends at the release, before the SERVER span.
  */
-describe('OTLP receiver, fed by a gateway replica', () => {
-  let receiver: OtlpReceiver;
-  let upstream: Upstream;
-  let gatewayUrl: string;
+describe.each(['http/json', 'http/protobuf'] as const)(
+  'OTLP receiver, fed by a gateway replica exporting %s',
+  (protocol) => {
+    let receiver: OtlpReceiver;
+    let upstream: Upstream;
+    let gatewayUrl: string;
 
-  beforeAll(async () => {
-    receiver = await startOtlpReceiver();
-    upstream = await startStaticUpstream();
-    const config = writeGatewayConfig({
-      budget: 4,
-      pods: [{ name: 'pod-a', url: upstream.url, cap: 4 }],
+    beforeAll(async () => {
+      receiver = await startOtlpReceiver();
+      upstream = await startStaticUpstream();
+      const config = writeGatewayConfig({
+        budget: 4,
+        pods: [{ name: 'pod-a', url: upstream.url, cap: 4 }],
+      });
+      const gateway = await startGatewayProcess({
+        config,
+        replicaId: 'otlp-test',
+        env: receiver.exportEnv({ protocol }),
+      });
+      gatewayUrl = gateway.url;
+    }, 30_000);
+    afterAll(async () => {
+      await stopAll();
+      await receiver?.close();
     });
-    const gateway = await startGatewayProcess({
-      config,
-      replicaId: 'otlp-test',
-      env: receiver.exportEnv(),
-    });
-    gatewayUrl = gateway.url;
-  }, 30_000);
-  afterAll(async () => {
-    await stopAll();
-    await receiver?.close();
-  });
 
-  it('receives the request span tree with ordered times', async () => {
-    const res = await request(`${gatewayUrl}/v1/chat/completions`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        authorization: `Bearer ${TEST_KEYS.paying}`,
-      },
-      body: workloadBody('stream16'),
+    it('receives the request span tree with ordered times', async () => {
+      const res = await request(`${gatewayUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          authorization: `Bearer ${TEST_KEYS.paying}`,
+        },
+        body: workloadBody('stream16'),
+      });
+      expect(res.statusCode).toBe(200);
+      await res.body.text();
+      await expect.poll(() => receiver.spans.length, { timeout: 10_000 }).toBeGreaterThanOrEqual(3);
+      const named = (kind: number, match: (name: string) => boolean) =>
+        receiver.spans.filter((s) => s.kind === kind && match(s.name));
+      const [server] = named(OtlpSpanKind.server, (n) => n === 'POST /v1/chat/completions');
+      const [queue] = named(OtlpSpanKind.internal, (n) => n === SpanNames.queue);
+      const [client] = named(OtlpSpanKind.client, (n) => n.startsWith('chat '));
+      expect(server && queue && client).toBeTruthy();
+      expect(server!.traceId).toMatch(/^[0-9a-f]{32}$/);
+      expect(server!.spanId).toMatch(/^[0-9a-f]{16}$/);
+      for (const span of [queue!, client!]) expect(span.traceId).toBe(server!.traceId);
+      expect(queue!.attributes['fairgate.tenant']).toBeDefined();
+      expect(server!.attributes['http.response.status_code']).toBe(200);
+      const wall = Date.now();
+      expect(Math.abs(server!.startMs - wall)).toBeLessThan(60_000);
+      expect(server!.startMs).toBeLessThanOrEqual(queue!.startMs);
+      expect(queue!.endMs).toBeLessThanOrEqual(client!.startMs);
+      expect(client!.endMs).toBeLessThanOrEqual(server!.endMs);
+      expect(receiver.protobufBytes > 0).toBe(protocol === 'http/protobuf');
     });
-    expect(res.statusCode).toBe(200);
-    await res.body.text();
-    await expect.poll(() => receiver.spans.length, { timeout: 10_000 }).toBeGreaterThanOrEqual(3);
-    const named = (kind: number, match: (name: string) => boolean) =>
-      receiver.spans.filter((s) => s.kind === kind && match(s.name));
-    const [server] = named(OtlpSpanKind.server, (n) => n === 'POST /v1/chat/completions');
-    const [queue] = named(OtlpSpanKind.internal, (n) => n === SpanNames.queue);
-    const [client] = named(OtlpSpanKind.client, (n) => n.startsWith('chat '));
-    expect(server && queue && client).toBeTruthy();
-    for (const span of [queue!, client!]) expect(span.traceId).toBe(server!.traceId);
-    expect(queue!.attributes['fairgate.tenant']).toBeDefined();
-    const wall = Date.now();
-    expect(Math.abs(server!.startMs - wall)).toBeLessThan(60_000);
-    expect(server!.startMs).toBeLessThanOrEqual(queue!.startMs);
-    expect(queue!.endMs).toBeLessThanOrEqual(client!.startMs);
-    expect(client!.endMs).toBeLessThanOrEqual(server!.endMs);
-  });
-});
+  },
+);
