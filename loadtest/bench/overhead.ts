@@ -92,8 +92,8 @@
  * BENCH_COMPARE_WITH, BENCH_UPSTREAM
  * (static|sim, default static), BENCH_PIN (1: proxies on CPU 0, the rest on CPU 1),
  * BENCH_TRACES (1: adds the path "gateway, Redis, traced", a replica with Redis that
- * exports every span over OTLP/HTTP protobuf with the SDK's default encoding and batching
- * (OTEL_BSP_* unset) to a receiver in this process (bench/otlp-receiver.ts, which only
+ * exports every span over OTLP/HTTP protobuf (the SDK's default encoding), OTEL_BSP_* unset
+ * (fairgate's batches of 128), to a receiver in this process (bench/otlp-receiver.ts, which only
  * counts the bytes): what tracing every request costs, next to the untraced replica in the
  * same rounds; with OTEL_TRACES_SAMPLER set in this environment, what sampled tracing costs).
  */

@@ -23,9 +23,9 @@
  * (default 4), PROFILE_WORKLOADS (default plain,stream16), PROFILE_MODES (default
  * redis,embedded), PROFILE_CONCURRENCY (wrk connections, default 16; 1 shows what a lone
  * request pays), PROFILE_TRACES (off; `json` or `protobuf` has each gateway export its spans
- * over OTLP/HTTP in that encoding, with the SDK's default batching, to a receiver here,
- * bench/otlp-receiver.ts: the table then shows what tracing costs a request),
- * BENCH_COMPARE_WITH. Needs wrk (Debian package `wrk`).
+ * over OTLP/HTTP in that encoding, OTEL_BSP_* unset, i.e. fairgate's batches of 128, to a
+ * receiver here, bench/otlp-receiver.ts: the table then shows what tracing costs a
+ * request), BENCH_COMPARE_WITH. Needs wrk (Debian package `wrk`).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -107,7 +107,8 @@ const TRACES = process.env.BENCH_TRACES === '1';
  * BENCH_TRACES_EXPORT=after: the replica's batch processor keeps every span and exports them
  * when the replica stops, after the drain (otlp-receiver.ts, `batching: 'at-shutdown'`). Live
  * export (the default, every 200 ms) serialises ~3 spans per request on the replica's event
- * loop while it grants (docs/performance-history.md, *Twentieth round*).
+ * loop while it grants (docs/performance-history.md, *Twentieth round*); the receiver keeps
+ * what arrives and parses it after the drain (*Twenty-second round*).
  */
 const TRACES_AFTER = process.env.BENCH_TRACES_EXPORT === 'after';
 const PIN = process.env.BENCH_PIN === '1';
