@@ -50,8 +50,8 @@ export interface OtlpReceiver {
    *   when full).
    */
   exportEnv(options?: {
-    batching?: 'every-span' | 'at-shutdown' | 'sdk-default';
-    /** The exporter's encoding; protobuf bodies are counted (`protobufBytes`), not decoded. */
+    batching?: ExportBatching;
+    /** The exporter's encoding (a protobuf body's bytes also count in `protobufBytes`). */
     protocol?: 'http/json' | 'http/protobuf';
   }): Record<string, string>;
   /** Bytes of protobuf exports taken so far. */
@@ -61,7 +61,9 @@ export interface OtlpReceiver {
 
 const PROTOBUF = 'application/x-protobuf';
 
-const BATCHING: Record<'every-span' | 'at-shutdown' | 'sdk-default', Record<string, string>> = {
+type ExportBatching = 'every-span' | 'at-shutdown' | 'sdk-default';
+
+const BATCHING: Record<ExportBatching, Record<string, string>> = {
   // The batch processor's defaults (a 2,048-span queue sent every 5 s) drop spans at a few
   // hundred requests a second; the benches that read spans want every one.
   'every-span': {
