@@ -92,6 +92,7 @@ import {
   startOtlpReceiver,
 } from './otlp-receiver.js';
 import { cpuMicros, pinProcess, redisPid, rssMb } from './proc.js';
+import { type RedisHopProbe, startRedisHopProbe } from './redis-hop-probe.js';
 
 const WAITING = Number(process.env.BENCH_WAITING ?? 10_000);
 const BUDGET = Number(process.env.BENCH_BUDGET ?? 2);
@@ -112,6 +113,12 @@ const TRACES = process.env.BENCH_TRACES === '1';
  */
 const TRACES_AFTER = process.env.BENCH_TRACES_EXPORT === 'after';
 const PIN = process.env.BENCH_PIN === '1';
+/**
+ * The machine's floor (redis-hop-probe.ts), measured during the drain: one hop through Redis
+ * every BENCH_FLOOR_MS (10: a hundred a second, a quarter of the drain's grants, so that the
+ * probe adds little to what it measures); BENCH_FLOOR_MS=0 leaves it out.
+ */
+const FLOOR_MS = Number(process.env.BENCH_FLOOR_MS ?? 10);
 /** BENCH_PIN's cores: the gateway and its Redis; the load (this process). */
 const [MEASURED_CPU, LOAD_CPU] = ['0', '1'];
 
@@ -428,6 +435,7 @@ function byTime(flat: number[]): Array<[number, number]> {
 async function pinMeasuredPath(
   gatewayPid: number,
   redis: { source: string; url: string },
+  probePid: number | undefined,
 ): Promise<void> {
   if (availableParallelism() < 2) throw new Error('BENCH_PIN=1 needs at least 2 CPUs');
   // Only a redis-server of this machine started here: a REDIS_URL's pid may be anyone's.
@@ -435,7 +443,9 @@ async function pinMeasuredPath(
     throw new Error('BENCH_PIN=1 needs its own redis-server: unset REDIS_URL');
   const redisServer = await redisPid(redis.url);
   if (redisServer === undefined) throw new Error('BENCH_PIN=1 needs the pid of its redis-server');
-  for (const measured of [gatewayPid, redisServer]) pinProcess(measured, MEASURED_CPU);
+  for (const measured of [gatewayPid, redisServer, probePid]) {
+    if (measured !== undefined) pinProcess(measured, MEASURED_CPU);
+  }
   pinProcess(process.pid, LOAD_CPU);
 }
 
@@ -445,6 +455,7 @@ async function main(): Promise<void> {
   const receiver = TRACES ? await startOtlpReceiver() : undefined;
   const streams: Stream[] = [];
   const blockers: Stream[] = [];
+  let probe: RedisHopProbe | undefined;
   try {
     const config = writeGatewayConfig({
       redisUrl: redis.url,
@@ -482,7 +493,8 @@ async function main(): Promise<void> {
     });
     const pid = gateway.pid;
     if (pid === undefined) throw new Error('gateway has no pid');
-    if (PIN) await pinMeasuredPath(pid, redis);
+    if (FLOOR_MS > 0) probe = await startRedisHopProbe(redis.url, FLOOR_MS);
+    if (PIN) await pinMeasuredPath(pid, redis, probe?.pid);
     const port = gateway.port;
     await waitFor(
       'the upstream is healthy',
@@ -581,6 +593,8 @@ async function main(): Promise<void> {
     // 5. Capacity frees.
     const drainStart = performance.now();
     const drainStartUnixMs = Date.now();
+    const drainStartCpu = cpuMicros(pid);
+    probe?.record();
     upstream.send({ go: true });
     const drainDeadline = drainStart + DRAIN_LIMIT_S * 1_000;
     await Promise.race([
@@ -588,6 +602,9 @@ async function main(): Promise<void> {
       limit(DRAIN_LIMIT_S * 1_000),
     ]);
     const drainS = (performance.now() - drainStart) / 1_000;
+    const drainCpuMicros = cpuMicros(pid) - drainStartCpu;
+    const floor = (await probe?.stop())?.sort((a, b) => a - b);
+    probe = undefined;
     const timedOut = performance.now() >= drainDeadline;
     const report = await upstream.report();
     // Everything served: the heap should be back where it was idle (nothing kept per request).
@@ -701,6 +718,20 @@ async function main(): Promise<void> {
           `${own[0] !== undefined && own[0] < 0 ? ' (NEGATIVE gaps: the pairing premise broke)' : ''}`,
       );
     }
+    const floorP99 = floor ? quantile(floor, 0.99) : Number.NaN;
+    if (floor) {
+      console.log(
+        `\nthe machine's floor during the drain (redis-hop-probe.ts: an idle process's LPUSH on one connection until its BLMPOP on` +
+          ` another returns it, every ${FLOOR_MS} ms; a grant is at least this hop): ${floor.length} hops,` +
+          ` p50 ${quantile(floor, 0.5).toFixed(3)} ms, p90 ${quantile(floor, 0.9).toFixed(3)} ms, p99 ${floorP99.toFixed(3)} ms,` +
+          ` max ${(floor.at(-1) ?? Number.NaN).toFixed(3)} ms`,
+      );
+    }
+    const drained = served + BUDGET;
+    console.log(
+      `\ngateway CPU in the drain: ${(drainCpuMicros / drained).toFixed(0)} µs per request (${(drainCpuMicros / 1_000_000).toFixed(1)} s` +
+        ` of CPU for ${drained} streams, ${(drainCpuMicros / 10_000 / drainS).toFixed(1)}% of one core)`,
+    );
     console.log(
       `\ngoals: (a) RSS growth ${rssGrowth.toFixed(1)} MB <= ${GOAL_RSS_MB} MB: ${verdict(rssGrowth <= GOAL_RSS_MB)};` +
         ` (b) CPU while waiting ${busy.cpu.toFixed(2)}% <= ${GOAL_CPU_PERCENT}%: ${verdict(busy.cpu <= GOAL_CPU_PERCENT)};` +
@@ -709,9 +740,16 @@ async function main(): Promise<void> {
         ` (end to end: pod finish -> next pod arrival)` +
         (ownClock
           ? `; on the gateway's clock (release -> grant) p99 ${ownP99.toFixed(3)} ms <= ${GOAL_NEXT_GRANT_P99_MS} ms: ${verdict(ownP99 <= GOAL_NEXT_GRANT_P99_MS)}`
+          : '') +
+        (floor
+          ? `; the machine's floor (one hop through Redis) p99 ${floorP99.toFixed(3)} ms, the next grant ${(p99 / floorP99).toFixed(1)}x it` +
+            (ownClock
+              ? ` end to end, ${(ownP99 / floorP99).toFixed(1)}x on the gateway's clock`
+              : '')
           : ''),
     );
   } finally {
+    await probe?.stop();
     for (const s of [...blockers, ...streams]) s.close();
     await upstream.close();
     await receiver?.close();

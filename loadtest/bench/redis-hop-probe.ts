@@ -1,0 +1,143 @@
+/**
+ * The machine's floor for bench:waiting's next grant: how long one hop through Redis takes
+ * a process on this machine, measured beside the replica while it drains.
+ *
+ * A grant is at least one such hop: the replica writes a release on one connection, Redis
+ * runs it and pushes a notice, and the replica's blocking wait (BLMPOP, on a second
+ * connection) wakes. The probe is a child process doing only that, at the drain's pace: it
+ * LPUSHes a sequence number on one connection and times, from just before the write, until
+ * its BLMPOP on another connection returns it. The process is otherwise idle, so what it
+ * measures is the machine: Redis's and the probe's wake-ups and the cores they wait for
+ * while the replica, Redis and the load share them. A next-grant p99 near this floor's p99
+ * is as low as the replica can go on this machine; the gap above it is the replica's own.
+ *
+ * The probe adds one LPUSH and one BLMPOP per period to Redis's work (~1-2% of what the
+ * drain's Lua calls cost it). Every loop is bounded: it stops on `stop()` or when its
+ * parent goes.
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+
+const CHILD_FLAG = '--redis-hop-probe';
+
+export interface RedisHopProbe {
+  readonly pid: number;
+  /** Forgets the hops so far (the warm-up): what `stop` returns starts here. */
+  record(): void;
+  /** Stops the probe; the hops (ms) since `record`, in the order measured. */
+  stop(): Promise<number[]>;
+}
+
+type ToChild = { record: true } | { stop: true };
+type FromChild = { ready: true } | { hops: number[] };
+
+/** Starts the probe against `redisUrl`, one hop every `periodMs`. */
+export async function startRedisHopProbe(
+  redisUrl: string,
+  periodMs: number,
+): Promise<RedisHopProbe> {
+  const child = fork(fileURLToPath(import.meta.url), [CHILD_FLAG, redisUrl, String(periodMs)], {
+    // This file is TypeScript, whoever starts it (a bench under tsx, a vitest worker).
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  await nextMessage(child, (m): m is { ready: true } => 'ready' in m, 15_000);
+  const pid = child.pid;
+  if (pid === undefined) throw new Error('redis hop probe: no pid');
+  return {
+    pid,
+    record: () => child.send({ record: true } satisfies ToChild),
+    stop: async () => {
+      child.send({ stop: true } satisfies ToChild);
+      const { hops } = await nextMessage(
+        child,
+        (m): m is { hops: number[] } => 'hops' in m,
+        15_000,
+      );
+      child.disconnect();
+      return hops;
+    },
+  };
+}
+
+function nextMessage<T extends FromChild>(
+  child: ChildProcess,
+  is: (message: FromChild) => message is T,
+  timeoutMs: number,
+): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill();
+      reject(new Error(`redis hop probe: no answer within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const onExit = (code: number | null) => {
+      clearTimeout(timer);
+      reject(new Error(`redis hop probe exited (${code})`));
+    };
+    const onMessage = (message: FromChild) => {
+      if (!is(message)) return;
+      clearTimeout(timer);
+      child.off('message', onMessage);
+      child.off('exit', onExit);
+      resolve(message);
+    };
+    child.on('message', onMessage);
+    child.once('exit', onExit);
+  });
+}
+
+/** The child: LPUSH every period on one connection, BLMPOP on another, until told to stop. */
+async function runProbe(redisUrl: string, periodMs: number): Promise<void> {
+  const send = (message: FromChild) => process.send?.(message);
+  const writer = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  const reader = writer.duplicate();
+  const key = `fairgate:bench:hop-probe:${process.pid}`;
+  await Promise.all([writer.del(key), reader.ping()]);
+  const sentAt = new Map<number, number>();
+  let hops: number[] = [];
+  let stopping = false;
+
+  const receiving = (async () => {
+    // Stopping: until every sent number is back, or a wait of 1 s brought none (one lost).
+    while (!stopping || sentAt.size > 0) {
+      const reply = (await reader.call('BLMPOP', 1, 1, key, 'LEFT', 'COUNT', 64)) as
+        | [string, string[]]
+        | null;
+      const now = performance.now();
+      if (reply === null && stopping) break;
+      for (const seq of reply?.[1] ?? []) {
+        const at = sentAt.get(Number(seq));
+        sentAt.delete(Number(seq));
+        if (at !== undefined) hops.push(now - at);
+      }
+    }
+  })();
+
+  let seq = 0;
+  const timer = setInterval(() => {
+    if (sentAt.size > 1_000) return; // Redis stalled: do not pile up
+    sentAt.set(seq, performance.now());
+    void writer.lpush(key, String(seq++));
+  }, periodMs);
+
+  process.on('message', (message: ToChild) => {
+    if ('record' in message) hops = [];
+    if ('stop' in message) {
+      stopping = true;
+      clearInterval(timer);
+      void receiving.then(async () => {
+        await writer.del(key);
+        send({ hops });
+        writer.disconnect();
+        reader.disconnect();
+      });
+    }
+  });
+  process.once('disconnect', () => process.exit(0));
+  send({ ready: true });
+}
+
+if (process.argv[2] === CHILD_FLAG) {
+  await runProbe(process.argv[3] ?? '', Number(process.argv[4]));
+}
