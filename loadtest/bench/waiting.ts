@@ -34,6 +34,11 @@
  *    the next-grant latency = arrival at the upstream of the next request minus the finish
  *    of the one whose slot it took (the k-th finish frees the slot of the (k+budget)-th
  *    arrival; it includes the release, the dispatch, the notice and the forward).
+ *    Measured in the same drain: the gateway's CPU per request, and the machine's floor
+ *    (redis-hop-probe.ts: a separate, otherwise idle process times one hop through Redis, a
+ *    write on one connection until a BLMPOP on another returns it, every BENCH_FLOOR_MS).
+ *    A grant is at least that hop, so its p99 over the floor's is what the replica adds; on
+ *    a machine whose floor is over the goal, the goal is out of any replica's reach there.
  *
  * The gateway's config differs from the defaults in: scheduler.budget, queue_ttl_ms
  * (600,000), max_queue_depth and band_capacity (20,000: defaults 10,000 and 5,000), the
@@ -45,7 +50,8 @@
  * (/proc), `npm run build` and redis-server (or REDIS_URL).
  *
  * Environment: BENCH_WAITING (10000), BENCH_BUDGET (2), BENCH_HOLD_MS (5), BENCH_BATCH
- * (50), BENCH_WARMUP (300), BENCH_WINDOW_S (10), BENCH_DRAIN_LIMIT_S (300),
+ * (50), BENCH_WARMUP (300), BENCH_WINDOW_S (10), BENCH_DRAIN_LIMIT_S (300), BENCH_FLOOR_MS
+ * (10; 0 leaves the floor's probe out; with BENCH_PIN it runs on the measured path's core),
  * BENCH_GATEWAY_NODE_ARGS (extra node flags for the gateway, e.g. `--cpu-prof`),
  * BENCH_HEAP_USED (0; 1 runs the gateway with --inspect and adds the heap readings),
  * BENCH_TRACES (0; 1 has the gateway export its spans to an OTLP receiver here, and adds
