@@ -121,8 +121,8 @@ const TRACES_AFTER = process.env.BENCH_TRACES_EXPORT === 'after';
 const PIN = process.env.BENCH_PIN === '1';
 /**
  * The machine's floor (redis-hop-probe.ts), measured during the drain: one hop through Redis
- * every BENCH_FLOOR_MS (10: a hundred a second, a quarter of the drain's grants, so that the
- * probe adds little to what it measures); BENCH_FLOOR_MS=0 leaves it out.
+ * every BENCH_FLOOR_MS (10: a hundred a second, about a third of the drain's grants, so that
+ * the probe adds little to what it measures); BENCH_FLOOR_MS=0 leaves it out.
  */
 const FLOOR_MS = Number(process.env.BENCH_FLOOR_MS ?? 10);
 /** BENCH_PIN's cores: the gateway and its Redis; the load (this process). */
@@ -755,7 +755,7 @@ async function main(): Promise<void> {
           : ''),
     );
   } finally {
-    await probe?.stop();
+    await probe?.stop().catch(() => {});
     for (const s of [...blockers, ...streams]) s.close();
     await upstream.close();
     await receiver?.close();
