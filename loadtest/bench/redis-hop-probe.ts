@@ -47,8 +47,11 @@ export async function startRedisHopProbe(
   if (pid === undefined) throw new Error('redis hop probe: no pid');
   return {
     pid,
-    record: () => child.send({ record: true } satisfies ToChild),
+    record: () => {
+      if (child.connected) child.send({ record: true } satisfies ToChild);
+    },
     stop: async () => {
+      if (!child.connected) throw new Error('redis hop probe: gone before stop');
       child.send({ stop: true } satisfies ToChild);
       const { hops } = await nextMessage(
         child,
