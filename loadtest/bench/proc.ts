@@ -1,8 +1,8 @@
 /**
  * What the benches read of a process from Linux's /proc: its CPU time, its resident memory,
  * its parent and how many read and write system calls it made. Every bench that prices a
- * request in a process's resources reads them here; and the two helpers that find a
- * redis-server's pid and pin a process to cores (BENCH_PIN).
+ * request in a process's resources reads them here; and the helpers that find a
+ * redis-server's pid, count the commands it ran and pin a process to cores (BENCH_PIN).
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -83,6 +83,23 @@ export async function redisPid(url: string): Promise<number | undefined> {
     return match ? Number(match[1]) : undefined;
   } catch {
     return undefined;
+  } finally {
+    client.disconnect();
+  }
+}
+
+/** How many times the redis-server at `url` ran each command (`INFO commandstats`), by name. */
+export async function redisCommandCalls(url: string): Promise<Map<string, number>> {
+  const client = new Redis(url, { lazyConnect: true });
+  try {
+    await client.connect();
+    const calls = new Map<string, number>();
+    for (const [, name, count] of (await client.info('commandstats')).matchAll(
+      /^cmdstat_([^:]+):calls=(\d+)/gm,
+    )) {
+      calls.set(name as string, Number(count));
+    }
+    return calls;
   } finally {
     client.disconnect();
   }

@@ -34,8 +34,9 @@
  *    the next-grant latency = arrival at the upstream of the next request minus the finish
  *    of the one whose slot it took (the k-th finish frees the slot of the (k+budget)-th
  *    arrival; it includes the release, the dispatch, the notice and the forward).
- *    Measured in the same drain: the gateway's CPU per request (also net of the CPU rate of
- *    the waiting phase, which runs on whatever the drain does), and the machine's floor
+ *    Measured in the same drain: the gateway's CPU and read/write system calls per request
+ *    (the CPU also net of the rate of the waiting phase, which runs on whatever the drain
+ *    does), Redis's CPU and the FCALLs and BLMPOPs it ran per request, and the machine's floor
  *    (redis-hop-probe.ts: a separate, otherwise idle process times one hop through Redis, a
  *    write on one connection until a BLMPOP on another returns it, every BENCH_FLOOR_MS).
  *    A grant is at least that hop, so its p99 over the floor's is what the replica adds; on
@@ -98,7 +99,14 @@ import {
   releaseToGrantMs,
   startOtlpReceiver,
 } from './otlp-receiver.js';
-import { cpuMicros, pinProcess, redisPid, rssMb } from './proc.js';
+import {
+  cpuMicros,
+  pinProcess,
+  redisCommandCalls,
+  redisPid,
+  rssMb,
+  syscallCounts,
+} from './proc.js';
 import { type RedisHopProbe, startRedisHopProbe } from './redis-hop-probe.js';
 
 const WAITING = Number(process.env.BENCH_WAITING ?? 10_000);
@@ -601,6 +609,10 @@ async function main(): Promise<void> {
     const drainStart = performance.now();
     const drainStartUnixMs = Date.now();
     const drainStartCpu = cpuMicros(pid);
+    const drainStartSyscalls = syscallCounts(pid);
+    const redisServer = redis.source === 'redis-server' ? await redisPid(redis.url) : undefined;
+    const redisStartCpu = cpuMicros(redisServer);
+    const redisStartCalls = await redisCommandCalls(redis.url);
     probe?.record();
     upstream.send({ go: true });
     const drainDeadline = drainStart + DRAIN_LIMIT_S * 1_000;
@@ -610,6 +622,9 @@ async function main(): Promise<void> {
     ]);
     const drainS = (performance.now() - drainStart) / 1_000;
     const drainCpuMicros = cpuMicros(pid) - drainStartCpu;
+    const drainSyscalls = syscallCounts(pid);
+    const redisCpuMicros = cpuMicros(redisServer) - redisStartCpu;
+    const redisCalls = await redisCommandCalls(redis.url);
     const floor = (await probe?.stop())?.sort((a, b) => a - b);
     probe = undefined;
     const timedOut = performance.now() >= drainDeadline;
@@ -741,7 +756,21 @@ async function main(): Promise<void> {
     console.log(
       `\ngateway CPU in the drain: ${(drainCpuMicros / drained).toFixed(0)} µs per request (${(drainCpuMicros / 1_000_000).toFixed(1)} s` +
         ` of CPU for ${drained} streams, ${(drainCpuMicros / 10_000 / drainS).toFixed(1)}% of one core);` +
-        ` ${((drainCpuMicros - backgroundMicros) / drained).toFixed(0)} µs per request over the ${busy.cpu.toFixed(1)}% it used while they waited`,
+        ` ${((drainCpuMicros - backgroundMicros) / drained).toFixed(0)} µs per request over the ${busy.cpu.toFixed(1)}% it used while they waited;` +
+        ` per request ${((drainSyscalls.reads - drainStartSyscalls.reads) / drained).toFixed(2)} reads and` +
+        ` ${((drainSyscalls.writes - drainStartSyscalls.writes) / drained).toFixed(2)} writes (system calls)`,
+    );
+    // Redis's side of the same drain. The floor's probe runs on it too: one LPUSH and one
+    // BLMPOP a hop (its hops are counted above), left out of the commands.
+    const ran = (command: string) =>
+      (redisCalls.get(command) ?? 0) - (redisStartCalls.get(command) ?? 0);
+    const probeHops = floor?.length ?? 0;
+    console.log(
+      `
+Redis in the drain: ${redisServer === undefined ? 'CPU unknown (not its own redis-server)' : `${(redisCpuMicros / drained).toFixed(0)} µs of CPU per request`};` +
+        ` per request ${(ran('fcall') / drained).toFixed(2)} FCALL (the engine's calls, batched or alone) and` +
+        ` ${((ran('blmpop') - probeHops) / drained).toFixed(2)} BLMPOP (the replica's blocking waits)` +
+        (probeHops > 0 ? `, the floor's probe's ${probeHops} hops left out` : ''),
     );
     console.log(
       `\ngoals: (a) RSS growth ${rssGrowth.toFixed(1)} MB <= ${GOAL_RSS_MB} MB: ${verdict(rssGrowth <= GOAL_RSS_MB)};` +

@@ -24,7 +24,9 @@ import { SlotAbort } from './upstream/slot-abort.js';
  *   time ends at the earliest queue TTL, lease or liveness expiry); a budget
  *   raise or a config change reaches the next pass within the quiet time;
  * - a blocking wait on a dedicated connection wakes a waiter at once when a
- *   release on another replica granted it;
+ *   release on another replica granted it (a release of this replica brings its
+ *   pass's grants back in its reply, and the same wait hands them over:
+ *   RedisScheduler's BlockingNotices);
  * - a heartbeat every heartbeat_ms keeps the replica alive and extends the
  *   leases of its in-flight requests; ids the scheduler no longer knows are
  *   aborted (the slot was reclaimed).
@@ -312,8 +314,9 @@ export class GrantBroker {
           const notices = await this.options.scheduler.waitForNotices(this.options.replica, 1_000);
           this.#deliver(notices);
           // The granted requests go to their pods first (their continuations run before the
-          // check phase; the pod write is synchronous): the next wait's write to Redis comes
-          // after them, not before. Notices meanwhile stay in the list for that wait.
+          // check phase; the pod write is synchronous): the next wait's write to Redis, when
+          // its BLMPOP ended, comes after them, not before. Notices meanwhile stay in the
+          // list (or with the scheduler) for that wait.
           if (notices.length > 0) await checkPhase();
         } catch (error) {
           if (this.#closed) break;

@@ -15,9 +15,15 @@
     ARGV[5]  actual token-bucket cost for the true-up, '' for none
     ARGV[6]  optional: most ms to stay quiet (the reply is then {state, quiet ms}: how long
              the caller may skip its polls after this release's pass, includes/quiet.lua)
+    ARGV[7]  optional, with ARGV[6]: the caller's replica, whose BLMPOP is outstanding: its
+             notices (those this pass made included) are popped into the reply, so a grant
+             for the caller's next waiting request comes back here instead of waking that
+             BLMPOP (src/redis/blocking-notices.ts)
+    ARGV[8]  with ARGV[7]: most notices to pop
 
   Output:
-    1 it was granted, 2 it was queued, 0 unknown id; with ARGV[6]: {that, quiet ms}
+    1 it was granted, 2 it was queued, 0 unknown id; with ARGV[6]: {that, quiet ms}; with
+    ARGV[7]: {that, quiet ms, notice, ...} (notices as lua/poll-1.lua returns them)
 ]]
 local rcall = redis.call
 --- @include "includes/engineKeys"
@@ -45,4 +51,12 @@ if req then
   if req.state == 'granted' then state = 1 else state = 2 end
 end
 if not mostQuietMs then return state end
-return { state, quietMs(nil, cfg, mostQuietMs) }
+local reply = { state, quietMs(nil, cfg, mostQuietMs) }
+if ARGV[7] then
+  -- Popped before Redis serves any blocked client (after the script): an emptied list wakes
+  -- no BLMPOP.
+  local noticesKey = noticesPrefix .. ARGV[7]
+  local notices = rcall('LPOP', noticesKey, tonumber(ARGV[8])) or {}
+  for i = 1, #notices do reply[i + 2] = notices[i] end
+end
+return reply

@@ -175,6 +175,96 @@ describe('RedisScheduler on Redis', () => {
     await scheduler.close();
   });
 
+  it("a release carries its pass's grant for this process's outstanding BLMPOP, which stays for other replicas' grants", async () => {
+    const pool = 'carry';
+    const url = getRedis().handle.url;
+    const r1 = new RedisScheduler({ pool, connection: url });
+    const r2 = new RedisScheduler({ pool, connection: url });
+    await r1.configure({ initialBudget: 2, queueTtlMs: 60_000 });
+    await r1.upsertTenants([{ id: 'a' }]);
+    await r1.upsertPods([{ name: 'pod-a', cap: 100 }]);
+    const enqueue = (scheduler: RedisScheduler, id: string, replica: string) =>
+      scheduler.enqueue({ id, tenant: 'a', band: 0, replica });
+    expect((await enqueue(r1, 'g1', 'r1')).status).toBe('granted');
+    expect((await enqueue(r2, 'g2', 'r2')).status).toBe('granted');
+    for (const id of ['w1', 'w2', 'w3', 'w4']) {
+      expect((await enqueue(r1, id, 'r1')).status).toBe('queued');
+    }
+    const grants = (notices: readonly { kind: string; id: string }[]) =>
+      notices.map((notice) => `${notice.kind}|${notice.id}`);
+
+    // Count what the blocking connection sends once it is open.
+    expect(await r1.waitForNotices('r1', 10)).toEqual([]); // opens it
+    const blocking = (r1 as unknown as { blocking: Redis }).blocking;
+    const blmpops: string[] = [];
+    const send = blocking.sendCommand.bind(blocking);
+    blocking.sendCommand = ((...args: Parameters<Redis['sendCommand']>) => {
+      blmpops.push(args[0].name);
+      return send(...args);
+    }) as Redis['sendCommand'];
+    const first = r1.waitForNotices('r1', 5_000);
+    await sleep(50); // its BLMPOP is blocked in Redis
+
+    // r1's own release: its pass grants w1, and the grant comes back in the release's reply.
+    await r1.release('g1', { outcome: 'completed' });
+    expect(grants(await first)).toEqual(['grant|w1']);
+    // The next wait takes the same BLMPOP, which another replica's pass wakes (w2's grant).
+    const second = r1.waitForNotices('r1', 5_000);
+    await r2.release('g2', { outcome: 'completed' });
+    expect(grants(await second)).toEqual(['grant|w2']);
+    expect(blmpops).toEqual(['BLMPOP']); // one BLMPOP for both grants
+
+    // A wait shorter than the outstanding BLMPOP ends in its own time.
+    const long = r1.waitForNotices('r1', 3_000);
+    await sleep(50);
+    expect(blmpops).toEqual(['BLMPOP', 'BLMPOP']);
+    const started = performance.now();
+    expect(await r1.waitForNotices('r1', 30)).toEqual([]);
+    expect(performance.now() - started).toBeLessThan(1_000);
+    await r1.release('w1', { outcome: 'completed' }); // grants w3, carried to the long wait
+    expect(grants(await long)).toEqual(['grant|w3']);
+    // The BLMPOP, now with no wait attached, is woken by another replica's pass (w4): what it
+    // brings is not lost, the replica's next poll (or wait) returns it.
+    await r2.release('w2', { outcome: 'completed' });
+    await sleep(100);
+    expect(grants(await r1.poll('r1'))).toEqual(['grant|w4']);
+    expect(blmpops).toEqual(['BLMPOP', 'BLMPOP']);
+
+    for (const id of ['w3', 'w4']) await r1.release(id, { outcome: 'completed' });
+    const snapshot = await r1.snapshot();
+    expect([snapshot.inflight, snapshot.waiting]).toEqual([0, 0]);
+    await Promise.all([r1.close(), r2.close()]);
+  });
+
+  it('a BLMPOP whose connection is cut is sent again on the new one: its wait still gets the grant', async () => {
+    const url = getRedis().handle.url;
+    const r1 = new RedisScheduler({ pool: 'cut', connection: url });
+    const r2 = new RedisScheduler({ pool: 'cut', connection: url });
+    await r1.configure({ initialBudget: 1, queueTtlMs: 60_000 });
+    await r1.upsertTenants([{ id: 'a' }]);
+    await r1.upsertPods([{ name: 'pod-a', cap: 100 }]);
+    expect((await r2.enqueue({ id: 'g', tenant: 'a', band: 0, replica: 'r2' })).status).toBe(
+      'granted',
+    );
+    expect((await r1.enqueue({ id: 'w', tenant: 'a', band: 0, replica: 'r1' })).status).toBe(
+      'queued',
+    );
+    const blockedId = async () =>
+      /id=(\d+) [^\n]*cmd=blmpop/.exec((await admin.client('LIST')).toString())?.[1];
+    const waiting = r1.waitForNotices('r1', 5_000);
+    await waitUntil('the BLMPOP is blocked', async () => (await blockedId()) !== undefined);
+    const cut = (await blockedId()) as string;
+    await admin.client('KILL', 'ID', cut);
+    await waitUntil('the BLMPOP is blocked again', async () => {
+      const id = await blockedId();
+      return id !== undefined && id !== cut;
+    });
+    await r2.release('g', { outcome: 'completed' });
+    expect(await waiting).toEqual([{ kind: 'grant', id: 'w', pod: 'pod-a' }]);
+    await r1.release('w', { outcome: 'completed' });
+    await Promise.all([r1.close(), r2.close()]);
+  });
+
   it('a new config takes effect at the next call, also after FLUSHALL (the engine caches settings per config rev)', async () => {
     const scheduler = new RedisScheduler({ pool: 'rev', connection: getRedis().handle.url });
     const setUp = async (policy: 'reject-all' | 'always-admit') => {

@@ -43,6 +43,7 @@ import {
   type SchedulerSettingsInput,
   type TenantConfig,
 } from '../settings.js';
+import { BlockingNotices, MAX_NOTICES_PER_POP } from './blocking-notices.js';
 import { functionRunner, type RunScript, type ScriptArg } from './commands.js';
 import { blockingDuplicate, type RedisConnection } from './connection.js';
 import { EngineBatch, type EngineCall } from './engine-batch.js';
@@ -60,8 +61,6 @@ export interface RedisSchedulerOptions {
   latencyRetentionMs?: number;
 }
 
-/** Most notices one poll returns; the rest wait for the next poll. */
-const MAX_NOTICES_PER_POLL = 1_000;
 /**
  * Most ms a poll may be skipped while the pool is quiet (lua/poll-1.lua). While the pool
  * waits on a full budget nothing but a release, a time-driven change (which bounds the hint
@@ -97,16 +96,23 @@ export class RedisScheduler implements Scheduler {
   private readonly engineCalls: EngineBatch;
   private readonly latencyRetentionMs: number;
   /**
-   * Dedicated connection for BLMPOP, created on first waitForNotices. It serves one wait at a
-   * time: a gateway process waits for one replica id, so a second concurrent call queues.
-   * Its waits are bounded by their own timeout plus a grace, not by the main connection's
-   * command timeout (which would cut every wait short), and it has an 'error' listener like
-   * the main connection (blockingDuplicate).
+   * Dedicated connection for BLMPOP, created on the first waitForNotices. Its waits are
+   * bounded by their own timeout plus a grace, not by the main connection's command timeout
+   * (which would cut every wait short), and it has an 'error' listener like the main
+   * connection (blockingDuplicate).
    */
   private blocking: RedisConnection | undefined;
+  /** The notices that reach this process without a poll: BLMPOP's, and a release's. */
+  private readonly notices = new BlockingNotices(
+    () => {
+      this.blocking ??= blockingDuplicate(this.redis);
+      return this.blocking;
+    },
+    (replica) => `${this.keys.noticesPrefix}${replica}`,
+  );
   /**
    * Until when (performance.now()) poll() may answer [] without a Redis call: the last
-   * poll, or the last release made while a blocking wait was in flight, found the pool
+   * poll, or the last release made while a BLMPOP was outstanding, found the pool
    * waiting on its budget with nothing time-driven due before then (lua/includes/quiet.lua,
    * taken by keepQuiet). Every other write of
    * this process that could let a pass grant or expire something (reclaim, configure,
@@ -119,11 +125,6 @@ export class RedisScheduler implements Scheduler {
    * poll after it.
    */
   private quietUntil = 0;
-  /**
-   * Blocking waits (waitForNotices) in flight. While one is, a notice reaches this process
-   * without a poll, so a release may ask how long the pool stays quiet after its pass.
-   */
-  private blockingWaits = 0;
 
   constructor(options: RedisSchedulerOptions) {
     this.keys = poolKeys(options.pool);
@@ -273,20 +274,22 @@ export class RedisScheduler implements Scheduler {
 
   async poll(replica: ReplicaId): Promise<PolledNotices> {
     assertValidName('replica', replica);
+    // Notices a release (or a BLMPOP no wait took) popped for the replica come first: older.
+    const carried = this.notices.takeCarried(replica);
     const sent = performance.now();
-    if (sent < this.quietUntil) return quietFor(this.quietUntil - sent, []);
+    if (sent < this.quietUntil) return quietFor(this.quietUntil - sent, carried);
     this.quietUntil = 0;
     const changesBefore = this.changes;
-    // Only with a blocking wait in flight: without one, notices made elsewhere (a release's
-    // pass on another replica) reach this process by polls alone, so none may be skipped.
-    const hinted = this.blockingWaits > 0;
+    // Only with a BLMPOP outstanding: without one, notices made elsewhere (a release's pass on
+    // another replica) reach this process by polls alone, so none may be skipped.
+    const hinted = this.notices.arriveFor(replica);
     // FCALL lua/poll-1.lua
     const reply = this.expectList(
-      await this.engine('poll', [replica, MAX_NOTICES_PER_POLL, ...(hinted ? [MAX_QUIET_MS] : [])]),
+      await this.engine('poll', [replica, MAX_NOTICES_PER_POP, ...(hinted ? [MAX_QUIET_MS] : [])]),
       `poll ${replica}`,
     );
-    if (!hinted) return reply.map(parseNotice);
-    const notices = reply.slice(1).map(parseNotice);
+    if (!hinted) return [...carried, ...reply.map(parseNotice)];
+    const notices = [...carried, ...reply.slice(1).map(parseNotice)];
     // A poll that popped notices gives no hint (something moved).
     if (notices.length === 0 && this.keepQuiet(sent, reply[0], changesBefore)) {
       return quietFor(this.quietUntil - performance.now(), notices);
@@ -309,27 +312,7 @@ export class RedisScheduler implements Scheduler {
   async waitForNotices(replica: ReplicaId, timeoutMs: number): Promise<Notice[]> {
     assertValidName('replica', replica);
     assertInteger('timeoutMs', timeoutMs, 1);
-    const noticesKey = `${this.keys.noticesPrefix}${replica}`;
-    this.blocking ??= blockingDuplicate(this.redis);
-    // One round trip for the whole list (BLMPOP, Redis 7): the first notice is not held
-    // back by a second read on the main connection.
-    this.blockingWaits += 1;
-    let reply: [string, string[]] | null;
-    try {
-      reply = (await this.blocking.call(
-        'BLMPOP',
-        timeoutMs / 1000,
-        1,
-        noticesKey,
-        'LEFT',
-        'COUNT',
-        MAX_NOTICES_PER_POLL,
-      )) as [string, string[]] | null;
-    } finally {
-      this.blockingWaits -= 1;
-    }
-    if (!reply) return [];
-    return reply[1].map(parseNotice);
+    return this.notices.wait(replica, timeoutMs);
   }
 
   cancel(id: RequestId): Promise<EndResult> {
@@ -346,11 +329,15 @@ export class RedisScheduler implements Scheduler {
   async release(id: RequestId, options: ReleaseOptions): Promise<EndResult> {
     this.wake();
     const r = normalizeRelease(id, options);
-    // With a blocking wait in flight (the notices of this release's pass reach this process
+    // With a BLMPOP outstanding (the notices of this release's pass reach this process
     // through it), ask how long the pool stays quiet after the pass, as a poll would
     // answer: no poll round trip after each release while requests wait on a full budget.
+    // And have the release pop that replica's notices: the grant its pass made for a request
+    // of this process comes back with the reply, and the BLMPOP stays outstanding
+    // (BlockingNotices).
     const sent = performance.now();
-    const hinted = this.blockingWaits > 0;
+    const popping = this.notices.popping();
+    const hinted = popping !== undefined;
     const changesBefore = this.changes;
     // FCALL lua/release-1.lua
     const reply = await this.engine('release', [
@@ -359,9 +346,10 @@ export class RedisScheduler implements Scheduler {
       r.inputTokens ?? '',
       r.outputTokens ?? '',
       r.actualTokens ?? '',
-      ...(hinted ? [MAX_QUIET_MS] : []),
+      ...(hinted ? [MAX_QUIET_MS, popping, MAX_NOTICES_PER_POP] : []),
     ]);
-    const [state, quiet] = hinted && Array.isArray(reply) ? reply : [reply, 0];
+    const [state, quiet, ...carried] = hinted && Array.isArray(reply) ? reply : [reply, 0];
+    if (popping !== undefined) this.notices.carry(popping, carried);
     const was = END_STATES[state as number];
     if (was === undefined) throw schedulerError(state as number, `release ${id}`);
     this.keepQuiet(sent, quiet, changesBefore);
