@@ -250,7 +250,7 @@ describe('RedisScheduler on Redis', () => {
       'queued',
     );
     const blockedId = async () =>
-      /id=(\d+) [^\n]*cmd=blmpop/.exec((await admin.client('LIST')).toString())?.[1];
+      /id=(\d+) [^\n]*cmd=blmpop/.exec(String(await admin.client('LIST')))?.[1];
     const waiting = r1.waitForNotices('r1', 5_000);
     await waitUntil('the BLMPOP is blocked', async () => (await blockedId()) !== undefined);
     const cut = (await blockedId()) as string;
