@@ -766,8 +766,7 @@ async function main(): Promise<void> {
       (redisCalls.get(command) ?? 0) - (redisStartCalls.get(command) ?? 0);
     const probeHops = floor?.length ?? 0;
     console.log(
-      `
-Redis in the drain: ${redisServer === undefined ? 'CPU unknown (not its own redis-server)' : `${(redisCpuMicros / drained).toFixed(0)} µs of CPU per request`};` +
+      `\nRedis in the drain: ${redisServer === undefined ? 'CPU unknown (not its own redis-server)' : `${(redisCpuMicros / drained).toFixed(0)} µs of CPU per request`};` +
         ` per request ${(ran('fcall') / drained).toFixed(2)} FCALL (the engine's calls, batched or alone) and` +
         ` ${((ran('blmpop') - probeHops) / drained).toFixed(2)} BLMPOP (the replica's blocking waits)` +
         (probeHops > 0 ? `, the floor's probe's ${probeHops} hops left out` : ''),
