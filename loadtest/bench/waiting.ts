@@ -447,17 +447,15 @@ function byTime(flat: number[]): Array<[number, number]> {
 }
 
 /** BENCH_PIN: the gateway and its redis-server on one core, this process on the other. */
-async function pinMeasuredPath(
+function pinMeasuredPath(
   gatewayPid: number,
-  redis: { source: string; url: string },
+  redisServer: number | undefined,
   probePid: number | undefined,
-): Promise<void> {
+): void {
   if (availableParallelism() < 2) throw new Error('BENCH_PIN=1 needs at least 2 CPUs');
-  // Only a redis-server of this machine started here: a REDIS_URL's pid may be anyone's.
-  if (redis.source !== 'redis-server')
-    throw new Error('BENCH_PIN=1 needs its own redis-server: unset REDIS_URL');
-  const redisServer = await redisPid(redis.url);
-  if (redisServer === undefined) throw new Error('BENCH_PIN=1 needs the pid of its redis-server');
+  if (redisServer === undefined) {
+    throw new Error('BENCH_PIN=1 needs its own redis-server (unset REDIS_URL) and its pid');
+  }
   for (const measured of [gatewayPid, redisServer, probePid]) {
     if (measured !== undefined) pinProcess(measured, MEASURED_CPU);
   }
@@ -466,6 +464,8 @@ async function pinMeasuredPath(
 
 async function main(): Promise<void> {
   const redis = await startRedis();
+  // Only a redis-server of this machine started here: a REDIS_URL's pid may be anyone's.
+  const redisServer = redis.source === 'redis-server' ? await redisPid(redis.url) : undefined;
   const upstream = await startUpstream();
   const receiver = TRACES ? await startOtlpReceiver() : undefined;
   const streams: Stream[] = [];
@@ -509,7 +509,7 @@ async function main(): Promise<void> {
     const pid = gateway.pid;
     if (pid === undefined) throw new Error('gateway has no pid');
     if (FLOOR_MS > 0) probe = await startRedisHopProbe(redis.url, FLOOR_MS);
-    if (PIN) await pinMeasuredPath(pid, redis, probe?.pid);
+    if (PIN) pinMeasuredPath(pid, redisServer, probe?.pid);
     const port = gateway.port;
     await waitFor(
       'the upstream is healthy',
@@ -610,7 +610,6 @@ async function main(): Promise<void> {
     const drainStartUnixMs = Date.now();
     const drainStartCpu = cpuMicros(pid);
     const drainStartSyscalls = syscallCounts(pid);
-    const redisServer = redis.source === 'redis-server' ? await redisPid(redis.url) : undefined;
     const redisStartCpu = cpuMicros(redisServer);
     const redisStartCalls = await redisCommandCalls(redis.url);
     probe?.record();

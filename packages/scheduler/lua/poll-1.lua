@@ -34,8 +34,7 @@ local replica = ARGV[1]
 touchReplica(replica, now, cfg)
 runJanitor(now, cfg)
 dispatchPass(now, cfg, nil)
-local noticesKey = noticesPrefix .. replica
-local notices = rcall('LPOP', noticesKey, tonumber(ARGV[2])) or {}
+local notices = popNotices(replica, tonumber(ARGV[2]))
 if not ARGV[3] then return notices end
 table.insert(notices, 1, quietMs(now, cfg, tonumber(ARGV[3])))
 return notices

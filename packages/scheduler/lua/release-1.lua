@@ -55,8 +55,7 @@ local reply = { state, quietMs(nil, cfg, mostQuietMs) }
 if ARGV[7] then
   -- Popped before Redis serves any blocked client (after the script): an emptied list wakes
   -- no BLMPOP.
-  local noticesKey = noticesPrefix .. ARGV[7]
-  local notices = rcall('LPOP', noticesKey, tonumber(ARGV[8])) or {}
+  local notices = popNotices(ARGV[7], tonumber(ARGV[8]))
   for i = 1, #notices do reply[i + 2] = notices[i] end
 end
 return reply

@@ -17,6 +17,13 @@ local function pushNotice(replica, notice)
   rcall('RPUSH', noticesKey, notice)
 end
 
+-- Takes up to `most` of a replica's notices, oldest first ({} when none): a poll's, and a
+-- release's for the caller whose BLMPOP is outstanding.
+local function popNotices(replica, most)
+  local noticesKey = noticesPrefix .. replica
+  return rcall('LPOP', noticesKey, most) or {}
+end
+
 -- Notices go only to replicas still registered: a reclaimed replica's list is gone and
 -- pushing to it would leave an orphan list behind.
 local function notifyReplica(replica, notice)
