@@ -106,11 +106,11 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const processMetrics = registerProcessMetrics(metrics.registry);
   const telemetry =
     options.telemetry ??
-    startTelemetry({
+    (await startTelemetry({
       serviceName: config.telemetry.service_name,
       env,
       traces: config.telemetry.traces,
-    });
+    }));
   const ownsTelemetry = options.telemetry === undefined;
   const batch: BatchApi | undefined = config.redis
     ? startBatchApi({ config: current, pools, metrics, tracer: telemetry.tracer, log })

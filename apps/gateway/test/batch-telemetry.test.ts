@@ -1,4 +1,4 @@
-import { startTelemetry } from '@fairgate/telemetry';
+import { startTelemetry, type Telemetry } from '@fairgate/telemetry';
 import { TEST_KEYS } from '@fairgate/testkit';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import OpenAI, { toFile } from 'openai';
@@ -23,13 +23,14 @@ const chatLine = (i: number) =>
  */
 describe('batch lines: spans, metrics and the batch credential', () => {
   const exporter = new InMemorySpanExporter();
-  const telemetry = startTelemetry({
-    serviceName: 'fairgate-test',
-    spanProcessors: [new SimpleSpanProcessor(exporter)],
-  });
+  let telemetry: Telemetry;
   let stack: GatewayStack;
 
   beforeAll(async () => {
+    telemetry = await startTelemetry({
+      serviceName: 'fairgate-test',
+      spanProcessors: [new SimpleSpanProcessor(exporter)],
+    });
     stack = await startGatewayStack({
       replicaId: 'batch-r1',
       simArgs: { 'alpha-ms': 2 },

@@ -1,4 +1,4 @@
-import { Attr, SpanEvents, startTelemetry } from '@fairgate/telemetry';
+import { Attr, SpanEvents, startTelemetry, type Telemetry } from '@fairgate/telemetry';
 import { type AppHandle, TEST_KEYS } from '@fairgate/testkit';
 import { hrTimeToMilliseconds } from '@opentelemetry/core';
 import {
@@ -12,15 +12,16 @@ import { type GatewayStack, startGatewayStack } from './fixture.js';
 
 describe('traces t1..t7', () => {
   const exporter = new InMemorySpanExporter();
-  const telemetry = startTelemetry({
-    serviceName: 'fairgate-test',
-    spanProcessors: [new SimpleSpanProcessor(exporter)],
-  });
+  let telemetry: Telemetry;
   let stack: GatewayStack;
   let sim: AppHandle;
   let gateway: RunningGateway;
 
   beforeAll(async () => {
+    telemetry = await startTelemetry({
+      serviceName: 'fairgate-test',
+      spanProcessors: [new SimpleSpanProcessor(exporter)],
+    });
     stack = await startGatewayStack({
       replicaId: 'trace-r1',
       simArgs: { 'alpha-ms': 5 },

@@ -1,6 +1,17 @@
-import { ProxyTracerProvider, type Tracer, trace } from '@opentelemetry/api';
-import { NodeSDK } from '@opentelemetry/sdk-node';
-import { NoopSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import {
+  context,
+  ProxyTracerProvider,
+  propagation,
+  type TextMapPropagator,
+  type Tracer,
+  trace,
+} from '@opentelemetry/api';
+import {
+  CompositePropagator,
+  W3CBaggagePropagator,
+  W3CTraceContextPropagator,
+} from '@opentelemetry/core';
+import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { PropagationOnlyTracer } from './spans.js';
 import { SyncContextManager } from './sync-context-manager.js';
 
@@ -45,16 +56,28 @@ export function exportRequested(env: NodeJS.ProcessEnv): boolean {
 export const EXPORT_BATCH_DEFAULT = 128;
 
 /**
- * Starts the OpenTelemetry NodeSDK. Export is configured only by the standard
- * OTEL_* environment variables (e.g. OTEL_EXPORTER_OTLP_ENDPOINT=http://jaeger:4318,
- * OTEL_EXPORTER_OTLP_PROTOCOL); with none set, the tracer only propagates W3C
- * trace context to the pods (PropagationOnlyTracer: no span is built). No auto-
- * instrumentation: fairgate creates its spans explicitly (t1..t7).
+ * Starts tracing. Export is configured only by the standard OTEL_* environment variables
+ * (e.g. OTEL_EXPORTER_OTLP_ENDPOINT=http://jaeger:4318, OTEL_EXPORTER_OTLP_PROTOCOL), through
+ * the OpenTelemetry NodeSDK. With none set (or `traces: false`), nothing records spans: the
+ * tracer only propagates W3C trace context to the pods (PropagationOnlyTracer: no span is
+ * built), and the NodeSDK is not loaded unless OTEL_PROPAGATORS names a propagator other
+ * than W3C's (`propagationOnly`). No auto-instrumentation: fairgate creates its spans
+ * explicitly (t1..t7), and it makes no OpenTelemetry metrics or logs (its metrics are
+ * Prometheus's).
  */
-export function startTelemetry(options: TelemetryOptions): Telemetry {
+export async function startTelemetry(options: TelemetryOptions): Promise<Telemetry> {
   const env = options.env ?? process.env;
   const exporting = options.traces !== false && exportRequested(env);
   const extra = options.spanProcessors ?? [];
+  const recording = exporting || extra.length > 0;
+  const propagator = recording ? undefined : propagatorFromEnv(env);
+  if (propagator !== undefined) return propagationOnly(propagator);
+  // Loaded only from here on: importing the NodeSDK (every exporter, the metrics and logs
+  // SDKs) costs a replica ~0.85 s of CPU and ~26 MB of RSS at start (docs/config.md).
+  const [{ NodeSDK }, { NoopSpanProcessor }] = await Promise.all([
+    import('@opentelemetry/sdk-node'),
+    import('@opentelemetry/sdk-trace-base'),
+  ]);
   // Passing spanProcessors disables the SDK's env-driven exporter; only pass
   // them when env export is not requested or tests bring their own.
   const spanProcessors =
@@ -73,10 +96,9 @@ export function startTelemetry(options: TelemetryOptions): Telemetry {
   sdk.start();
   return {
     // Nothing records spans (no exporter, no processor): only propagate trace context.
-    tracer:
-      spanProcessors?.[0] instanceof NoopSpanProcessor
-        ? new PropagationOnlyTracer()
-        : trace.getTracer('fairgate', options.serviceVersion),
+    tracer: recording
+      ? trace.getTracer('fairgate', options.serviceVersion)
+      : new PropagationOnlyTracer(),
     exporting: exporting && extra.length === 0,
     flush: async () => {
       const provider = trace.getTracerProvider();
@@ -86,4 +108,52 @@ export function startTelemetry(options: TelemetryOptions): Telemetry {
     },
     shutdown: () => sdk.shutdown(),
   };
+}
+
+/**
+ * Nothing records spans: register what the NodeSDK would (the context manager, and the
+ * propagator OTEL_PROPAGATORS names; null for `none`) and hand out a tracer that only
+ * propagates. No tracer, meter or logger provider is registered: nothing would use them.
+ */
+function propagationOnly(propagator: TextMapPropagator | null): Telemetry {
+  context.setGlobalContextManager(new SyncContextManager());
+  if (propagator) propagation.setGlobalPropagator(propagator);
+  return {
+    tracer: new PropagationOnlyTracer(),
+    exporting: false,
+    flush: async () => {},
+    shutdown: async () => {},
+  };
+}
+
+/**
+ * The propagator OTEL_PROPAGATORS asks for, as the NodeSDK builds it (default: W3C trace
+ * context and baggage; null: `none`, nothing registered), when it names only the W3C ones;
+ * undefined when it names others (b3, b3multi, jaeger), which the NodeSDK's dependencies
+ * provide: the NodeSDK is then started as before, with a processor that records nothing.
+ */
+export function propagatorFromEnv(env: NodeJS.ProcessEnv): TextMapPropagator | null | undefined {
+  const names = [
+    ...new Set(
+      (env.OTEL_PROPAGATORS ?? '')
+        .split(',')
+        .map((name) => name.trim())
+        .filter((name) => name !== ''),
+    ),
+  ];
+  if (names.length === 0) {
+    return new CompositePropagator({
+      propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()],
+    });
+  }
+  if (names.includes('none')) return null;
+  const w3c: Record<string, () => TextMapPropagator> = {
+    tracecontext: () => new W3CTraceContextPropagator(),
+    baggage: () => new W3CBaggagePropagator(),
+  };
+  if (!names.every((name) => name in w3c)) return undefined;
+  const propagators = names.map((name) => (w3c[name] as () => TextMapPropagator)());
+  return propagators.length === 1
+    ? (propagators[0] as TextMapPropagator)
+    : new CompositePropagator({ propagators });
 }

@@ -130,9 +130,9 @@ describe('LinkedContext', () => {
   });
 });
 
-describe('the request spans use it', () => {
+describe('the request spans use it', async () => {
   // Nothing records: the W3C propagator only (as the gateway runs without OTEL_*).
-  const telemetry = startTelemetry({ serviceName: 'fairgate-test', env: {} });
+  const telemetry = await startTelemetry({ serviceName: 'fairgate-test', env: {} });
   afterAll(() => telemetry.shutdown());
 
   it('SERVER and child contexts are chains, and the trace id reaches the pod headers', () => {

@@ -1,3 +1,5 @@
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { SpanKind, TraceFlags, trace } from '@opentelemetry/api';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
@@ -7,11 +9,12 @@ import {
   startTelemetry,
   traceHeaders,
 } from '../src/index.js';
+import { propagatorFromEnv } from '../src/sdk.js';
 import { PropagationOnlyTracer } from '../src/spans.js';
 
 describe('telemetry.traces: false', () => {
   it('exports nothing even when OTEL_* ask for export, and still propagates', async () => {
-    const telemetry = startTelemetry({
+    const telemetry = await startTelemetry({
       serviceName: 'fairgate-test',
       env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:1' },
       traces: false,
@@ -25,9 +28,9 @@ describe('telemetry.traces: false', () => {
   });
 });
 
-describe('PropagationOnlyTracer (nothing records spans)', () => {
-  // No OTEL_* export and no processor: the SDK only registers the W3C propagator.
-  const telemetry = startTelemetry({ serviceName: 'fairgate-test', env: {} });
+describe('PropagationOnlyTracer (nothing records spans)', async () => {
+  // No OTEL_* export and no processor: only the W3C propagator is registered (no SDK).
+  const telemetry = await startTelemetry({ serviceName: 'fairgate-test', env: {} });
   const tracer = telemetry.tracer;
   afterAll(() => telemetry.shutdown());
 
@@ -67,5 +70,72 @@ describe('PropagationOnlyTracer (nothing records spans)', () => {
     const ids = new Set<string>();
     for (let i = 0; i < 2_000; i++) ids.add(tracer.startSpan('s').spanContext().spanId);
     expect(ids.size).toBe(2_000);
+  });
+});
+
+describe('propagatorFromEnv (OTEL_PROPAGATORS, as the NodeSDK reads it)', () => {
+  it.each([
+    ['unset', undefined, ['traceparent', 'tracestate', 'baggage']],
+    ['empty', '', ['traceparent', 'tracestate', 'baggage']],
+    ['tracecontext', 'tracecontext', ['traceparent', 'tracestate']],
+    ['baggage', 'baggage', ['baggage']],
+    [
+      'both, spaced and repeated',
+      ' baggage , tracecontext,baggage',
+      ['baggage', 'traceparent', 'tracestate'],
+    ],
+    ['none', 'none', null],
+    ['none beside another', 'tracecontext,none', null],
+    ['b3 (the SDK builds it)', 'b3', undefined],
+    ['jaeger beside W3C', 'tracecontext,jaeger', undefined],
+  ])('%s', (_name, value, fields) => {
+    const propagator = propagatorFromEnv(value === undefined ? {} : { OTEL_PROPAGATORS: value });
+    expect(
+      propagator === null || propagator === undefined ? propagator : propagator.fields(),
+    ).toEqual(fields);
+  });
+});
+
+describe('what a process loads', () => {
+  /** A fresh Node process with `env` starts the built package: what did it load and register? */
+  const startIn = (env: Record<string, string>) => {
+    const script = `
+      import { createRequire } from 'node:module';
+      import { metrics, propagation, trace } from '@opentelemetry/api';
+      import { startTelemetry } from '@fairgate/telemetry';
+      const telemetry = await startTelemetry({ serviceName: 'check' });
+      const loaded = Object.keys(createRequire(import.meta.url).cache);
+      console.log(JSON.stringify({
+        sdk: loaded.some((file) => file.includes('/@opentelemetry/sdk-node/')),
+        tracer: telemetry.tracer.constructor.name,
+        fields: propagation.fields(),
+        meterProvider: metrics.getMeterProvider().constructor.name,
+        tracerProvider: trace.getTracerProvider().getDelegate().constructor.name,
+      }));
+      await telemetry.shutdown();`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+      cwd: fileURLToPath(new URL('..', import.meta.url)),
+      env: { PATH: process.env.PATH ?? '', ...env },
+      encoding: 'utf8',
+    });
+    return JSON.parse(out);
+  };
+
+  it('untraced: no NodeSDK, no provider, the W3C propagators', () => {
+    expect(startIn({})).toEqual({
+      sdk: false,
+      tracer: 'PropagationOnlyTracer',
+      fields: ['traceparent', 'tracestate', 'baggage'],
+      meterProvider: 'NoopMeterProvider',
+      tracerProvider: 'NoopTracerProvider',
+    });
+  });
+
+  it('a propagator only the SDK has: the NodeSDK, recording nothing', () => {
+    expect(startIn({ OTEL_PROPAGATORS: 'b3' })).toMatchObject({
+      sdk: true,
+      tracer: 'PropagationOnlyTracer',
+      fields: ['b3'],
+    });
   });
 });

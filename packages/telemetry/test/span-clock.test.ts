@@ -15,7 +15,7 @@ const ns = (t: Time) => BigInt(t[0]) * 1_000_000_000n + BigInt(t[1]);
 
 // One SDK per process: its tracer provider is global.
 const exporter = new InMemorySpanExporter();
-const telemetry = startTelemetry({
+const telemetry = await startTelemetry({
   serviceName: 'fairgate-test',
   spanProcessors: [new SimpleSpanProcessor(exporter)],
 });

@@ -94,7 +94,7 @@ describe('SyncContextManager', () => {
 
 describe('startTelemetry registers it', () => {
   it('context.with is synchronous only, with a span processor recording', async () => {
-    const telemetry = startTelemetry({
+    const telemetry = await startTelemetry({
       serviceName: 'fairgate-test',
       spanProcessors: [new SimpleSpanProcessor(new InMemorySpanExporter())],
     });

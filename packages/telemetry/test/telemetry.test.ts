@@ -21,9 +21,9 @@ describe('exportRequested', () => {
   ])('%j -> %s', (env, expected) => expect(exportRequested(env)).toBe(expected));
 });
 
-describe('span tree and propagation', () => {
+describe('span tree and propagation', async () => {
   const exporter = new InMemorySpanExporter();
-  const telemetry = startTelemetry({
+  const telemetry = await startTelemetry({
     serviceName: 'fairgate-test',
     spanProcessors: [new SimpleSpanProcessor(exporter)],
   });
@@ -107,7 +107,7 @@ describe('the export batch (OTEL_BSP_MAX_EXPORT_BATCH_SIZE)', () => {
   ])('%s', async (_name, env, before, after) => {
     if (before === undefined) delete process.env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE;
     else process.env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE = before;
-    const telemetry = startTelemetry({ serviceName: 'fairgate-test', env });
+    const telemetry = await startTelemetry({ serviceName: 'fairgate-test', env });
     try {
       expect(telemetry.exporting).toBe('OTEL_EXPORTER_OTLP_ENDPOINT' in env);
       expect(process.env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE).toBe(after);
