@@ -11,7 +11,7 @@ import {
 } from '@fairgate/telemetry';
 import type { Hono } from 'hono';
 import { createGatewayApp, gatewayRequestListener } from './app.js';
-import { type BatchApi, startBatchApi } from './batch/batch-api.js';
+import type { BatchApi } from './batch/batch-api.js';
 import type { GatewayDeps } from './context.js';
 import { Drain } from './drain.js';
 import { draining } from './errors.js';
@@ -112,8 +112,16 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       traces: config.telemetry.traces,
     }));
   const ownsTelemetry = options.telemetry === undefined;
+  // The Batch API needs Redis; its module (BullMQ's queues and workers) is loaded only then:
+  // ~10 MB of RSS a replica on the embedded scheduler does not hold.
   const batch: BatchApi | undefined = config.redis
-    ? startBatchApi({ config: current, pools, metrics, tracer: telemetry.tracer, log })
+    ? (await import('./batch/batch-api.js')).startBatchApi({
+        config: current,
+        pools,
+        metrics,
+        tracer: telemetry.tracer,
+        log,
+      })
     : undefined;
   const deps: GatewayDeps = {
     replica,
