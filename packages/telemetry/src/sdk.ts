@@ -116,7 +116,7 @@ export async function startTelemetry(options: TelemetryOptions): Promise<Telemet
  * propagates. No tracer, meter or logger provider is registered: nothing would use them.
  */
 function propagationOnly(propagator: TextMapPropagator | null): Telemetry {
-  context.setGlobalContextManager(new SyncContextManager());
+  context.setGlobalContextManager(new SyncContextManager().enable());
   if (propagator) propagation.setGlobalPropagator(propagator);
   return {
     tracer: new PropagationOnlyTracer(),
