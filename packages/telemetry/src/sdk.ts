@@ -62,7 +62,7 @@ export const EXPORT_BATCH_DEFAULT = 128;
  * tracer only propagates W3C trace context to the pods (PropagationOnlyTracer: no span is
  * built), and the NodeSDK is not loaded unless OTEL_PROPAGATORS names a propagator other
  * than W3C's (`propagationOnly`). No auto-instrumentation: fairgate creates its spans
- * explicitly (t1..t7), and it makes no OpenTelemetry metrics or logs (its metrics are
+ * explicitly (t1..t7), and it sets up no OpenTelemetry metrics or logs (its metrics are
  * Prometheus's).
  */
 export async function startTelemetry(options: TelemetryOptions): Promise<Telemetry> {
@@ -92,6 +92,10 @@ export async function startTelemetry(options: TelemetryOptions): Promise<Telemet
     // Contexts are passed explicitly; async propagation would hook every promise.
     contextManager: new SyncContextManager(),
     ...(spanProcessors ? { spanProcessors } : {}),
+    // Traces only: fairgate makes no OpenTelemetry metrics or logs, so none are set up
+    // whatever OTEL_METRICS_EXPORTER and OTEL_LOGS_EXPORTER say (both default to OTLP).
+    metricReaders: [],
+    logRecordProcessors: [],
   });
   sdk.start();
   return {

@@ -131,6 +131,18 @@ describe('what a process loads', () => {
     });
   });
 
+  it('traced: the NodeSDK with its tracer provider, and no meter provider', () => {
+    expect(
+      startIn({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:1', OTEL_METRICS_EXPORTER: 'otlp' }),
+    ).toEqual({
+      sdk: true,
+      tracer: 'Tracer',
+      fields: ['traceparent', 'tracestate', 'baggage'],
+      meterProvider: 'NoopMeterProvider',
+      tracerProvider: 'TracerProvider',
+    });
+  });
+
   it('a propagator only the SDK has: the NodeSDK, recording nothing', () => {
     expect(startIn({ OTEL_PROPAGATORS: 'b3' })).toMatchObject({
       sdk: true,
