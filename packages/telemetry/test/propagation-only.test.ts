@@ -121,33 +121,38 @@ describe('what a process loads', () => {
     return JSON.parse(out);
   };
 
-  it('untraced: no NodeSDK, no provider, the W3C propagators', () => {
-    expect(startIn({})).toEqual({
-      sdk: false,
-      tracer: 'PropagationOnlyTracer',
-      fields: ['traceparent', 'tracestate', 'baggage'],
-      meterProvider: 'NoopMeterProvider',
-      tracerProvider: 'NoopTracerProvider',
-    });
-  });
-
-  it('traced: the NodeSDK with its tracer provider, and no meter provider', () => {
-    expect(
-      startIn({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:1', OTEL_METRICS_EXPORTER: 'otlp' }),
-    ).toEqual({
-      sdk: true,
-      tracer: 'Tracer',
-      fields: ['traceparent', 'tracestate', 'baggage'],
-      meterProvider: 'NoopMeterProvider',
-      tracerProvider: 'TracerProvider',
-    });
-  });
-
-  it('a propagator only the SDK has: the NodeSDK, recording nothing', () => {
-    expect(startIn({ OTEL_PROPAGATORS: 'b3' })).toMatchObject({
-      sdk: true,
-      tracer: 'PropagationOnlyTracer',
-      fields: ['b3'],
-    });
+  const W3C = ['traceparent', 'tracestate', 'baggage'];
+  // [case, the process's environment, NodeSDK loaded, tracer, propagator fields, meter
+  // provider, tracer provider]
+  it.each([
+    [
+      'untraced: no NodeSDK, no provider',
+      {},
+      false,
+      'PropagationOnlyTracer',
+      W3C,
+      'NoopMeterProvider',
+      'NoopTracerProvider',
+    ],
+    [
+      'traced: no meter provider even when OTEL_METRICS_EXPORTER asks',
+      { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:1', OTEL_METRICS_EXPORTER: 'otlp' },
+      true,
+      'Tracer',
+      W3C,
+      'NoopMeterProvider',
+      'TracerProvider',
+    ],
+    [
+      'a propagator only the SDK has: the NodeSDK, recording nothing',
+      { OTEL_PROPAGATORS: 'b3' },
+      true,
+      'PropagationOnlyTracer',
+      ['b3'],
+      'NoopMeterProvider',
+      'TracerProvider',
+    ],
+  ])('%s', (_case, env, sdk, tracer, fields, meterProvider, tracerProvider) => {
+    expect(startIn(env)).toEqual({ sdk, tracer, fields, meterProvider, tracerProvider });
   });
 });
