@@ -1,6 +1,13 @@
 import { sha256Hex, TEST_KEYS } from '@fairgate/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectConserved, generate, type Pool, sleep, startPool } from './support/pool.js';
+import {
+  type AdminState,
+  expectConserved,
+  generate,
+  type Pool,
+  sleep,
+  startPool,
+} from './support/pool.js';
 
 /**
  * Slot recycling across real processes (docs/scheduler.md, *Slot recycling*): two gateway
@@ -9,13 +16,28 @@ import { expectConserved, generate, type Pool, sleep, startPool } from './suppor
  * as soon as a request of another replica waits. Every test ends with the pool conserved.
  */
 const BUDGET = 4;
-/** Long enough that a test client's next request (fetch, on a busy 2-core VM) finds the slot. */
-const RECYCLE_MS = 25;
+/**
+ * Long enough that a test client's next request finds the slot: a fetch's turnaround passed
+ * 25 ms now and then when a CPU-bound file ran beside this one on 2 cores.
+ */
+const RECYCLE_MS = 100;
 
 const tenants = [
   { id: 'paying', api_key_sha256: [sha256Hex(TEST_KEYS.paying)], weight: 2, queue_max: 100 },
   { id: 'free', api_key_sha256: [sha256Hex(TEST_KEYS.free)], weight: 1, queue_max: 100 },
 ];
+
+/** Clients per tenant in the contention test: each tenant offers four times the budget. */
+const CLIENTS = 4 * BUDGET;
+
+/** Requests admitted so far per tenant, pool-wide (every band). */
+function admittedByTenant(state: AdminState): { paying: number; free: number } {
+  const sum = (tenant: string) =>
+    state.counters
+      .filter((row) => row.tenant === tenant)
+      .reduce((total, row) => total + row.admitted, 0);
+  return { paying: sum('paying'), free: sum('free') };
+}
 
 /** fairgate_slots_recycled_total of a replica. */
 async function recycled(url: string): Promise<number> {
@@ -102,20 +124,28 @@ describe('slot recycling', () => {
   it('under contention the weights hold across replicas, recycling or not', async () => {
     const [first, second] = pool.gateways;
     const stop = { at: performance.now() + 3_000 };
-    const served = { paying: 0, free: 0 };
-    const measureFrom = performance.now() + 1_000;
-    const loop = async (url: string, key: string, tenant: 'paying' | 'free') => {
+    const loop = async (url: string, key: string) => {
       while (performance.now() < stop.at) {
-        const result = await generate(url, key);
+        // 16 decode steps (~90 ms with 4 in flight on the sim): long beside a client's turnaround
+        // on a loaded VM, so neither tenant's queue runs dry (the pool is work-conserving:
+        // a tenant with nothing queued rightly cedes its turn, and the share would drift).
+        const result = await generate(url, key, { maxTokens: 16 });
         expect(result.status).toBe(200);
-        if (result.sentAt > measureFrom) served[tenant] += 1;
       }
     };
-    await Promise.all([
-      ...Array.from({ length: 8 }, () => loop(first!.url, TEST_KEYS.paying, 'paying')),
-      ...Array.from({ length: 8 }, () => loop(second!.url, TEST_KEYS.free, 'free')),
+    const loops = Promise.all([
+      ...Array.from({ length: CLIENTS }, () => loop(first!.url, TEST_KEYS.paying)),
+      ...Array.from({ length: CLIENTS }, () => loop(second!.url, TEST_KEYS.free)),
     ]);
-    // Both offer twice the budget: grants follow the weights 2:1.
+    // The share is the scheduler's own grants (admitted, handovers included) in the last
+    // 2 s, both tenants backlogged all along: what deficit round robin decides.
+    await sleep(1_000);
+    const from = admittedByTenant(await pool.state());
+    await sleep(stop.at - performance.now());
+    const to = admittedByTenant(await pool.state());
+    await loops;
+    const served = { paying: to.paying - from.paying, free: to.free - from.free };
+    // Both offer four times the budget: grants follow the weights 2:1.
     const share = served.paying / (served.paying + served.free);
     console.log(
       `slot recycling: under contention paying ${served.paying}, free ${served.free}: share ${share.toFixed(3)} (weights 2:1 = 0.667)`,
