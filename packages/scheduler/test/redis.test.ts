@@ -1,6 +1,6 @@
 import { RejectCode } from '@fairgate/core';
 import { waitUntil } from '@fairgate/testkit';
-import { Redis } from 'ioredis';
+import { Command, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { poolKeys, QUIET_MS, RedisScheduler } from '../src/index.js';
 import { describeSchedulerConformance } from './conformance/index.js';
@@ -8,6 +8,12 @@ import { redisBackend, scanAll } from './support/backends.js';
 import { startClusterCheckedRedis, type TestRedis } from './support/cluster-redis.js';
 import { keySlot } from './support/keyslot.js';
 import { requestCycles, sleep } from './support/pool.js';
+
+/** A script that holds Redis for 200 ms (the commands behind it wait). */
+const SPIN_200_MS = `local t = redis.call('TIME')
+local start = t[1] * 1000000 + t[2]
+repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - start >= 200000
+return 1`;
 
 let redis: TestRedis | undefined;
 const getRedis = (): TestRedis => {
@@ -95,6 +101,42 @@ describe('RedisScheduler on Redis', () => {
     expect([snapshot.inflight, snapshot.waiting]).toEqual([0, 0]);
     expect(snapshot.counters.reduce((sum, c) => sum + c.outcomes.completed, 0)).toBe(800);
     await Promise.all(schedulers.map((s) => s.close()));
+  });
+
+  it('a release made while the library loads reaches Redis after the handover it follows', async () => {
+    // Slot recycling after a flush: the handover that registers `r` in `p`'s slot is refused
+    // for the missing library, and `r` ends on its pod while the library loads. Its release
+    // must run after the handover's retry; before it, it would be a no-op and the retry
+    // would register `r` for good (a slot held until its lease expired).
+    const [scheduler] = await openPool('flush-order', 1);
+    const s = scheduler as RedisScheduler;
+    expect((await s.enqueue({ id: 'p', tenant: 'a', band: 0, replica: 'r1' })).status).toBe(
+      'granted',
+    );
+    await admin.call('FUNCTION', 'FLUSH');
+    const connection = (s as unknown as { redis: Redis }).redis;
+    const original = connection.sendCommand.bind(connection);
+    let released: Promise<unknown> | undefined;
+    connection.sendCommand = ((command: Command, stream?: Parameters<Redis['sendCommand']>[1]) => {
+      if (released || command.name.toLowerCase() !== 'function') return original(command, stream);
+      // The load is written behind a 200 ms script, so its reply comes late; `r` ends now.
+      void original(new Command('eval', [SPIN_200_MS, 0]));
+      const loaded = original(command, stream);
+      released = s.release('r', { outcome: 'completed' });
+      return loaded;
+    }) as Redis['sendCommand'];
+    const handedOver = await s.handover(
+      'p',
+      { outcome: 'completed' },
+      { id: 'r', tenant: 'a', band: 0, replica: 'r1' },
+    );
+    await released;
+    connection.sendCommand = original;
+    expect(handedOver).toMatchObject({ handedOver: true });
+    const snapshot = await s.snapshot();
+    expect([snapshot.inflight, snapshot.waiting]).toEqual([0, 0]);
+    expect(snapshot.counters.reduce((sum, c) => sum + c.outcomes.completed, 0)).toBe(2);
+    await s.close();
   });
 
   it('an unqueued request costs two Redis calls: enqueue and release', async () => {

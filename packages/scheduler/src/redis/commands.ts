@@ -26,6 +26,13 @@ export type RunScript = (
  * functions under load). The scripts themselves never fail by error: they return negative
  * codes (src/codes.ts).
  *
+ * The calls keep their order through a load: once it ends, the refused calls are sent
+ * again and the calls made meanwhile are sent, all in the order they were made, so Redis
+ * runs this replica's calls in its order. EngineBatch promises that order, and slot
+ * recycling needs it: a handover registers a running request, whose release may be made
+ * before the handover's reply (test/redis.test.ts, *a release made while the library
+ * loads*).
+ *
  * On a Cluster, FCALL is routed by its keys like any keyed command (@ioredis/commands knows
  * FCALL's key positions), and every key of one call carries the pool's hash tag, so a call
  * runs whole on the master of the pool's slot. Functions are per server, not per slot, so
@@ -33,28 +40,38 @@ export type RunScript = (
  * replication.
  */
 export function functionRunner(connection: RedisConnection): RunScript {
-  // Loads are numbered; `loading` is the one in flight. A load numbered above what a call
-  // saw when it was sent was itself sent after that call failed, on the same per-server
-  // connection, so it runs after the loss and the call can wait for it instead of loading
-  // again: a flush under N concurrent calls costs one load, not N.
+  // Calls are numbered in the order they are made, loads in the order they start. A load
+  // numbered above what a call saw when it was sent was itself sent after that call failed,
+  // on the same per-server connection, so it runs after the loss and the call can wait for
+  // it instead of loading again: a flush under N concurrent calls costs one load, not N.
+  let made = 0;
   let started = 0;
-  let loading: { number: number; done: Promise<void> } | undefined;
-  const reload = (seen: number): Promise<void> => {
-    if (loading && loading.number > seen) return loading.done;
+  let loading: Load | undefined;
+
+  const load = (): Load => {
     started += 1;
-    const current = { number: started, done: loadEverywhere(connection) };
+    const current: Load = { number: started, after: [] };
     loading = current;
-    const clear = () => {
+    const finish = (outcome: LoadOutcome) => {
       if (loading === current) loading = undefined;
+      // In the order the calls were made (the retries of the calls the loss refused, then
+      // the calls made meanwhile), each written before the next.
+      current.after.sort((a, b) => a.place - b.place);
+      for (const call of current.after) call.resume(outcome);
     };
-    current.done.then(clear, clear);
-    return current.done;
+    loadEverywhere(connection).then(
+      () => finish(LOADED),
+      (error: unknown) => finish({ error }),
+    );
+    return current;
   };
 
-  return async (name, keys, args, urgent = false) => {
+  return (name, keys, args, urgent = false) => {
     const script = scripts[name];
     if (keys.length !== script.keys) {
-      throw new Error(`script ${name} takes ${script.keys} keys, got ${keys.length}`);
+      return Promise.reject(
+        new Error(`script ${name} takes ${script.keys} keys, got ${keys.length}`),
+      );
     }
     const fcall = () => {
       const command = new Command(
@@ -62,17 +79,46 @@ export function functionRunner(connection: RedisConnection): RunScript {
         flatArgs([script.function, script.keys, ...keys, ...args]),
         { keyPrefix: connection.options.keyPrefix, replyEncoding: 'utf8' },
       );
-      return connection.sendCommand(urgent ? markUrgent(command) : command);
+      return connection.sendCommand(urgent ? markUrgent(command) : command) as Promise<unknown>;
     };
-    const seen = started;
-    try {
-      return await fcall();
-    } catch (error) {
-      if (!isMissingFunction(error)) throw error;
-      await reload(seen);
-      return fcall();
-    }
+    const place = ++made;
+    // Sent now; when refused for the missing library, sent again once, after the load.
+    const attempt = (): Promise<unknown> => {
+      const seen = started;
+      return fcall().catch((error: unknown) => {
+        if (!isMissingFunction(error)) throw error;
+        const current = loading && loading.number > seen ? loading : load();
+        return after(current, place, (outcome) =>
+          outcome === LOADED ? fcall() : Promise.reject(outcome.error),
+        );
+      });
+    };
+    // A call made while a load runs waits for it: sent at once, it would reach Redis before
+    // the retries of calls made earlier (a release before the handover that registers its
+    // request, which would then hold its slot until its lease expired).
+    return loading ? after(loading, place, attempt) : attempt();
   };
+}
+
+/** How a FUNCTION LOAD ended: loaded, or the error of the calls it would have retried. */
+type LoadOutcome = typeof LOADED | { error: unknown };
+const LOADED = Symbol('loaded');
+
+/** A FUNCTION LOAD in flight, and the calls that go to Redis once it ends. */
+interface Load {
+  readonly number: number;
+  readonly after: Array<{ place: number; resume(outcome: LoadOutcome): void }>;
+}
+
+/** Runs `send` once `current` ends, in the order of `place` among the calls it holds. */
+function after(
+  current: Load,
+  place: number,
+  send: (outcome: LoadOutcome) => Promise<unknown>,
+): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    current.after.push({ place, resume: (outcome) => send(outcome).then(resolve, reject) });
+  });
 }
 
 /**
