@@ -103,9 +103,10 @@ describe('gaie-legacy', () => {
     const idle = await generate(pool.gateways[0]!.url, TEST_KEYS.paying, { sloClass: 'sheddable' });
     expect(idle.status).toBe(200);
 
-    // 18 requests of ~300 ms: one runs and eight wait in each pod -> saturation 8/5 = 1.6,
-    // still >= 1 after three of them ended (~900 ms).
-    const held = hold(pool, 18, 30);
+    // 22 requests of ~400 ms: one runs and ten wait in each pod -> saturation 10/5 = 2, still
+    // >= 1 after five of them ended (~2 s): room for a poll and three requests on a loaded VM
+    // (with 1.6, ~900 ms, a pod's queue once fell below the threshold before they came).
+    const held = hold(pool, 22, 40);
     await expect
       .poll(async () => (await pool.state()).saturation, { timeout: 3_000, interval: 20 })
       .toBeGreaterThanOrEqual(1);
