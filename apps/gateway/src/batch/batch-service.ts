@@ -241,9 +241,9 @@ export class BatchService {
   }
 
   /**
-   * Cancels a batch: `cancelling` at once (no line starts after this answer), `cancelled`
-   * once the lines in flight end. undefined: not the tenant's; a string: the status that
-   * cannot be cancelled.
+   * Cancels a batch: `cancelling` at once (no line starts after this answer but one already
+   * granted and past the pipeline's `running` check), `cancelled` once the lines in flight
+   * end. undefined: not the tenant's; a string: the status that cannot be cancelled.
    */
   async cancel(tenant: string, id: string): Promise<BatchRecord | undefined | string> {
     const batch = await this.store.get(tenant, id);

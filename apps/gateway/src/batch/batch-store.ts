@@ -14,7 +14,8 @@ import type { Cluster, Redis } from 'ioredis';
  * A line's result is written once (HSETNX on its index): a line run twice (its replica
  * died after the write, BullMQ ran it again) counts and appears once. The script that
  * records the last line moves the batch to `finalizing`; `beginLine` and `cancel` are one
- * script each, so no line starts once a cancel is acknowledged.
+ * script each, so no line begins once a cancel is acknowledged (one already granted stops
+ * at the pipeline's `running` check, docs/batch.md).
  */
 const TAG = '{fg-batch}';
 const batchKey = (id: string) => `${TAG}:batch:${id}`;
