@@ -137,19 +137,11 @@ function propagationOnly(propagator: TextMapPropagator | null): Telemetry {
  * provide: the NodeSDK is then started as before, with a processor that records nothing.
  */
 export function propagatorFromEnv(env: NodeJS.ProcessEnv): TextMapPropagator | null | undefined {
-  const names = [
-    ...new Set(
-      (env.OTEL_PROPAGATORS ?? '')
-        .split(',')
-        .map((name) => name.trim())
-        .filter((name) => name !== ''),
-    ),
-  ];
-  if (names.length === 0) {
-    return new CompositePropagator({
-      propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()],
-    });
-  }
+  const listed = (env.OTEL_PROPAGATORS ?? '')
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
+  const names = listed.length > 0 ? [...new Set(listed)] : ['tracecontext', 'baggage'];
   if (names.includes('none')) return null;
   const w3c: Record<string, () => TextMapPropagator> = {
     tracecontext: () => new W3CTraceContextPropagator(),
