@@ -37,10 +37,12 @@
  *    Measured in the same drain: the gateway's CPU and read/write system calls per request
  *    (the CPU also net of the rate of the waiting phase, which runs on whatever the drain
  *    does), Redis's CPU and the FCALLs and BLMPOPs it ran per request, and the machine's floor
- *    (redis-hop-probe.ts: a separate, otherwise idle process times one hop through Redis, a
- *    write on one connection until a BLMPOP on another returns it, every BENCH_FLOOR_MS).
- *    A grant is at least that hop, so its p99 over the floor's is what the replica adds; on
- *    a machine whose floor is over the goal, the goal is out of any replica's reach there.
+ *    (redis-hop-probe.ts: a separate, otherwise idle process writes to Redis every
+ *    BENCH_FLOOR_MS and times the round trip, until the write's reply on the same
+ *    connection, and the hop, until a BLMPOP on another connection returns what it wrote).
+ *    Here a release carries its replica's next grant back in its reply, so a grant is at
+ *    least that round trip, and its p99 over the round trip's is what the replica adds; on
+ *    a machine whose floor is near or over the goal, the goal is out of reach there.
  *
  * The gateway's config differs from the defaults in: scheduler.budget, queue_ttl_ms
  * (600,000), max_queue_depth and band_capacity (20,000: defaults 10,000 and 5,000), the
@@ -129,7 +131,7 @@ const TRACES = process.env.BENCH_TRACES === '1';
 const TRACES_AFTER = process.env.BENCH_TRACES_EXPORT === 'after';
 const PIN = process.env.BENCH_PIN === '1';
 /**
- * The machine's floor (redis-hop-probe.ts), measured during the drain: one hop through Redis
+ * The machine's floor (redis-hop-probe.ts), measured during the drain: one write to Redis
  * every BENCH_FLOOR_MS (10: a hundred a second, about a third of the drain's grants, so that
  * the probe adds little to what it measures); BENCH_FLOOR_MS=0 leaves it out.
  */
@@ -624,7 +626,9 @@ async function main(): Promise<void> {
     const drainSyscalls = syscallCounts(pid);
     const redisCpuMicros = cpuMicros(redisServer) - redisStartCpu;
     const redisCalls = await redisCommandCalls(redis.url);
-    const floor = (await probe?.stop())?.sort((a, b) => a - b);
+    const floorReadings = await probe?.stop();
+    const floor = floorReadings?.hops.sort((a, b) => a - b);
+    const roundTripFloor = floorReadings?.roundTrips.sort((a, b) => a - b);
     probe = undefined;
     const timedOut = performance.now() >= drainDeadline;
     const report = await upstream.report();
@@ -740,12 +744,16 @@ async function main(): Promise<void> {
       );
     }
     const floorP99 = floor ? quantile(floor, 0.99) : Number.NaN;
-    if (floor) {
+    const roundTripP99 = roundTripFloor ? quantile(roundTripFloor, 0.99) : Number.NaN;
+    if (floor && roundTripFloor) {
+      const spread = (ms: number[]) =>
+        `p50 ${quantile(ms, 0.5).toFixed(3)} ms, p90 ${quantile(ms, 0.9).toFixed(3)} ms,` +
+        ` p99 ${quantile(ms, 0.99).toFixed(3)} ms, max ${(ms.at(-1) ?? Number.NaN).toFixed(3)} ms`;
       console.log(
-        `\nthe machine's floor during the drain (redis-hop-probe.ts: an idle process's LPUSH on one connection until its BLMPOP on` +
-          ` another returns it, every ${FLOOR_MS} ms; a grant is at least this hop): ${floor.length} hops,` +
-          ` p50 ${quantile(floor, 0.5).toFixed(3)} ms, p90 ${quantile(floor, 0.9).toFixed(3)} ms, p99 ${floorP99.toFixed(3)} ms,` +
-          ` max ${(floor.at(-1) ?? Number.NaN).toFixed(3)} ms`,
+        `\nthe machine's floor during the drain (redis-hop-probe.ts: an idle process writes every ${FLOOR_MS} ms, the two kinds in turn):` +
+          ` the round trip, an INCR until its reply on the same connection (the path of a grant a release carries back): ${roundTripFloor.length},` +
+          ` ${spread(roundTripFloor)}; the hop, an LPUSH until a BLMPOP on another connection returns it (the path of a grant` +
+          ` another replica's pass makes): ${floor.length}, ${spread(floor)}`,
       );
     }
     const drained = served + BUDGET;
@@ -780,9 +788,10 @@ async function main(): Promise<void> {
           ? `; on the gateway's clock (release -> grant) p99 ${ownP99.toFixed(3)} ms <= ${GOAL_NEXT_GRANT_P99_MS} ms: ${verdict(ownP99 <= GOAL_NEXT_GRANT_P99_MS)}`
           : '') +
         (floor
-          ? `; the machine's floor (one hop through Redis) p99 ${floorP99.toFixed(3)} ms, the next grant ${(p99 / floorP99).toFixed(1)}x it` +
+          ? `; the machine's floor p99: the round trip ${roundTripP99.toFixed(3)} ms, the hop ${floorP99.toFixed(3)} ms;` +
+            ` the next grant ${(p99 / roundTripP99).toFixed(1)}x the round trip end to end` +
             (ownClock
-              ? ` end to end, ${(ownP99 / floorP99).toFixed(1)}x on the gateway's clock`
+              ? `, ${(ownP99 / roundTripP99).toFixed(1)}x on the gateway's clock (${(ownP99 / floorP99).toFixed(1)}x the hop)`
               : '')
           : ''),
     );
