@@ -21,8 +21,8 @@
  * them. A next-grant p99 near the floor's p99 is as low as the replica can go on this
  * machine; the gap above it is the replica's own.
  *
- * The probe adds one LPUSH and one BLMPOP per period to Redis's work (~1-2% of what the
- * drain's Lua calls cost it). Every loop is bounded: it stops on `stop()` or when its
+ * The probe adds one write per period to Redis's work, and a BLMPOP every other period
+ * (~1-2% of what the drain's Lua calls cost it). Every loop is bounded: it stops on `stop()` or when its
  * parent goes.
  */
 import { type ChildProcess, fork } from 'node:child_process';
@@ -50,7 +50,7 @@ export interface RedisHopProbe {
 type ToChild = { record: true } | { stop: true };
 type FromChild = { ready: true } | { readings: HopReadings };
 
-/** Starts the probe against `redisUrl`, one hop every `periodMs`. */
+/** Starts the probe against `redisUrl`, one write every `periodMs`. */
 export async function startRedisHopProbe(
   redisUrl: string,
   periodMs: number,

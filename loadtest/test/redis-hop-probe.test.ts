@@ -18,11 +18,11 @@ describe('redis hop probe (bench:waiting floor)', () => {
     probe.record();
     await new Promise((resolve) => setTimeout(resolve, 300));
     const { roundTrips, hops } = await probe.stop();
-    // ~150 writes in 300 ms at one per 2 ms; timers on a busy CI machine fire late. Each
-    // write gives one of each (a write in flight at `record` may give only one of them).
+    // ~150 writes in 300 ms at one per 2 ms, the two kinds in turn: ~75 of each (a write in
+    // flight at `record` may count on either side); timers on a busy CI machine fire late.
     for (const readings of [roundTrips, hops]) {
-      expect(readings.length).toBeGreaterThan(20);
-      expect(readings.length).toBeLessThan(200);
+      expect(readings.length).toBeGreaterThan(10);
+      expect(readings.length).toBeLessThan(120);
       for (const ms of readings) {
         expect(ms).toBeGreaterThan(0);
         expect(ms).toBeLessThan(5_000);
