@@ -1,6 +1,13 @@
 import { defaultTestTenants, TEST_KEYS } from '@fairgate/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectConserved, generate, type Pool, sleep, startPool } from './support/pool.js';
+import {
+  expectConserved,
+  generate,
+  type Pool,
+  sleep,
+  startPool,
+  tenantTotal,
+} from './support/pool.js';
 
 /**
  * A replica killed mid-request never releases its lease; the leader's janitor
@@ -90,9 +97,7 @@ describe('janitor on the leader (2 gateway processes, 1 sim)', () => {
     expect(state.leader).toBe(leader);
 
     const final = await expectConserved(pool, 5_000, leaderIndex);
-    const paying = final.counters.filter((c) => c.tenant === 'paying');
-    const sum = (pick: (c: (typeof paying)[number]) => number) =>
-      paying.reduce((total, c) => total + pick(c), 0);
+    const sum = (pick: Parameters<typeof tenantTotal>[2]) => tenantTotal(final, 'paying', pick);
     expect(sum((c) => c.admitted)).toBe(1);
     expect(sum((c) => c.outcomes.evicted)).toBe(1);
     expect(sum((c) => c.outcomes.completed)).toBe(0);

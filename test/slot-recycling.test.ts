@@ -7,6 +7,7 @@ import {
   type Pool,
   sleep,
   startPool,
+  tenantTotal,
 } from './support/pool.js';
 
 /**
@@ -32,11 +33,8 @@ const CLIENTS = 4 * BUDGET;
 
 /** Requests admitted so far per tenant, pool-wide (every band). */
 function admittedByTenant(state: AdminState): { paying: number; free: number } {
-  const sum = (tenant: string) =>
-    state.counters
-      .filter((row) => row.tenant === tenant)
-      .reduce((total, row) => total + row.admitted, 0);
-  return { paying: sum('paying'), free: sum('free') };
+  const admitted = (tenant: string) => tenantTotal(state, tenant, (row) => row.admitted);
+  return { paying: admitted('paying'), free: admitted('free') };
 }
 
 /** fairgate_slots_recycled_total of a replica. */
@@ -75,9 +73,8 @@ describe('slot recycling', () => {
     await sleep(RECYCLE_MS * 2);
     const state = await expectConserved(pool);
     expect(state.local.recycling).toEqual({ parked: 0, contended: false });
-    const paying = state.counters.filter((row) => row.tenant === 'paying');
-    const admitted = paying.reduce((sum, row) => sum + row.admitted, 0);
-    const completed = paying.reduce((sum, row) => sum + row.outcomes.completed, 0);
+    const admitted = tenantTotal(state, 'paying', (row) => row.admitted);
+    const completed = tenantTotal(state, 'paying', (row) => row.outcomes.completed);
     expect(completed).toBe(admitted);
     expect(admitted).toBeGreaterThanOrEqual(60);
   });

@@ -627,7 +627,7 @@ async function main(): Promise<void> {
     const redisCpuMicros = cpuMicros(redisServer) - redisStartCpu;
     const redisCalls = await redisCommandCalls(redis.url);
     const floorReadings = await probe?.stop();
-    const floor = floorReadings?.hops.sort((a, b) => a - b);
+    const hopFloor = floorReadings?.hops.sort((a, b) => a - b);
     const roundTripFloor = floorReadings?.roundTrips.sort((a, b) => a - b);
     probe = undefined;
     const timedOut = performance.now() >= drainDeadline;
@@ -743,9 +743,9 @@ async function main(): Promise<void> {
           `${own[0] !== undefined && own[0] < 0 ? ' (NEGATIVE gaps: the pairing premise broke)' : ''}`,
       );
     }
-    const floorP99 = floor ? quantile(floor, 0.99) : Number.NaN;
+    const hopP99 = hopFloor ? quantile(hopFloor, 0.99) : Number.NaN;
     const roundTripP99 = roundTripFloor ? quantile(roundTripFloor, 0.99) : Number.NaN;
-    if (floor && roundTripFloor) {
+    if (hopFloor && roundTripFloor) {
       const spread = (ms: number[]) =>
         `p50 ${quantile(ms, 0.5).toFixed(3)} ms, p90 ${quantile(ms, 0.9).toFixed(3)} ms,` +
         ` p99 ${quantile(ms, 0.99).toFixed(3)} ms, max ${(ms.at(-1) ?? Number.NaN).toFixed(3)} ms`;
@@ -753,7 +753,7 @@ async function main(): Promise<void> {
         `\nthe machine's floor during the drain (redis-hop-probe.ts: an idle process writes every ${FLOOR_MS} ms, the two kinds in turn):` +
           ` the round trip, an INCR until its reply on the same connection (the path of a grant a release carries back): ${roundTripFloor.length},` +
           ` ${spread(roundTripFloor)}; the hop, an LPUSH until a BLMPOP on another connection returns it (the path of a grant` +
-          ` another replica's pass makes): ${floor.length}, ${spread(floor)}`,
+          ` another replica's pass makes): ${hopFloor.length}, ${spread(hopFloor)}`,
       );
     }
     const drained = served + BUDGET;
@@ -767,11 +767,12 @@ async function main(): Promise<void> {
         ` per request ${((drainSyscalls.reads - drainStartSyscalls.reads) / drained).toFixed(2)} reads and` +
         ` ${((drainSyscalls.writes - drainStartSyscalls.writes) / drained).toFixed(2)} writes (system calls)`,
     );
-    // Redis's side of the same drain. The floor's probe runs on it too: one LPUSH and one
-    // BLMPOP a hop (its hops are counted above), left out of the commands.
+    // Redis's side of the same drain. The floor's probe runs on it too: an INCR and an LPUSH
+    // every two periods and one BLMPOP a hop (its hops are counted above), left out of the
+    // commands.
     const ran = (command: string) =>
       (redisCalls.get(command) ?? 0) - (redisStartCalls.get(command) ?? 0);
-    const probeHops = floor?.length ?? 0;
+    const probeHops = hopFloor?.length ?? 0;
     console.log(
       `\nRedis in the drain: ${redisServer === undefined ? 'CPU unknown (not its own redis-server)' : `${(redisCpuMicros / drained).toFixed(0)} µs of CPU per request`};` +
         ` per request ${(ran('fcall') / drained).toFixed(2)} FCALL (the engine's calls, batched or alone) and` +
@@ -787,11 +788,11 @@ async function main(): Promise<void> {
         (ownClock
           ? `; on the gateway's clock (release -> grant) p99 ${ownP99.toFixed(3)} ms <= ${GOAL_NEXT_GRANT_P99_MS} ms: ${verdict(ownP99 <= GOAL_NEXT_GRANT_P99_MS)}`
           : '') +
-        (floor
-          ? `; the machine's floor p99: the round trip ${roundTripP99.toFixed(3)} ms, the hop ${floorP99.toFixed(3)} ms;` +
+        (hopFloor
+          ? `; the machine's floor p99: the round trip ${roundTripP99.toFixed(3)} ms, the hop ${hopP99.toFixed(3)} ms;` +
             ` the next grant ${(p99 / roundTripP99).toFixed(1)}x the round trip end to end` +
             (ownClock
-              ? `, ${(ownP99 / roundTripP99).toFixed(1)}x on the gateway's clock (${(ownP99 / floorP99).toFixed(1)}x the hop)`
+              ? `, ${(ownP99 / roundTripP99).toFixed(1)}x on the gateway's clock (${(ownP99 / hopP99).toFixed(1)}x the hop)`
               : '')
           : ''),
     );

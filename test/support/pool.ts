@@ -50,6 +50,17 @@ export interface Pool {
 /** The body of GET /admin/state (the gateway's own type). */
 export type { AdminState };
 
+/** One tenant's counter rows of `/admin/state` (every band and class) summed by `pick`. */
+export function tenantTotal(
+  state: AdminState,
+  tenant: string,
+  pick: (row: AdminState['counters'][number]) => number,
+): number {
+  return state.counters
+    .filter((row) => row.tenant === tenant)
+    .reduce((total, row) => total + pick(row), 0);
+}
+
 export const SIM_MODEL = 'sim-model';
 
 export async function startPool(options: PoolOptions): Promise<Pool> {
