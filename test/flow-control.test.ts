@@ -97,7 +97,10 @@ describe('queue shedding', () => {
 
   it('a full queue sheds the newest sheddable waiter for a higher-priority arrival', async () => {
     const [r1, r2] = pool.gateways.map((g) => g.url) as [string, string];
-    const blocker = generate(r1, TEST_KEYS.paying, { maxTokens: 40 });
+    // ~2 s on the sim: it must outlast the four waiters' arrivals, the refused one and the
+    // standard one (40 tokens, ~330 ms, ended first once in a loaded CI run, and a waiter
+    // took its slot before the standard request came).
+    const blocker = generate(r1, TEST_KEYS.paying, { maxTokens: 250 });
     await waitUntilPool(pool, 1, 'inflight');
     const sheddable: Promise<Awaited<ReturnType<typeof generate>>>[] = [];
     for (let i = 0; i < 4; i++) {
