@@ -30,7 +30,11 @@ const BUDGET = 8;
  * rightly gave its turns to the free tier (paying shares of 60.1% and 55.1% in one run).
  */
 const CONCURRENCY_PER_TENANT = 4 * BUDGET;
-const CONTENTION_MS = 8_000;
+/**
+ * The window the shares are counted over: with 32 clients a tenant, the cluster variant
+ * granted 578 in 8 s in one CI run (72/s), under the 600 the test asks for.
+ */
+const CONTENTION_MS = 10_000;
 
 interface Counter {
   completed: number;
