@@ -88,18 +88,25 @@ export async function redisPid(url: string): Promise<number | undefined> {
   }
 }
 
-/** How many times the redis-server at `url` ran each command (`INFO commandstats`), by name. */
-export async function redisCommandCalls(url: string): Promise<Map<string, number>> {
+/** What a redis-server ran, per command (`INFO commandstats`): how many calls, and Redis's µs in them. */
+export interface RedisCommandStat {
+  calls: number;
+  /** Redis's own time inside the calls (its `usec`: no network, no queueing before them). */
+  usec: number;
+}
+
+/** The redis-server at `url`'s `INFO commandstats`, by command name. */
+export async function redisCommandStats(url: string): Promise<Map<string, RedisCommandStat>> {
   const client = new Redis(url, { lazyConnect: true });
   try {
     await client.connect();
-    const calls = new Map<string, number>();
-    for (const [, name, count] of (await client.info('commandstats')).matchAll(
-      /^cmdstat_([^:]+):calls=(\d+)/gm,
+    const stats = new Map<string, RedisCommandStat>();
+    for (const [, name, calls, usec] of (await client.info('commandstats')).matchAll(
+      /^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm,
     )) {
-      calls.set(name as string, Number(count));
+      stats.set(name as string, { calls: Number(calls), usec: Number(usec) });
     }
-    return calls;
+    return stats;
   } finally {
     client.disconnect();
   }

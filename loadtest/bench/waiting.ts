@@ -36,13 +36,17 @@
  *    arrival; it includes the release, the dispatch, the notice and the forward).
  *    Measured in the same drain: the gateway's CPU and read/write system calls per request
  *    (the CPU also net of the rate of the waiting phase, which runs on whatever the drain
- *    does), Redis's CPU and the FCALLs and BLMPOPs it ran per request, and the machine's floor
+ *    does), Redis's CPU and the FCALLs and BLMPOPs it ran per request with its own time in an
+ *    FCALL (against a release that grants run back to back on it once the replica has stopped:
+ *    warm-release.ts), and the machine's floor
  *    (redis-hop-probe.ts: a separate, otherwise idle process writes to Redis every
  *    BENCH_FLOOR_MS and times the round trip, until the write's reply on the same
  *    connection, and the hop, until a BLMPOP on another connection returns what it wrote).
  *    Here a release carries its replica's next grant back in its reply, so a grant is at
  *    least that round trip, and its p99 over the round trip's is what the replica adds; on
- *    a machine whose floor is near or over the goal, the goal is out of reach there.
+ *    a machine whose floor is near or over the goal, the goal is out of reach there. With
+ *    BENCH_TRACES=1 the grant's median on the replica's clock is split into the round trip's
+ *    median, Redis's time in the script and what is left: the replica's own part.
  *
  * The gateway's config differs from the defaults in: scheduler.budget, queue_ttl_ms
  * (600,000), max_queue_depth and band_capacity (20,000: defaults 10,000 and 5,000), the
@@ -104,12 +108,13 @@ import {
 import {
   cpuMicros,
   pinProcess,
-  redisCommandCalls,
+  redisCommandStats,
   redisPid,
   rssMb,
   syscallCounts,
 } from './proc.js';
 import { type RedisHopProbe, startRedisHopProbe } from './redis-hop-probe.js';
+import { measureWarmRelease } from './warm-release.js';
 
 const WAITING = Number(process.env.BENCH_WAITING ?? 10_000);
 const BUDGET = Number(process.env.BENCH_BUDGET ?? 2);
@@ -613,7 +618,7 @@ async function main(): Promise<void> {
     const drainStartCpu = cpuMicros(pid);
     const drainStartSyscalls = syscallCounts(pid);
     const redisStartCpu = cpuMicros(redisServer);
-    const redisStartCalls = await redisCommandCalls(redis.url);
+    const redisStartCalls = await redisCommandStats(redis.url);
     probe?.record();
     upstream.send({ go: true });
     const drainDeadline = drainStart + DRAIN_LIMIT_S * 1_000;
@@ -625,7 +630,7 @@ async function main(): Promise<void> {
     const drainCpuMicros = cpuMicros(pid) - drainStartCpu;
     const drainSyscalls = syscallCounts(pid);
     const redisCpuMicros = cpuMicros(redisServer) - redisStartCpu;
-    const redisCalls = await redisCommandCalls(redis.url);
+    const redisCalls = await redisCommandStats(redis.url);
     const floorReadings = await probe?.stop();
     const hopFloor = floorReadings?.hops.sort((a, b) => a - b);
     const roundTripFloor = floorReadings?.roundTrips.sort((a, b) => a - b);
@@ -696,6 +701,10 @@ async function main(): Promise<void> {
     if (receiver && TRACES_AFTER) await gateway.stop(120_000);
     const ownClock = receiver ? await releasesAndGrants(receiver, drainStartUnixMs) : undefined;
     const ownP99 = ownClock ? quantile(ownClock.gaps, 0.99) : Number.NaN;
+    // The release's script back to back on the same redis-server, the replica stopped first
+    // (its own FCALLs would count too): the baseline for its time in the drain.
+    await gateway.stop(120_000);
+    const warm = await measureWarmRelease(redis.url);
     const served = streams.filter((s) => s.status === 200 && s.sawDone).length;
     const failed = streams.length - served;
 
@@ -770,15 +779,32 @@ async function main(): Promise<void> {
     // Redis's side of the same drain. The floor's probe runs on it too: an INCR and an LPUSH
     // every two periods and one BLMPOP a hop (its hops are counted above), left out of the
     // commands.
-    const ran = (command: string) =>
-      (redisCalls.get(command) ?? 0) - (redisStartCalls.get(command) ?? 0);
+    const ran = (command: string, what: 'calls' | 'usec' = 'calls') =>
+      (redisCalls.get(command)?.[what] ?? 0) - (redisStartCalls.get(command)?.[what] ?? 0);
     const probeHops = hopFloor?.length ?? 0;
+    const fcallMicros = ran('fcall', 'usec') / ran('fcall');
     console.log(
       `\nRedis in the drain: ${redisServer === undefined ? 'CPU unknown (not its own redis-server)' : `${(redisCpuMicros / drained).toFixed(0)} µs of CPU per request`};` +
-        ` per request ${(ran('fcall') / drained).toFixed(2)} FCALL (the engine's calls, batched or alone) and` +
+        ` per request ${(ran('fcall') / drained).toFixed(2)} FCALL (the engine's calls, batched or alone;` +
+        ` Redis's own time in one: ${fcallMicros.toFixed(0)} µs, part of every grant's round trip;` +
+        ` a release with its granting pass takes ${warm.fcallMicros.toFixed(0)} µs run back to back after the drain,` +
+        ` so ${(fcallMicros / warm.fcallMicros).toFixed(1)}x in it) and` +
         ` ${((ran('blmpop') - probeHops) / drained).toFixed(2)} BLMPOP (the replica's blocking waits)` +
         (probeHops > 0 ? `, the floor's probe's ${probeHops} hops left out` : ''),
     );
+    if (ownClock && roundTripFloor) {
+      // A grant a release carries back is one round trip with the release's script in it; what
+      // is left of its median is the replica's own part (the release sent, the reply read, the
+      // waiting request resumed). Medians add up where p99s do not, so only the median is split.
+      const fcallMs = fcallMicros / 1_000;
+      const ownP50 = quantile(ownClock.gaps, 0.5);
+      const redisPart = quantile(roundTripFloor, 0.5) + fcallMs;
+      console.log(
+        `\nthe next grant's median on the gateway's clock, ${ownP50.toFixed(3)} ms, part by part: the round trip's median` +
+          ` ${quantile(roundTripFloor, 0.5).toFixed(3)} ms + Redis's mean time in an FCALL ${fcallMs.toFixed(3)} ms` +
+          ` = ${redisPart.toFixed(3)} ms; the replica's own part ${(ownP50 - redisPart).toFixed(3)} ms`,
+      );
+    }
     console.log(
       `\ngoals: (a) RSS growth ${rssGrowth.toFixed(1)} MB <= ${GOAL_RSS_MB} MB: ${verdict(rssGrowth <= GOAL_RSS_MB)};` +
         ` (b) CPU while waiting ${busy.cpu.toFixed(2)}% <= ${GOAL_CPU_PERCENT}%: ${verdict(busy.cpu <= GOAL_CPU_PERCENT)};` +
