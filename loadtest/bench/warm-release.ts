@@ -1,15 +1,16 @@
 /**
  * Redis's own time in a release that grants the next waiting request, with the script run
- * back to back: warm caches, a core that never idles. bench:waiting measures it on its own
- * redis-server after the drain, as the baseline for the same script's time in the drain,
- * where Redis runs it once every few milliseconds on a core it shares.
+ * back to back (one call after another, nothing else between them: warm caches).
+ * bench:waiting measures it on its own redis-server after the drain, as the baseline for the
+ * same script's time in the drain, where Redis runs it once every few milliseconds on a core
+ * it shares.
  *
  * One tenant, budget 2 and `waiting` requests queued on a pool of its own (the bench's shape);
  * then `releases` releases in sequence, each of a granted request, each granting the next.
  * Redis's time comes from `INFO commandstats` (its `usec` of FCALL), as in bench:waiting.
  * The pool's keys are deleted after (a REDIS_URL's server outlives the bench).
  */
-import { RedisScheduler } from '@fairgate/scheduler';
+import { poolKeys, RedisScheduler } from '@fairgate/scheduler';
 import { Redis } from 'ioredis';
 import { redisCommandStats } from './proc.js';
 
@@ -64,11 +65,11 @@ export async function measureWarmRelease(
   }
 }
 
-/** Every key of the pool (one hash slot: its tag). */
+/** Every key of the pool (all under its hash tag). */
 async function deletePool(url: string): Promise<void> {
   const client = new Redis(url);
   try {
-    for await (const keys of client.scanStream({ match: `{fg:${POOL}}:*`, count: 1_000 })) {
+    for await (const keys of client.scanStream({ match: `${poolKeys(POOL).tag}*`, count: 1_000 })) {
       if ((keys as string[]).length > 0) await client.unlink(...(keys as string[]));
     }
   } finally {
