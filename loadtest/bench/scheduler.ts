@@ -21,6 +21,7 @@ import { performance } from 'node:perf_hooks';
 import { RedisScheduler } from '@fairgate/scheduler';
 import { startRedis } from '@fairgate/testkit';
 import { Redis } from 'ioredis';
+import { type RedisCommandStat, redisCommandStats } from './proc.js';
 
 const PAIRS_SECONDS = 5;
 const PAIRS_MAX = 200_000;
@@ -88,20 +89,14 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
 
-async function commandStats(): Promise<Map<string, { calls: number; usec: number }>> {
-  const info = await admin.info('commandstats');
-  const stats = new Map<string, { calls: number; usec: number }>();
-  for (const [, name, calls, usec] of info.matchAll(/cmdstat_(\S+):calls=(\d+),usec=(\d+)/g)) {
-    stats.set(name as string, { calls: Number(calls), usec: Number(usec) });
-  }
-  return stats;
-}
+/** Redis's `INFO commandstats` now (proc.ts). */
+const commandStats = () => redisCommandStats(url);
 
 function delta(
-  before: Map<string, { calls: number; usec: number }>,
-  after: Map<string, { calls: number; usec: number }>,
+  before: Map<string, RedisCommandStat>,
+  after: Map<string, RedisCommandStat>,
   name: string,
-): { calls: number; usec: number } {
+): RedisCommandStat {
   const a = after.get(name) ?? { calls: 0, usec: 0 };
   const b = before.get(name) ?? { calls: 0, usec: 0 };
   return { calls: a.calls - b.calls, usec: a.usec - b.usec };
