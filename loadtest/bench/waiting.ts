@@ -795,7 +795,9 @@ async function main(): Promise<void> {
     if (ownClock && roundTripFloor) {
       // A grant a release carries back is one round trip with the release's script in it; what
       // is left of its median is the replica's own part (the release sent, the reply read, the
-      // waiting request resumed). Medians add up where p99s do not, so only the median is split.
+      // waiting request resumed). Approximate (a median of a sum is not the sum of medians), and
+      // only at the median: at the p99 the parts' tails seldom line up, so such a split means
+      // nothing there.
       const fcallMs = fcallMicros / 1_000;
       const ownP50 = quantile(ownClock.gaps, 0.5);
       const redisPart = quantile(roundTripFloor, 0.5) + fcallMs;
