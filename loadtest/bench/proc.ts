@@ -88,7 +88,7 @@ export async function redisPid(url: string): Promise<number | undefined> {
   }
 }
 
-/** What a redis-server ran, per command (`INFO commandstats`): how many calls, and Redis's µs in them. */
+/** What a redis-server ran of one command (`INFO commandstats`): its calls, Redis's µs in them. */
 export interface RedisCommandStat {
   calls: number;
   /** Redis's own time inside the calls (its `usec`: no network, no queueing before them). */

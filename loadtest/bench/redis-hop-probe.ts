@@ -22,8 +22,8 @@
  * machine; the gap above it is the replica's own.
  *
  * The probe adds one write per period to Redis's work, and a BLMPOP every other period
- * (~1-2% of what the drain's Lua calls cost it). Every loop is bounded: it stops on `stop()` or when its
- * parent goes.
+ * (~1-2% of what the drain's Lua calls cost it). Every loop is bounded: it stops on `stop()`
+ * or when its parent goes.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -108,7 +108,8 @@ function nextMessage<T extends FromChild>(
   });
 }
 
-/** The child: a write every period (an LPUSH for the hop, an INCR for the round trip, in turn) until told to stop. */
+/** The child: a write every period (an LPUSH for the hop, an INCR for the round trip, in
+ * turn) until told to stop. */
 async function runProbe(redisUrl: string, periodMs: number): Promise<void> {
   const send = (message: FromChild) => process.send?.(message);
   const writer = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
