@@ -821,6 +821,10 @@ async function main(): Promise<void> {
             ` the next grant ${(p99 / roundTripP99).toFixed(1)}x the round trip end to end` +
             (ownClock
               ? `, ${(ownP99 / roundTripP99).toFixed(1)}x on the gateway's clock (${(ownP99 / hopP99).toFixed(1)}x the hop)`
+              : '') +
+            // A grant is at least one round trip: past the goal, no replica meets it here.
+            (roundTripP99 > GOAL_NEXT_GRANT_P99_MS
+              ? `; the round trip alone is over ${GOAL_NEXT_GRANT_P99_MS} ms at p99, so this machine cannot show the line`
               : '')
           : ''),
     );
