@@ -19,6 +19,12 @@ const OPERATIONS = envInt('DIFF_OPS', 2_000);
 const SNAPSHOT_EVERY = envInt('DIFF_SNAPSHOT_EVERY', 100);
 /** Seeds in flight at once, each on its own pool and connection: Redis works while Node does. */
 const CONCURRENCY = 12;
+/**
+ * The default sweep (400,000 operations) takes 80-120 s on a 2-core VM, ~0.2-0.3 ms an
+ * operation: a larger DIFF_SEEDS / DIFF_OPS gets time in proportion (0.6 ms an operation),
+ * never less than 300 s.
+ */
+const TIMEOUT_MS = Math.max(300_000, Math.ceil(SEEDS * OPERATIONS * 0.6));
 
 /** Answers every full sweep must have produced at least once. */
 const REACHED = [
@@ -91,5 +97,5 @@ describe('differential: RedisScheduler against LocalScheduler', () => {
     if (!replaySeed) {
       for (const kind of REACHED) expect(tally.get(kind) ?? 0, kind).toBeGreaterThan(0);
     }
-  }, 300_000);
+  }, TIMEOUT_MS);
 });
