@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { ReleaseOutcome } from '@fairgate/core';
 import { encodeSseError, type Usage } from '@fairgate/openai';
 import { endSpan } from '@fairgate/telemetry';
@@ -74,7 +75,8 @@ export function relay(
         outgoing.off('drain', onDrain);
         const ended = streamEnd(stream.filter.done, held, error);
         if (ended.event) outgoing.write(ended.event);
-        // end() uncorks the socket fully: this tick's writes and the end leave now.
+        // end() uncorks the socket fully (Node 20, 22 and 24): this tick's writes and the
+        // end leave now, in one writev.
         outgoing.end();
         // The pod is done: its slot goes on right after the client's last bytes, before
         // anything else of this request (spans, metrics, the relay's promise).
@@ -92,19 +94,26 @@ export function relay(
 }
 
 /**
- * Writes `chunks` in one go: the socket stays corked until the next tick, so these and
- * whatever follows in the same tick (more chunks, the end of the response) leave in one
+ * Writes `chunks` in one go: the response's socket stays corked until the next tick, so these
+ * and whatever follows in the same tick (more chunks, the end of the response) leave in one
  * writev. False when the socket's buffer is full.
+ *
+ * The socket is corked, not the response. Node 22.23's `ServerResponse.cork()` keeps
+ * chunked writes in a buffer of its own. That buffer drops them when `end()` comes before
+ * the uncork, and emits no 'drain' after it (nodejs/node#60432). A stream then lost its last
+ * events and `[DONE]`, and one that filled the client's socket stalled for good. Corking
+ * the socket is what `ServerResponse.cork()` does in Node 20.
  */
 function write(outgoing: ServerResponse, chunks: readonly Buffer[]): boolean {
-  outgoing.cork();
+  const { socket } = outgoing;
+  socket?.cork();
   // Slices of a few events are joined (a copy of a few KB costs less than an iovec and a
   // chunk-size line per slice); a large read goes out slice by slice.
   const flowing =
     chunks.length === 1 || byteLength(chunks) > JOIN_LIMIT
       ? chunks.reduce((_, chunk) => outgoing.write(chunk), true)
       : outgoing.write(Buffer.concat(chunks));
-  process.nextTick(uncork, outgoing);
+  if (socket) process.nextTick(uncork, socket);
   return flowing;
 }
 
@@ -116,8 +125,8 @@ function byteLength(chunks: readonly Buffer[]): number {
   return total;
 }
 
-function uncork(outgoing: ServerResponse): void {
-  outgoing.uncork();
+function uncork(socket: Socket): void {
+  socket.uncork();
 }
 
 /** How a stream ended: its outcome, and the SSE error event to send (if any). */
