@@ -56,46 +56,50 @@ afterAll(async () => {
 });
 
 describe('differential: RedisScheduler against LocalScheduler', () => {
-  it(`${SEEDS} seeds x ${OPERATIONS} operations give the same results and snapshots`, async () => {
-    const redisUrl = (redis as TestRedis).handle.url;
-    const divergences: Divergence[] = [];
-    const tally = new Map<string, number>();
-    let nextSeed = FIRST_SEED;
-    const lastSeed = FIRST_SEED + SEEDS - 1;
-    const worker = async () => {
-      while (nextSeed <= lastSeed) {
-        const seed = nextSeed;
-        nextSeed += 1;
-        const divergence = await runSeed({
-          seed,
-          operations: OPERATIONS,
-          snapshotEvery: SNAPSHOT_EVERY,
-          redisUrl,
-          tally,
-        });
-        if (divergence) divergences.push(divergence);
+  it(
+    `${SEEDS} seeds x ${OPERATIONS} operations give the same results and snapshots`,
+    async () => {
+      const redisUrl = (redis as TestRedis).handle.url;
+      const divergences: Divergence[] = [];
+      const tally = new Map<string, number>();
+      let nextSeed = FIRST_SEED;
+      const lastSeed = FIRST_SEED + SEEDS - 1;
+      const worker = async () => {
+        while (nextSeed <= lastSeed) {
+          const seed = nextSeed;
+          nextSeed += 1;
+          const divergence = await runSeed({
+            seed,
+            operations: OPERATIONS,
+            snapshotEvery: SNAPSHOT_EVERY,
+            redisUrl,
+            tally,
+          });
+          if (divergence) divergences.push(divergence);
+        }
+      };
+      await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+      divergences.sort((a, b) => a.seed - b.seed);
+      const report = divergences.map((d) => describeDivergence(d)).slice(0, 3);
+      if (divergences.length > 0) {
+        report.unshift(
+          `${divergences.length} of ${SEEDS} seeds diverged: ${divergences.map((d) => d.seed).join(', ')}`,
+        );
       }
-    };
-    await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-    divergences.sort((a, b) => a.seed - b.seed);
-    const report = divergences.map((d) => describeDivergence(d)).slice(0, 3);
-    if (divergences.length > 0) {
-      report.unshift(
-        `${divergences.length} of ${SEEDS} seeds diverged: ${divergences.map((d) => d.seed).join(', ')}`,
-      );
-    }
-    // Thrown rather than compared with expect, so the report prints as written.
-    if (divergences.length > 0) throw new Error(report.join('\n\n'));
-    if (process.env.DIFF_TALLY)
-      console.log(
-        [...tally]
-          .sort()
-          .map(([k, n]) => `${k} ${n}`)
-          .join('\n'),
-      );
-    // The sweep must reach what it claims to compare (a vacuous generator would pass).
-    if (!replaySeed) {
-      for (const kind of REACHED) expect(tally.get(kind) ?? 0, kind).toBeGreaterThan(0);
-    }
-  }, TIMEOUT_MS);
+      // Thrown rather than compared with expect, so the report prints as written.
+      if (divergences.length > 0) throw new Error(report.join('\n\n'));
+      if (process.env.DIFF_TALLY)
+        console.log(
+          [...tally]
+            .sort()
+            .map(([k, n]) => `${k} ${n}`)
+            .join('\n'),
+        );
+      // The sweep must reach what it claims to compare (a vacuous generator would pass).
+      if (!replaySeed) {
+        for (const kind of REACHED) expect(tally.get(kind) ?? 0, kind).toBeGreaterThan(0);
+      }
+    },
+    TIMEOUT_MS,
+  );
 });
