@@ -8,6 +8,8 @@
 # The gateway's config is not baked in: mount it (docker-compose.yml, deploy/).
 # Static checks of this file: test/ops/image.test.ts.
 
+# Another Node major (--build-arg NODE_IMAGE=node:22-bookworm-slim): run the suite on it
+# first (`bash test/other-node.sh 22`, README).
 ARG NODE_IMAGE=node:20-bookworm-slim
 
 # ---- build: the whole workspace with dev dependencies, built to dist/ ----

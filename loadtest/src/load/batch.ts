@@ -1,5 +1,5 @@
 import { createRng } from '@fairgate/runtime';
-import { type Dispatcher, FormData, request } from 'undici';
+import { type Dispatcher, request } from 'undici';
 import { drawLength } from './arrivals.js';
 import { promptText } from './client.js';
 import { pause } from './pause.js';
@@ -213,6 +213,26 @@ const MAX_ERRORS = 20;
 
 type Json = Record<string, unknown>;
 
+/** A multipart/form-data body, encoded. */
+interface Multipart {
+  readonly contentType: string;
+  readonly bytes: Buffer;
+}
+
+/**
+ * Encodes `form` with Node's own Response, the implementation its global FormData and Blob
+ * come from. undici's `request` given a FormData of another undici fails while it reads the
+ * body ("action is not a function"): the npm package's FormData on Node 24, Node's global
+ * one on Node 20 (`bash test/other-node.sh 24` found it).
+ */
+async function multipart(form: FormData): Promise<Multipart> {
+  const encoded = new Response(form);
+  return {
+    contentType: encoded.headers.get('content-type') ?? 'multipart/form-data',
+    bytes: Buffer.from(await encoded.arrayBuffer()),
+  };
+}
+
 /** Submits, polls and checks the scenario's batch (BatchDriver.run). */
 export class BatchDriver {
   readonly result: BatchResult;
@@ -287,7 +307,7 @@ export class BatchDriver {
       new Blob([batchInput(this.#lines, this.result.model)], { type: 'application/jsonl' }),
       `${this.#options.scenario.name}-batch.jsonl`,
     );
-    const file = await this.#call('POST', '/v1/files', form, UPLOAD_TIMEOUT_MS);
+    const file = await this.#call('POST', '/v1/files', await multipart(form), UPLOAD_TIMEOUT_MS);
     this.result.inputFileId = String(file.id);
     const batch = await this.#call(
       'POST',
@@ -387,7 +407,7 @@ export class BatchDriver {
   async #call(
     method: 'GET' | 'POST',
     path: string,
-    body?: string | FormData,
+    body?: string | Multipart,
     timeoutMs = CALL_TIMEOUT_MS,
     /** Whether the external stop aborts the call (not the cancel sent because of it). */
     stoppable = true,
@@ -397,9 +417,11 @@ export class BatchDriver {
       method,
       headers: {
         authorization: `Bearer ${this.#apiKey}`,
-        ...(typeof body === 'string' ? { 'content-type': 'application/json' } : {}),
+        ...(body === undefined
+          ? {}
+          : { 'content-type': typeof body === 'string' ? 'application/json' : body.contentType }),
       },
-      ...(body !== undefined ? { body } : {}),
+      ...(body !== undefined ? { body: typeof body === 'string' ? body : body.bytes } : {}),
       ...(this.#options.dispatcher ? { dispatcher: this.#options.dispatcher } : {}),
       signal: external
         ? AbortSignal.any([external, AbortSignal.timeout(timeoutMs)])
