@@ -108,8 +108,10 @@ function nextMessage<T extends FromChild>(
   });
 }
 
-/** The child: a write every period (an LPUSH for the hop, an INCR for the round trip, in
- * turn) until told to stop. */
+/**
+ * The child: a write every period (an LPUSH for the hop, an INCR for the round trip, in
+ * turn) until told to stop.
+ */
 async function runProbe(redisUrl: string, periodMs: number): Promise<void> {
   const send = (message: FromChild) => process.send?.(message);
   const writer = new Redis(redisUrl, { maxRetriesPerRequest: 1 });

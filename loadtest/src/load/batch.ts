@@ -213,10 +213,10 @@ const MAX_ERRORS = 20;
 
 type Json = Record<string, unknown>;
 
-/** A multipart/form-data body, encoded. */
-interface Multipart {
+/** A request body, encoded: JSON text, or multipart/form-data (`multipart`). */
+interface EncodedBody {
   readonly contentType: string;
-  readonly bytes: Buffer;
+  readonly bytes: string | Buffer;
 }
 
 /**
@@ -225,7 +225,7 @@ interface Multipart {
  * body ("action is not a function"): the npm package's FormData on Node 24, Node's global
  * one on Node 20 (`bash test/other-node.sh 24` found it).
  */
-async function multipart(form: FormData): Promise<Multipart> {
+async function multipart(form: FormData): Promise<EncodedBody> {
   const encoded = new Response(form);
   return {
     contentType: encoded.headers.get('content-type') ?? 'multipart/form-data',
@@ -407,21 +407,21 @@ export class BatchDriver {
   async #call(
     method: 'GET' | 'POST',
     path: string,
-    body?: string | Multipart,
+    body?: string | EncodedBody,
     timeoutMs = CALL_TIMEOUT_MS,
     /** Whether the external stop aborts the call (not the cancel sent because of it). */
     stoppable = true,
   ): Promise<Json> {
     const external = stoppable ? this.#options.signal : undefined;
+    const payload: EncodedBody | undefined =
+      typeof body === 'string' ? { contentType: 'application/json', bytes: body } : body;
     const response = await request(`${this.#url}${path}`, {
       method,
       headers: {
         authorization: `Bearer ${this.#apiKey}`,
-        ...(body === undefined
-          ? {}
-          : { 'content-type': typeof body === 'string' ? 'application/json' : body.contentType }),
+        ...(payload ? { 'content-type': payload.contentType } : {}),
       },
-      ...(body !== undefined ? { body: typeof body === 'string' ? body : body.bytes } : {}),
+      ...(payload ? { body: payload.bytes } : {}),
       ...(this.#options.dispatcher ? { dispatcher: this.#options.dispatcher } : {}),
       signal: external
         ? AbortSignal.any([external, AbortSignal.timeout(timeoutMs)])
