@@ -23,8 +23,7 @@ export interface ExportedMetric {
  * A Prometheus metric of the request path whose series are bound once per label set and
  * then updated with no label work: prom-client 15 validates and hashes the labels on every
  * observe or inc, bound or not (~1.5-2 us each, several per request: ~3-4% of the
- * gateway's CPU per request in a perf profile, docs/performance-history.md, *Seventh
- * round*).
+ * gateway's CPU per request in a perf profile).
  *
  * Exposed through prom-client's Registry like its own metrics (it registers itself and has
  * what the registry reads: name, help, type, aggregator, get() and getForPromString()), with

@@ -419,11 +419,10 @@ export type EdgeMetrics = ReturnType<typeof createEdgeMetrics>;
  * by a blank line, each `# HELP`, `# TYPE`, then its series), and a family that several
  * registries render keeps the first one's header and every registry's series, in registry
  * order. Nothing is summed: no two registries render the same series, as each pool's
- * registry carries its `pool` label and the edge's has families of its own. prom-client's
- * AggregatorRegistry, used before, went through every series as JSON objects and built a
- * registry of them per scrape: ~5-12 ms of the replica's event loop on a 2-core VM and
- * hundreds of KB of garbage per scrape that reached the old generation (a bench scraping
- * every few ms grew it by ~40 MB: docs/performance-history.md, *Thirteenth round*). The
+ * registry carries its `pool` label and the edge's has families of its own. Not prom-client's
+ * AggregatorRegistry: it goes through every series as JSON objects and builds a registry of
+ * them per scrape, ~5-12 ms of the replica's event loop on a 2-core VM and hundreds of KB of
+ * garbage per scrape that reach the old generation (scraped every few ms, ~40 MB more). The
  * registries render Prometheus text (their type says so; OpenMetrics text has another layout).
  */
 export async function metricsText(registries: readonly Registry[]): Promise<string> {

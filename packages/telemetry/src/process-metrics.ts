@@ -35,8 +35,7 @@ export interface ProcessMetrics {
  *
  * Not prom-client's `collectDefaultMetrics`: its open-file-descriptor count lists
  * /proc/self/fd and its active-handle counts list every handle at each scrape, ~10,000
- * entries each on a replica holding 10,000 waiting streams (docs/performance-history.md,
- * *Waiting requests*). Everything here is read in O(1) at scrape time; the two samplers (a 10 ms
+ * entries each on a replica holding 10,000 waiting streams. Everything here is read in O(1) at scrape time; the two samplers (a 10 ms
  * event-loop timer that does not keep the process alive, and a GC observer) cost nothing
  * per request.
  */

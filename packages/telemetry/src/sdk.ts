@@ -51,7 +51,7 @@ export function exportRequested(env: NodeJS.ProcessEnv): boolean {
  * 512). An export serialises its whole batch on the event loop, and every request waiting
  * on that loop waits for it: batches of 512 held a traced replica's p99 at c=1 at 6.9-8.5 ms
  * against 1.9-2.5 untraced, batches of 128 at ~4.1, for the same CPU per request
- * (docs/performance-history.md, *Twenty-second round*). An operator's setting wins.
+ * (bench:overhead with BENCH_TRACES=1, 2-core VM). An operator's setting wins.
  */
 export const EXPORT_BATCH_DEFAULT = 128;
 

@@ -43,8 +43,8 @@ export interface PodCounters {
  * Cumulative counts over the leader's samples (every scrape.interval_ms) of a pod's
  * vllm:num_requests_running and vllm:num_requests_waiting gauges, like a counter: a period's
  * difference is its occupancy (the time spent at each batch size), which the gateway's
- * queue cannot distort. (Counting each interval's tokens at the batch size it ended with
- * was tried: at 100 ms against iterations of 10-30 ms it misattributes, and biased gamma.)
+ * queue cannot distort. (Not each interval's tokens at the batch size it ended with: at
+ * 100 ms against iterations of 10-30 ms that misattributes tokens and biases gamma.)
  */
 export interface GaugeSums {
   samples: number;

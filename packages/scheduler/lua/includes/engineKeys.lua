@@ -5,8 +5,7 @@
   and every key a script touches starts with the tag, so it lands in that slot; a
   data-dependent key is always `somePrefix .. suffix`. One declared key instead of one per
   name: ioredis builds, and Redis parses, 17 arguments fewer per call (~10 us of the
-  gateway's CPU and ~3 us of Redis's per call on the 2-core VM,
-  docs/performance-history.md, *Third round*).
+  gateway's CPU and ~3 us of Redis's per call on a 2-core VM, bench:scheduler).
 
   The names live at the function library's top level, shared by every helper. Each call
   binds them to its own tag first (the `@percall` line: the build puts it at the top of

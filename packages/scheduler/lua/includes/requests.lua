@@ -15,7 +15,7 @@
   Constant increments are string literals ('1', '-1'): Redis 7.0 turns every Lua number
   passed to redis.call into text with snprintf("%.17g"), ~0.25 us each (includes/stats.lua
   too; 8% of an enqueue+release pair's Redis time with the derived `offered`,
-  docs/performance-history.md, *Sixth round*).
+  bench:scheduler).
 ]]
 local function readRequest(id)
   local requestKey = requestPrefix .. id

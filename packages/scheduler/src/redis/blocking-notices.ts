@@ -28,7 +28,7 @@ interface Inbox {
  * own reply, the list is empty again before Redis would serve the BLMPOP, and the BLMPOP stays
  * outstanding. Per grant that is no BLMPOP reply for Redis to write and the gateway to read,
  * and no new BLMPOP to send: ~10% of the gateway's CPU per waiting request in
- * `bench:waiting` (docs/performance-history.md, *Twenty-fourth round*). Notices made by
+ * `bench:waiting` on a 2-core VM. Notices made by
  * other replicas' passes still wake the BLMPOP.
  *
  * Every notice is popped off Redis's list once, by one of these or by a poll, and is handed

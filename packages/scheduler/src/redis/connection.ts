@@ -250,7 +250,7 @@ function boundEveryCommand<C extends RedisConnection>(connection: C, bound: Comm
  * (setImmediate); one sent on an idle connection leaves at once, as does a lone request's
  * enqueue or the release a waiting request's grant hangs on: holding it to the end of the
  * poll phase saved nothing and kept it in the gateway 0.11 ms at p50 and 0.5 ms at p90
- * more while 3,000 requests waited (docs/performance-history.md, *Fourth round*).
+ * more while 3,000 requests waited (bench:waiting, 2-core VM).
  *
  * A command marked urgent (markUrgent: an enqueue, which its request waits on before it can
  * go to a pod) is not held for the check phase: it leaves at once, together with what the
@@ -258,7 +258,7 @@ function boundEveryCommand<C extends RedisConnection>(connection: C, bound: Comm
  * turn. Held, its reply came a whole event-loop turn later under load (the write left at
  * the end of the turn, Redis answered while the next one ran, the answer was read in the
  * turn after): at c=16 that turn was a sixth of a request's time through the gateway
- * (docs/performance-history.md, *Tenth round*).
+ * (bench:overhead, 2-core VM).
  *
  * Each command keeps its own reply, timeout and order: unlike ioredis's
  * enableAutoPipelining, nothing waits for an earlier batch's replies before it is sent. On a

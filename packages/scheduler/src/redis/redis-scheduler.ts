@@ -69,8 +69,7 @@ export interface RedisSchedulerOptions {
  * them. So this is only a safety net: the bound on how late a write that runs no pass (a
  * replica of an older release, in a rolling deploy) reaches a dispatch pass of this
  * replica's polls. At 20 ms the polls of 10,000 waiting requests cost the replica ~2.5% of a
- * core over idle; at 250, nothing measurable (docs/performance-history.md, *Nineteenth
- * round*).
+ * core over idle; at 250, nothing measurable (bench:waiting, 2-core VM).
  */
 export const MAX_QUIET_MS = 250;
 const END_STATES = ['unknown', 'granted', 'queued'] as const;
