@@ -9,7 +9,7 @@
 # Static checks of this file: test/ops/image.test.ts.
 
 # Another Node major (--build-arg NODE_IMAGE=node:22-bookworm-slim): run the suite on it
-# first (`bash test/other-node.sh 22`, README).
+# first (`bash test/other-node.sh 22`, docs/development.md).
 ARG NODE_IMAGE=node:20-bookworm-slim
 
 # ---- build: the whole workspace with dev dependencies, built to dist/ ----
