@@ -88,7 +88,7 @@ describe('prefix-aware routing with one index shared by the replicas', () => {
     const systemTokens = Math.floor((SYSTEM_PROMPTS[0] as string).length / 4);
     const misses = answers.filter((a) => a.cached < systemTokens - 32);
     expect(misses.length).toBeLessThanOrEqual(SYSTEM_PROMPTS.length);
-    // The prompts are spread over both pods (their first round arrives at once).
+    // The prompts are spread over both pods (every prompt's first request is sent at once).
     const served = await Promise.all(
       sims.map(async (sim) => {
         const text = await (await fetch(`${sim.url}/metrics`)).text();
