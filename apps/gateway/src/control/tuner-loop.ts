@@ -114,7 +114,7 @@ export class TunerLoop {
         this.options.metrics.tunerUpdates.inc({ pod: pod.name, result }, 0);
       }
     }
-    // The first tick takes the baselines: after the scraper's first pass over the pods (interval + timeout).
+    // The first tick takes the baselines, after the scraper's first pass (interval + timeout).
     const scrape = this.options.config().scrape;
     this.#timer.start(() => this.tick(fence), scrape.interval_ms + scrape.timeout_ms);
   }
