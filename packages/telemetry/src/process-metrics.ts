@@ -35,9 +35,9 @@ export interface ProcessMetrics {
  *
  * Not prom-client's `collectDefaultMetrics`: its open-file-descriptor count lists
  * /proc/self/fd and its active-handle counts list every handle at each scrape, ~10,000
- * entries each on a replica holding 10,000 waiting streams. Everything here is read in O(1) at scrape time; the two samplers (a 10 ms
- * event-loop timer that does not keep the process alive, and a GC observer) cost nothing
- * per request.
+ * entries each on a replica holding 10,000 waiting streams. Everything here is read in O(1)
+ * at scrape time; the two samplers (a 10 ms event-loop timer that does not keep the process
+ * alive, and a GC observer) cost nothing per request.
  */
 export function registerProcessMetrics(registry: Registry): ProcessMetrics {
   const registers = [registry];
