@@ -73,128 +73,31 @@ export class SimMetrics implements EngineObserver, DriverObserver {
   ) {
     this.labels = { model_name: model };
     this.log = log;
-    const registers = [this.registry];
-    const labelNames = ['model_name'] as const;
+    // Registered in this order, the order /metrics lists them in.
+    const make = metricMakers(this.registry, this.labels);
+    registerEngineGauges(make, engineOf);
+    const latency = latencyHistograms(make, maxModelLen);
+    this.ttft = latency.ttft;
+    this.itl = latency.itl;
+    this.tpot = latency.tpot;
+    this.e2e = latency.e2e;
+    this.queueTime = latency.queueTime;
+    this.requestPromptTokens = latency.requestPromptTokens;
+    this.requestGenerationTokens = latency.requestGenerationTokens;
+    const tokens = tokenCounters(make);
+    this.promptTokens = tokens.promptTokens;
+    this.generationTokens = tokens.generationTokens;
+    this.success = tokens.success;
+    this.preemptions = tokens.preemptions;
+    this.prefixQueries = tokens.prefixQueries;
+    this.prefixHits = tokens.prefixHits;
+    const own = simOwnMetrics(make);
+    this.iterations = own.iterations;
+    this.lag = own.lag;
+    this.lagMax = own.lagMax;
+    this.resyncs = own.resyncs;
+    this.faults = own.faults;
     const labels = this.labels;
-    const gauge = (name: string, help: string, read: () => number) =>
-      new Gauge({
-        name,
-        help,
-        labelNames,
-        registers,
-        collect() {
-          this.set(labels, read());
-        },
-      });
-    const counter = (name: string, help: string) => {
-      const metric = new Counter({ name, help, labelNames, registers });
-      metric.inc(labels, 0); // exported from the start, so rate() sees the first increment
-      return metric.labels(labels);
-    };
-    const histogram = (name: string, help: string, buckets: number[]) =>
-      new Histogram({ name, help, labelNames, registers, buckets }).labels(labels);
-
-    gauge(
-      'vllm:num_requests_running',
-      'Requests in the running batch.',
-      () => engineOf().numRunning,
-    );
-    gauge(
-      'vllm:num_requests_waiting',
-      'Requests waiting to be scheduled.',
-      () => engineOf().numWaiting,
-    );
-    gauge('vllm:kv_cache_usage_perc', 'KV-cache usage, 1 = 100%.', () => engineOf().kvUsage);
-    gauge(
-      'fairgate_sim_num_requests_running_max',
-      'Most requests ever running at once (never above --max-num-seqs).',
-      () => engineOf().maxRunningSeen,
-    );
-
-    this.ttft = histogram('vllm:time_to_first_token_seconds', 'Time to first token.', TTFT_BUCKETS);
-    this.itl = histogram('vllm:inter_token_latency_seconds', 'Inter-token latency.', ITL_BUCKETS);
-    this.tpot = histogram(
-      'vllm:time_per_output_token_seconds',
-      'Inter-token latency (name before vLLM 0.10).',
-      ITL_BUCKETS,
-    );
-    this.e2e = histogram(
-      'vllm:e2e_request_latency_seconds',
-      'End-to-end latency of finished requests.',
-      REQUEST_LATENCY_BUCKETS,
-    );
-    this.queueTime = histogram(
-      'vllm:request_queue_time_seconds',
-      'Time from arrival to first scheduling.',
-      REQUEST_LATENCY_BUCKETS,
-    );
-    const countBuckets = tokenBuckets(maxModelLen);
-    this.requestPromptTokens = histogram(
-      'vllm:request_prompt_tokens',
-      'Prompt tokens per finished request.',
-      countBuckets,
-    );
-    this.requestGenerationTokens = histogram(
-      'vllm:request_generation_tokens',
-      'Generated tokens per finished request.',
-      countBuckets,
-    );
-    this.promptTokens = counter('vllm:prompt_tokens_total', 'Prefilled prompt tokens.');
-    this.generationTokens = counter('vllm:generation_tokens_total', 'Generated tokens.');
-    this.success = new Counter({
-      name: 'vllm:request_success_total',
-      help: 'Finished requests by finish reason.',
-      labelNames: ['model_name', 'finished_reason'],
-      registers,
-    });
-    this.preemptions = counter('vllm:num_preemptions_total', 'Preemptions (KV cache exhausted).');
-    this.prefixQueries = counter(
-      'vllm:prefix_cache_queries_total',
-      'Prompt tokens looked up in the prefix cache.',
-    );
-    this.prefixHits = counter(
-      'vllm:prefix_cache_hits_total',
-      'Prompt tokens found in the prefix cache.',
-    );
-
-    this.iterations = histogram(
-      'fairgate_sim_iteration_duration_seconds',
-      'Model duration of engine iterations (alpha + work of the batch).',
-      ITERATION_BUCKETS,
-    );
-    this.lag = histogram(
-      'fairgate_sim_iteration_lag_seconds',
-      'How late iterations completed against the model schedule.',
-      LAG_BUCKETS,
-    );
-    this.lagMax = new Gauge({
-      name: 'fairgate_sim_iteration_lag_max_seconds',
-      help: 'Largest iteration lateness seen.',
-      labelNames,
-      registers,
-    });
-    this.resyncs = counter(
-      'fairgate_sim_engine_resyncs_total',
-      'Times the engine fell too far behind real time and restarted its model clock.',
-    );
-    // CPU of the sim process itself (as prom-client's default metric of the same name), so a
-    // benchmark can tell whether the sim had CPU to spare. Read at scrape time: no timers.
-    new Counter({
-      name: 'process_cpu_seconds_total',
-      help: 'User and system CPU time spent by the sim process.',
-      registers,
-      collect() {
-        const { user, system } = process.cpuUsage();
-        this.reset();
-        this.inc((user + system) / 1e6);
-      },
-    });
-    this.faults = new Counter({
-      name: 'fairgate_sim_faults_total',
-      help: 'Injected faults by kind.',
-      labelNames: ['model_name', 'fault'],
-      registers,
-    });
     for (const reason of ['stop', 'length', 'abort'])
       this.success.inc({ ...labels, finished_reason: reason }, 0);
     for (const fault of ['fail_500', 'fail_429', 'stall', 'reset'])
@@ -270,4 +173,154 @@ export class SimMetrics implements EngineObserver, DriverObserver {
   async render(): Promise<{ contentType: string; body: string }> {
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
+}
+
+type MetricMakers = ReturnType<typeof metricMakers>;
+
+/**
+ * Constructors of metrics with the label model_name in `registry`. Counters start exported
+ * at 0 and come bound to the label, as do histograms; gauges are set at scrape time.
+ */
+function metricMakers(registry: Registry, labels: { model_name: string }) {
+  const registers = [registry];
+  const labelNames = ['model_name'] as const;
+  return {
+    registers,
+    labels,
+    labelNames,
+    gauge: (name: string, help: string, read: () => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames,
+        registers,
+        collect() {
+          this.set(labels, read());
+        },
+      }),
+    counter: (name: string, help: string) => {
+      const metric = new Counter({ name, help, labelNames, registers });
+      metric.inc(labels, 0); // exported from the start, so rate() sees the first increment
+      return metric.labels(labels);
+    },
+    histogram: (name: string, help: string, buckets: number[]) =>
+      new Histogram({ name, help, labelNames, registers, buckets }).labels(labels),
+  };
+}
+
+/** vLLM's scheduler and KV-cache gauges, read from the engine at scrape time. */
+function registerEngineGauges(make: MetricMakers, engineOf: () => Engine): void {
+  const { gauge } = make;
+  gauge('vllm:num_requests_running', 'Requests in the running batch.', () => engineOf().numRunning);
+  gauge(
+    'vllm:num_requests_waiting',
+    'Requests waiting to be scheduled.',
+    () => engineOf().numWaiting,
+  );
+  gauge('vllm:kv_cache_usage_perc', 'KV-cache usage, 1 = 100%.', () => engineOf().kvUsage);
+  gauge(
+    'fairgate_sim_num_requests_running_max',
+    'Most requests ever running at once (never above --max-num-seqs).',
+    () => engineOf().maxRunningSeen,
+  );
+}
+
+/** vLLM's per-request histograms: latencies and token counts. */
+function latencyHistograms(make: MetricMakers, maxModelLen: number) {
+  const { histogram } = make;
+  const countBuckets = tokenBuckets(maxModelLen);
+  return {
+    ttft: histogram('vllm:time_to_first_token_seconds', 'Time to first token.', TTFT_BUCKETS),
+    itl: histogram('vllm:inter_token_latency_seconds', 'Inter-token latency.', ITL_BUCKETS),
+    tpot: histogram(
+      'vllm:time_per_output_token_seconds',
+      'Inter-token latency (name before vLLM 0.10).',
+      ITL_BUCKETS,
+    ),
+    e2e: histogram(
+      'vllm:e2e_request_latency_seconds',
+      'End-to-end latency of finished requests.',
+      REQUEST_LATENCY_BUCKETS,
+    ),
+    queueTime: histogram(
+      'vllm:request_queue_time_seconds',
+      'Time from arrival to first scheduling.',
+      REQUEST_LATENCY_BUCKETS,
+    ),
+    requestPromptTokens: histogram(
+      'vllm:request_prompt_tokens',
+      'Prompt tokens per finished request.',
+      countBuckets,
+    ),
+    requestGenerationTokens: histogram(
+      'vllm:request_generation_tokens',
+      'Generated tokens per finished request.',
+      countBuckets,
+    ),
+  };
+}
+
+/** vLLM's token, request, preemption and prefix-cache counters. */
+function tokenCounters(make: MetricMakers) {
+  const { counter } = make;
+  return {
+    promptTokens: counter('vllm:prompt_tokens_total', 'Prefilled prompt tokens.'),
+    generationTokens: counter('vllm:generation_tokens_total', 'Generated tokens.'),
+    success: new Counter({
+      name: 'vllm:request_success_total',
+      help: 'Finished requests by finish reason.',
+      labelNames: ['model_name', 'finished_reason'],
+      registers: make.registers,
+    }),
+    preemptions: counter('vllm:num_preemptions_total', 'Preemptions (KV cache exhausted).'),
+    prefixQueries: counter(
+      'vllm:prefix_cache_queries_total',
+      'Prompt tokens looked up in the prefix cache.',
+    ),
+    prefixHits: counter('vllm:prefix_cache_hits_total', 'Prompt tokens found in the prefix cache.'),
+  };
+}
+
+/** The sim's own series: its engine loop's timing, its CPU and the faults it injected. */
+function simOwnMetrics(make: MetricMakers) {
+  const { counter, histogram, labelNames, registers } = make;
+  const iterations = histogram(
+    'fairgate_sim_iteration_duration_seconds',
+    'Model duration of engine iterations (alpha + work of the batch).',
+    ITERATION_BUCKETS,
+  );
+  const lag = histogram(
+    'fairgate_sim_iteration_lag_seconds',
+    'How late iterations completed against the model schedule.',
+    LAG_BUCKETS,
+  );
+  const lagMax: Gauge<'model_name'> = new Gauge({
+    name: 'fairgate_sim_iteration_lag_max_seconds',
+    help: 'Largest iteration lateness seen.',
+    labelNames,
+    registers,
+  });
+  const resyncs = counter(
+    'fairgate_sim_engine_resyncs_total',
+    'Times the engine fell too far behind real time and restarted its model clock.',
+  );
+  // CPU of the sim process itself (as prom-client's default metric of the same name), so a
+  // benchmark can tell whether the sim had CPU to spare. Read at scrape time: no timers.
+  new Counter({
+    name: 'process_cpu_seconds_total',
+    help: 'User and system CPU time spent by the sim process.',
+    registers,
+    collect() {
+      const { user, system } = process.cpuUsage();
+      this.reset();
+      this.inc((user + system) / 1e6);
+    },
+  });
+  const faults: Counter<'model_name' | 'fault'> = new Counter({
+    name: 'fairgate_sim_faults_total',
+    help: 'Injected faults by kind.',
+    labelNames: ['model_name', 'fault'],
+    registers,
+  });
+  return { iterations, lag, lagMax, resyncs, faults };
 }

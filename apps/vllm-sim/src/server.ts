@@ -71,17 +71,46 @@ export function createSimServer(
     ...(options.timerHost ? { host: options.timerHost } : {}),
     observer: simMetrics,
   });
-
-  let requestCount = 0;
-  const activity = new RequestActivity();
-  let lastTrace: LastTraceContext = {
-    traceparent: null,
-    tracestate: null,
-    path: null,
-    received_at: null,
+  const sim: SimState = {
+    config,
+    driver,
+    metrics: simMetrics,
+    activity: new RequestActivity(),
+    requestCount: 0,
+    lastTrace: { traceparent: null, tracestate: null, path: null, received_at: null },
   };
   const app = new Hono<{ Bindings: HttpBindings }>();
+  handleErrors(app, log);
+  addInfoRoutes(app, sim);
+  app.post('/v1/chat/completions', generationHandler('chat', sim));
+  app.post('/v1/completions', generationHandler('completions', sim));
 
+  return {
+    config,
+    app,
+    engine,
+    driver,
+    metrics: simMetrics,
+    close: () => driver.stop(),
+  };
+}
+
+type SimApp = Hono<{ Bindings: HttpBindings }>;
+type SimContext = Context<{ Bindings: HttpBindings }>;
+
+/** What the routes share: the engine's driver and metrics, and what the debug routes show. */
+interface SimState {
+  readonly config: SimConfig;
+  readonly driver: EngineDriver;
+  readonly metrics: SimMetrics;
+  readonly activity: RequestActivity;
+  /** Generation requests received: the index fault draws and plans take. */
+  requestCount: number;
+  lastTrace: LastTraceContext;
+}
+
+/** Every error in the OpenAI shape: OpenAIHttpError as it says, anything else a 500. */
+function handleErrors(app: SimApp, log: (line: string) => void): void {
   app.onError((error, c) => {
     if (error instanceof OpenAIHttpError) {
       return c.json(error.toBody(), error.status as ContentfulStatusCode, error.headers);
@@ -97,7 +126,11 @@ export function createSimServer(
       404,
     ),
   );
+}
 
+/** /health, /v1/models, /metrics and the debug endpoints. */
+function addInfoRoutes(app: SimApp, sim: SimState): void {
+  const { config, activity } = sim;
   app.get('/health', (c) => c.body(null, 200));
   app.get('/v1/models', (c) =>
     c.json({
@@ -116,34 +149,26 @@ export function createSimServer(
     }),
   );
   app.get('/metrics', async (c) => {
-    const { contentType, body } = await simMetrics.render();
+    const { contentType, body } = await sim.metrics.render();
     return c.body(body, 200, { 'content-type': contentType });
   });
-  app.get('/debug/last-traceparent', (c) => c.json(lastTrace));
+  app.get('/debug/last-traceparent', (c) => c.json(sim.lastTrace));
   app.get('/debug/stats', (c) => c.json(activity.stats()));
   app.get('/debug/requests', (c) =>
     c.json({ clock: 'hrtime-ns', intervals: activity.intervals() }),
   );
+}
 
-  const generate = (endpoint: Endpoint) => async (c: Context<{ Bindings: HttpBindings }>) => {
+/** The handler of one generation endpoint: faults, then the plan run on the engine. */
+function generationHandler(endpoint: Endpoint, sim: SimState) {
+  const { config, driver, metrics: simMetrics, activity } = sim;
+  return async (c: SimContext) => {
     // The Node request and response; absent when served without a socket (app.request()).
     const node = c.env as Partial<HttpBindings> | undefined;
     const outgoing = node?.outgoing ?? null;
     activity.begin(node?.outgoing);
-    const requestIndex = requestCount++;
-    // Node's parsed headers when there is a socket: c.req.header() builds web Headers.
-    const incomingHeaders = node?.incoming?.headers;
-    const header = (name: string): string | null => {
-      if (!incomingHeaders) return c.req.header(name) ?? null;
-      const value = incomingHeaders[name];
-      return (Array.isArray(value) ? value.join(', ') : value) ?? null;
-    };
-    lastTrace = {
-      traceparent: header('traceparent'),
-      tracestate: header('tracestate'),
-      path: c.req.path,
-      received_at: new Date().toISOString(),
-    };
+    const requestIndex = sim.requestCount++;
+    sim.lastTrace = traceContextOf(c, node);
     const client = outgoing
       ? ClientLink.ofResponse(outgoing)
       : ClientLink.ofSignal(c.req.raw.signal);
@@ -172,36 +197,45 @@ export function createSimServer(
     try {
       return plan.stream ? streamResponse(job) : await completeResponse(job);
     } catch (error) {
-      if (error instanceof QueueFullError) {
-        throw new OpenAIHttpError({
-          status: 429,
-          type: 'rate_limit_error',
-          message: `The server is overloaded: ${error.message}. Retry later.`,
-          code: 'queue_full',
-          headers: { 'retry-after': '1' },
-        });
-      }
+      if (error instanceof QueueFullError) throw overloaded(error);
       throw error;
     }
   };
-  app.post('/v1/chat/completions', generate('chat'));
-  app.post('/v1/completions', generate('completions'));
+}
 
-  return {
-    config,
-    app,
-    engine,
-    driver,
-    metrics: simMetrics,
-    close: () => driver.stop(),
+/** The request's trace headers, for /debug/last-traceparent. */
+function traceContextOf(c: SimContext, node: Partial<HttpBindings> | undefined): LastTraceContext {
+  // Node's parsed headers when there is a socket: c.req.header() builds web Headers.
+  const incomingHeaders = node?.incoming?.headers;
+  const header = (name: string): string | null => {
+    if (!incomingHeaders) return c.req.header(name) ?? null;
+    const value = incomingHeaders[name];
+    return (Array.isArray(value) ? value.join(', ') : value) ?? null;
   };
+  return {
+    traceparent: header('traceparent'),
+    tracestate: header('tracestate'),
+    path: c.req.path,
+    received_at: new Date().toISOString(),
+  };
+}
+
+/** vLLM's answer when its waiting queue is full: 429, retry after a second. */
+function overloaded(error: QueueFullError): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 429,
+    type: 'rate_limit_error',
+    message: `The server is overloaded: ${error.message}. Retry later.`,
+    code: 'queue_full',
+    headers: { 'retry-after': '1' },
+  });
 }
 
 /**
  * The request body as text. Under @hono/node-server it is read straight from the node
  * stream: the Web-stream path costs ~1 ms per 10 KB, which would show up in measured TTFT.
  */
-async function readBodyText(c: Context<{ Bindings: HttpBindings }>): Promise<string> {
+async function readBodyText(c: SimContext): Promise<string> {
   const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;
   if (!incoming || incoming.readableDidRead || incoming.readableEnded) return c.req.text();
   const chunks: Buffer[] = [];
@@ -210,7 +244,7 @@ async function readBodyText(c: Context<{ Bindings: HttpBindings }>): Promise<str
 }
 
 /** The node socket behind a request, when served by @hono/node-server. */
-function connectionOf(c: Context<{ Bindings: HttpBindings }>): Connection | null {
+function connectionOf(c: SimContext): Connection | null {
   const socket = (c.env as Partial<HttpBindings> | undefined)?.incoming?.socket;
   if (!socket) return null;
   return { drop: () => socket.destroySoon() };

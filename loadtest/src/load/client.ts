@@ -90,35 +90,9 @@ export async function sendRequest(
 ): Promise<RequestRecord> {
   const { clock } = options;
   const startMs = clock();
-  const record: RequestRecord = {
-    tenant: plan.tenant,
-    seq: plan.seq,
-    target: plan.target,
-    scheduledS: plan.scheduledS,
-    startS: startMs / 1_000,
-    endS: startMs / 1_000,
-    status: 0,
-    outcome: 'error',
-    e2eMs: 0,
-    promptTokens: plan.promptTokens,
-    outputTokens: 0,
-    maxTokens: plan.outputTokens,
-  };
-  const headers: Record<string, string> = {
-    authorization: `Bearer ${plan.apiKey}`,
-    'content-type': 'application/json',
-  };
-  if (plan.sloClass) headers['x-slo-class'] = plan.sloClass;
-  if (plan.sloTtftMs !== undefined) headers['x-slo-ttft-ms'] = String(plan.sloTtftMs);
-  const body = JSON.stringify({
-    model: plan.model,
-    messages: plan.messages ?? [
-      { role: 'user', content: promptText(plan.promptTokens, `t${plan.tenant}-${plan.seq}`) },
-    ],
-    max_tokens: plan.outputTokens,
-    stream: plan.stream,
-    ...(plan.stream ? { stream_options: { include_usage: true } } : {}),
-  });
+  const record = newRecord(plan, startMs);
+  const headers = requestHeaders(plan);
+  const body = requestBody(plan);
   const signal = AbortSignal.any([options.signal, AbortSignal.timeout(options.timeoutMs)]);
   try {
     const response = await request(`${plan.url}/v1/chat/completions`, {
@@ -135,76 +109,18 @@ export async function sendRequest(
     const queueMs = header(response.headers, 'x-fairgate-queue-ms');
     if (queueMs !== undefined && queueMs !== '') record.queueMs = Number(queueMs);
     if (response.statusCode !== 200) {
-      const text = await response.body.text();
-      record.dropReason = header(response.headers, 'x-fairgate-drop-reason');
-      record.outcome = response.statusCode === 429 ? 'dropped' : 'error';
-      if (record.outcome === 'dropped' && !record.dropReason) record.dropReason = 'unknown';
-      if (record.outcome === 'error')
-        record.error = `HTTP ${response.statusCode}: ${text.slice(0, 200)}`;
+      recordRefusal(record, response, await response.body.text());
     } else if (!plan.stream) {
       const json = (await response.body.json()) as { usage?: { completion_tokens?: number } };
       record.ttftMs = clock() - startMs;
       record.outputTokens = json.usage?.completion_tokens ?? 0;
       record.outcome = 'ok';
     } else {
-      let last = 0;
-      let gaps = 0;
-      let gapSum = 0;
-      let tokens = 0;
-      let usageTokens: number | undefined;
-      let streamError: string | undefined;
-      let streamDrop: string | undefined;
-      let done = false;
-      const decoder = createSseDecoder((event) => {
-        if (event.data === '[DONE]') {
-          done = true;
-          return;
-        }
-        let chunk: {
-          choices?: Array<{ delta?: { content?: string | null }; text?: string }>;
-          usage?: { completion_tokens?: number } | null;
-          error?: { message?: string; type?: string; code?: string | null };
-        };
-        try {
-          chunk = JSON.parse(event.data);
-        } catch {
-          return;
-        }
-        if (chunk.error) {
-          streamError = chunk.error.message ?? 'stream error';
-          // Flow control taking the slot back mid-stream (in-flight eviction) is a drop.
-          if (chunk.error.type === 'rate_limit_error') streamDrop = chunk.error.code ?? 'unknown';
-          return;
-        }
-        const choice = chunk.choices?.[0];
-        const text = choice?.delta?.content ?? choice?.text ?? '';
-        if (text) {
-          const now = clock();
-          if (tokens === 0) record.ttftMs = now - startMs;
-          else {
-            gapSum += now - last;
-            gaps++;
-          }
-          last = now;
-          tokens++;
-        }
-        if (chunk.usage?.completion_tokens !== undefined)
-          usageTokens = chunk.usage.completion_tokens;
-      });
+      const tally = new StreamTally(record, clock, startMs);
+      const decoder = createSseDecoder((event) => tally.onEvent(event.data));
       for await (const piece of response.body) decoder.feed(piece as Buffer);
       decoder.end();
-      record.outputTokens = usageTokens ?? tokens;
-      if (gaps > 0) record.itlMs = gapSum / gaps;
-      if (streamDrop) {
-        record.outcome = 'dropped';
-        record.dropReason = streamDrop;
-      } else if (streamError) {
-        record.outcome = 'error';
-        record.error = streamError;
-      } else if (!done) {
-        record.outcome = 'error';
-        record.error = 'stream ended without [DONE]';
-      } else record.outcome = 'ok';
+      tally.finish();
     }
   } catch (error) {
     if (options.signal.aborted) record.outcome = 'aborted';
@@ -217,4 +133,134 @@ export async function sendRequest(
   record.endS = endMs / 1_000;
   record.e2eMs = endMs - startMs;
   return record;
+}
+
+/** The record of a request sent at `startMs`, an error until its answer says otherwise. */
+function newRecord(plan: RequestPlan, startMs: number): RequestRecord {
+  return {
+    tenant: plan.tenant,
+    seq: plan.seq,
+    target: plan.target,
+    scheduledS: plan.scheduledS,
+    startS: startMs / 1_000,
+    endS: startMs / 1_000,
+    status: 0,
+    outcome: 'error',
+    e2eMs: 0,
+    promptTokens: plan.promptTokens,
+    outputTokens: 0,
+    maxTokens: plan.outputTokens,
+  };
+}
+
+function requestHeaders(plan: RequestPlan): Record<string, string> {
+  const headers: Record<string, string> = {
+    authorization: `Bearer ${plan.apiKey}`,
+    'content-type': 'application/json',
+  };
+  if (plan.sloClass) headers['x-slo-class'] = plan.sloClass;
+  if (plan.sloTtftMs !== undefined) headers['x-slo-ttft-ms'] = String(plan.sloTtftMs);
+  return headers;
+}
+
+function requestBody(plan: RequestPlan): string {
+  return JSON.stringify({
+    model: plan.model,
+    messages: plan.messages ?? [
+      { role: 'user', content: promptText(plan.promptTokens, `t${plan.tenant}-${plan.seq}`) },
+    ],
+    max_tokens: plan.outputTokens,
+    stream: plan.stream,
+    ...(plan.stream ? { stream_options: { include_usage: true } } : {}),
+  });
+}
+
+/** A status other than 200: a 429 is a drop (with its reason), anything else an error. */
+function recordRefusal(
+  record: RequestRecord,
+  response: Dispatcher.ResponseData,
+  text: string,
+): void {
+  record.dropReason = header(response.headers, 'x-fairgate-drop-reason');
+  record.outcome = response.statusCode === 429 ? 'dropped' : 'error';
+  if (record.outcome === 'dropped' && !record.dropReason) record.dropReason = 'unknown';
+  if (record.outcome === 'error')
+    record.error = `HTTP ${response.statusCode}: ${text.slice(0, 200)}`;
+}
+
+interface StreamChunk {
+  choices?: Array<{ delta?: { content?: string | null }; text?: string }>;
+  usage?: { completion_tokens?: number } | null;
+  error?: { message?: string; type?: string; code?: string | null };
+}
+
+/**
+ * A streamed completion's SSE events as they arrive: TTFT at the first content token, the
+ * gaps after it, the usage chunk's token count, an error or a drop sent mid-stream, [DONE].
+ */
+class StreamTally {
+  private last = 0;
+  private gaps = 0;
+  private gapSum = 0;
+  private tokens = 0;
+  private usageTokens: number | undefined;
+  private streamError: string | undefined;
+  private streamDrop: string | undefined;
+  private done = false;
+
+  constructor(
+    private readonly record: RequestRecord,
+    private readonly clock: () => number,
+    private readonly startMs: number,
+  ) {}
+
+  onEvent(data: string): void {
+    if (data === '[DONE]') {
+      this.done = true;
+      return;
+    }
+    let chunk: StreamChunk;
+    try {
+      chunk = JSON.parse(data);
+    } catch {
+      return;
+    }
+    if (chunk.error) {
+      this.streamError = chunk.error.message ?? 'stream error';
+      // Flow control taking the slot back mid-stream (in-flight eviction) is a drop.
+      if (chunk.error.type === 'rate_limit_error') this.streamDrop = chunk.error.code ?? 'unknown';
+      return;
+    }
+    const choice = chunk.choices?.[0];
+    const text = choice?.delta?.content ?? choice?.text ?? '';
+    if (text) {
+      const now = this.clock();
+      if (this.tokens === 0) this.record.ttftMs = now - this.startMs;
+      else {
+        this.gapSum += now - this.last;
+        this.gaps++;
+      }
+      this.last = now;
+      this.tokens++;
+    }
+    if (chunk.usage?.completion_tokens !== undefined)
+      this.usageTokens = chunk.usage.completion_tokens;
+  }
+
+  /** The record's tokens, ITL and outcome once the stream has ended. */
+  finish(): void {
+    const record = this.record;
+    record.outputTokens = this.usageTokens ?? this.tokens;
+    if (this.gaps > 0) record.itlMs = this.gapSum / this.gaps;
+    if (this.streamDrop) {
+      record.outcome = 'dropped';
+      record.dropReason = this.streamDrop;
+    } else if (this.streamError) {
+      record.outcome = 'error';
+      record.error = this.streamError;
+    } else if (!this.done) {
+      record.outcome = 'error';
+      record.error = 'stream ended without [DONE]';
+    } else record.outcome = 'ok';
+  }
 }

@@ -113,30 +113,8 @@ export async function runCli(
     return { code: 2 };
   }
   let scenario: Scenario;
-  let seconds: number | undefined;
   try {
-    scenario = loadScenario(name);
-    seconds = positiveNumber('seconds', values.seconds, 86_400);
-    const seed = values.seed === undefined ? undefined : Number(values.seed);
-    if (seed !== undefined && (!Number.isInteger(seed) || seed < 0 || seed >= 2 ** 32)) {
-      throw new UsageError('--seed must be an integer in [0, 2^32)');
-    }
-    if (seed !== undefined) scenario.seed = seed;
-    if (seconds !== undefined) {
-      if (scenario.sweep) scenario.sweep.run_s = seconds;
-      else scenario.duration_s = seconds;
-    }
-    if (scenario.sweep && scenario.sweep.measure_last_s > scenario.sweep.run_s) {
-      scenario.sweep.measure_last_s = scenario.sweep.run_s / 2;
-    }
-    if (scenario.kind === 'sweep' && !values.stack)
-      throw new UsageError('a sweep starts its own stacks: add --stack');
-    if (values.baseline && !values.stack)
-      throw new UsageError('--baseline needs --stack (it configures the gateways)');
-    if (!values.stack && !values.target)
-      throw new UsageError('give --target URL[,URL...] or --stack');
-    if (values.stack && values.target)
-      throw new UsageError('--target and --stack exclude each other');
+    scenario = checkedScenario(name, values);
   } catch (error) {
     if (error instanceof ScenarioError || error instanceof UsageError) {
       console.error(error.message);
@@ -146,8 +124,88 @@ export async function runCli(
   }
 
   const abort = new AbortController();
+  const onSignal = interruptHandler(abort, log);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  const run: CliRun = {
+    log,
+    signal: abort.signal,
+    plain: values.plain === true,
+    out: resolve(values.out ?? join('reports', `${scenario.name}-${timestamp()}`)),
+    yamlText: scenarioText(name) ?? stringify(scenario),
+  };
+  let infra: Infra | undefined;
+  try {
+    if (scenario.kind === 'sweep') {
+      infra = await startInfra(scenario.stack, log);
+      return await sweepCli(scenario, infra, run);
+    }
+    let results: RunResult[];
+    if (values.stack) {
+      infra = await startInfra(scenario.stack, log);
+      results = await stackRuns(scenario, infra, values.baseline === true, run);
+    } else results = [await targetRun(scenario, values, run)];
+    if (results.length === 0) return { code: 130 };
+    return reportRuns(scenario, results, run);
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await infra?.stop().catch(() => {});
+    await stopAll();
+  }
+}
+
+type CliValues = ReturnType<typeof parse>['values'];
+
+/** What every step of one CLI run shares. */
+interface CliRun {
+  log: (line: string) => void;
+  /** Aborted by SIGINT or SIGTERM. */
+  signal: AbortSignal;
+  plain: boolean;
+  /** The report directory. */
+  out: string;
+  /** The scenario as written (or as parsed, when its file cannot be read again). */
+  yamlText: string;
+}
+
+/**
+ * The scenario `name` with the command line's --seconds and --seed applied, after checking
+ * that the options fit together; throws ScenarioError or UsageError.
+ */
+function checkedScenario(name: string, values: CliValues): Scenario {
+  const scenario = loadScenario(name);
+  const seconds = positiveNumber('seconds', values.seconds, 86_400);
+  const seed = values.seed === undefined ? undefined : Number(values.seed);
+  if (seed !== undefined && (!Number.isInteger(seed) || seed < 0 || seed >= 2 ** 32)) {
+    throw new UsageError('--seed must be an integer in [0, 2^32)');
+  }
+  if (seed !== undefined) scenario.seed = seed;
+  if (seconds !== undefined) {
+    if (scenario.sweep) scenario.sweep.run_s = seconds;
+    else scenario.duration_s = seconds;
+  }
+  if (scenario.sweep && scenario.sweep.measure_last_s > scenario.sweep.run_s) {
+    scenario.sweep.measure_last_s = scenario.sweep.run_s / 2;
+  }
+  if (scenario.kind === 'sweep' && !values.stack)
+    throw new UsageError('a sweep starts its own stacks: add --stack');
+  if (values.baseline && !values.stack)
+    throw new UsageError('--baseline needs --stack (it configures the gateways)');
+  if (!values.stack && !values.target)
+    throw new UsageError('give --target URL[,URL...] or --stack');
+  if (values.stack && values.target)
+    throw new UsageError('--target and --stack exclude each other');
+  return scenario;
+}
+
+/** The first signal aborts the run; another one more than 2 s later exits at once. */
+function interruptHandler(
+  abort: AbortController,
+  log: (line: string) => void,
+): (signal: NodeJS.Signals) => void {
   let interruptedAt = 0;
-  const onSignal = (signal: NodeJS.Signals) => {
+  return (signal) => {
     if (!abort.signal.aborted) {
       interruptedAt = Date.now();
       log(`\n${signal}: stopping the run and the stack...`);
@@ -156,126 +214,126 @@ export async function runCli(
       process.exit(130);
     }
   };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+}
 
-  const out = resolve(values.out ?? join('reports', `${scenario.name}-${timestamp()}`));
-  const plain = values.plain === true;
-  const yamlText = scenarioText(name) ?? stringify(scenario);
-  let infra: Infra | undefined;
-  try {
-    if (scenario.kind === 'sweep') {
-      infra = await startInfra(scenario.stack, log);
-      const capacity = await maybeProbe(scenario, infra, log, abort.signal);
-      const runs = await runSweep(scenario, infra, {
-        log,
-        signal: abort.signal,
-        plain,
-        ...(capacity !== undefined ? { capacityTokensPerS: capacity } : {}),
-      });
-      const target = scenario.gateway.controller?.target_p99_ttft_s;
-      const report = writeSweepReport(out, runs, {
-        title: `fairgate-load sweep: ${scenario.name}`,
-        ...(typeof target === 'number' ? { targetS: target } : {}),
-        scenarioYaml: yamlText,
-      });
-      log(`\n${sweepText(report.analysis)}`);
-      log(`\nreport:  ${report.html}\nresults: ${report.json}`);
-      return {
-        code: abort.signal.aborted ? 130 : 0,
-        reportDir: out,
-        results: runs.map((r) => r.result),
-      };
-    }
+/** A sweep on `infra`, and its report. */
+async function sweepCli(scenario: Scenario, infra: Infra, run: CliRun): Promise<CliOutcome> {
+  const { log, signal } = run;
+  const capacity = await maybeProbe(scenario, infra, log, signal);
+  const runs = await runSweep(scenario, infra, {
+    log,
+    signal,
+    plain: run.plain,
+    ...(capacity !== undefined ? { capacityTokensPerS: capacity } : {}),
+  });
+  const target = scenario.gateway.controller?.target_p99_ttft_s;
+  const report = writeSweepReport(run.out, runs, {
+    title: `fairgate-load sweep: ${scenario.name}`,
+    ...(typeof target === 'number' ? { targetS: target } : {}),
+    scenarioYaml: run.yamlText,
+  });
+  log(`\n${sweepText(report.analysis)}`);
+  log(`\nreport:  ${report.html}\nresults: ${report.json}`);
+  return {
+    code: signal.aborted ? 130 : 0,
+    reportDir: run.out,
+    results: runs.map((r) => r.result),
+  };
+}
 
-    const results: RunResult[] = [];
-    if (values.stack) {
-      infra = await startInfra(scenario.stack, log);
-      if (scenario.batch && infra.embedded) {
-        log('batch:    the Batch API needs redis: (no redis-server here); the batch will not run');
-      }
-      const capacity = await maybeProbe(scenario, infra, log, abort.signal);
-      const variants: Array<{ label: string; variant: Variant }> = values.baseline
-        ? [
-            { label: 'fifo', variant: { kind: 'fifo' } },
-            { label: 'fairgate', variant: { kind: 'fairgate' } },
-          ]
-        : [{ label: 'fairgate', variant: { kind: 'fairgate' } }];
-      for (const v of variants) {
-        if (abort.signal.aborted) break;
-        const gateways = await startGateways(
-          scenario,
-          infra,
-          v.variant,
-          log,
-          `${scenario.name}-${v.label}`,
-        );
-        try {
-          results.push(
-            await runOne(
-              scenario,
-              gateways.urls,
-              v.label,
-              DEV_ADMIN_TOKEN,
-              SIM_MODEL,
-              abort.signal,
-              plain,
-              log,
-              {
-                ...(capacity !== undefined ? { capacityTokensPerS: capacity } : {}),
-                meta: {
-                  stack: {
-                    ...scenario.stack,
-                    embedded: infra.embedded,
-                    replicas: gateways.urls.length,
-                  },
-                  gatewayConfig: redactConfig(gateways.config),
-                },
-              },
-            ),
-          );
-        } finally {
-          await gateways.stop();
-        }
-      }
-    } else {
-      const targets = (values.target ?? '')
-        .split(',')
-        .map((t) => t.trim().replace(/\/+$/, ''))
-        .filter(Boolean);
+/** The scenario against gateways started on `infra`: fairgate, after fifo with --baseline. */
+async function stackRuns(
+  scenario: Scenario,
+  infra: Infra,
+  baseline: boolean,
+  run: CliRun,
+): Promise<RunResult[]> {
+  const { log, signal } = run;
+  if (scenario.batch && infra.embedded) {
+    log('batch:    the Batch API needs redis: (no redis-server here); the batch will not run');
+  }
+  const capacity = await maybeProbe(scenario, infra, log, signal);
+  const variants: Array<{ label: string; variant: Variant }> = baseline
+    ? [
+        { label: 'fifo', variant: { kind: 'fifo' } },
+        { label: 'fairgate', variant: { kind: 'fairgate' } },
+      ]
+    : [{ label: 'fairgate', variant: { kind: 'fairgate' } }];
+  const results: RunResult[] = [];
+  for (const v of variants) {
+    if (signal.aborted) break;
+    const gateways = await startGateways(
+      scenario,
+      infra,
+      v.variant,
+      log,
+      `${scenario.name}-${v.label}`,
+    );
+    try {
       results.push(
         await runOne(
           scenario,
-          targets,
-          'target',
-          values['admin-token'] ?? DEV_ADMIN_TOKEN,
-          values.model ?? SIM_MODEL,
-          abort.signal,
-          plain,
+          gateways.urls,
+          v.label,
+          DEV_ADMIN_TOKEN,
+          SIM_MODEL,
+          signal,
+          run.plain,
           log,
-          { meta: { targets } },
+          {
+            ...(capacity !== undefined ? { capacityTokensPerS: capacity } : {}),
+            meta: {
+              stack: {
+                ...scenario.stack,
+                embedded: infra.embedded,
+                replicas: gateways.urls.length,
+              },
+              gatewayConfig: redactConfig(gateways.config),
+            },
+          },
         ),
       );
+    } finally {
+      await gateways.stop();
     }
-    if (results.length === 0) return { code: 130 };
-    const classes = scenario.gateway.slo_classes;
-    const report = writeRunReport(out, results, {
-      title: `fairgate-load: ${scenario.name}${results.length > 1 ? ' (fifo baseline vs fairgate)' : ''}`,
-      scenarioYaml: yamlText,
-      ...(classes ? { classes } : {}),
-    });
-    log('');
-    for (const s of report.summaries) log(`${summaryText(s, classes)}\n`);
-    log(
-      `report:  ${report.html}\nresults: ${report.json}\ncharts:  ${report.charts.length} .svg files in ${out}`,
-    );
-    return { code: abort.signal.aborted ? 130 : 0, reportDir: out, results };
-  } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-    await infra?.stop().catch(() => {});
-    await stopAll();
   }
+  return results;
+}
+
+/** The scenario against the running gateways of --target. */
+function targetRun(scenario: Scenario, values: CliValues, run: CliRun): Promise<RunResult> {
+  const targets = (values.target ?? '')
+    .split(',')
+    .map((t) => t.trim().replace(/\/+$/, ''))
+    .filter(Boolean);
+  return runOne(
+    scenario,
+    targets,
+    'target',
+    values['admin-token'] ?? DEV_ADMIN_TOKEN,
+    values.model ?? SIM_MODEL,
+    run.signal,
+    run.plain,
+    run.log,
+    { meta: { targets } },
+  );
+}
+
+/** Writes the runs' report and logs each run's summary and where the report is. */
+function reportRuns(scenario: Scenario, results: RunResult[], run: CliRun): CliOutcome {
+  const { log, out } = run;
+  const classes = scenario.gateway.slo_classes;
+  const report = writeRunReport(out, results, {
+    title: `fairgate-load: ${scenario.name}${results.length > 1 ? ' (fifo baseline vs fairgate)' : ''}`,
+    scenarioYaml: run.yamlText,
+    ...(classes ? { classes } : {}),
+  });
+  log('');
+  for (const s of report.summaries) log(`${summaryText(s, classes)}\n`);
+  log(
+    `report:  ${report.html}\nresults: ${report.json}\ncharts:  ${report.charts.length} .svg files in ${out}`,
+  );
+  return { code: run.signal.aborted ? 130 : 0, reportDir: out, results };
 }
 
 /**

@@ -7,6 +7,7 @@ import {
   type BatchSummary,
   computeBatchSeries,
   computeSeries,
+  type ReportSeries,
   type RunSummary,
   type SweepAnalysis,
   type SweepPoint,
@@ -36,12 +37,42 @@ export function isProtected(
 /** The panels of one run: one per tenant, then pool, controller, TTFT, throughput. */
 export function runCharts(result: RunResult, prefix = ''): Chart[] {
   const series = computeSeries(result, 1, 5);
-  const t = series.times;
-  const pair = (values: Array<number | null>): Array<[number, number | null]> =>
-    values.map((v, i) => [t[i]!, v === null ? null : Number(v.toFixed(3))]);
-  const label = result.label;
-  const charts: Chart[] = [];
+  const panel: Panel = {
+    result,
+    series,
+    prefix,
+    label: result.label,
+    pair: pairWith(series.times),
+  };
+  const charts: Chart[] = [
+    ...tenantCharts(panel),
+    poolChart(panel),
+    controllerChart(panel),
+    ttftChart(panel),
+    throughputChart(panel),
+  ];
+  const backfill = batchChart(result, prefix);
+  if (backfill) charts.push(backfill);
+  return charts;
+}
 
+/** What each panel of a run reads: the run, its series and the file prefix. */
+interface Panel {
+  result: RunResult;
+  series: ReportSeries;
+  prefix: string;
+  label: string;
+  /** [time, value rounded to 3 decimals] points of a per-second series. */
+  pair: (values: Array<number | null>) => Array<[number, number | null]>;
+}
+
+function pairWith(times: number[]): Panel['pair'] {
+  return (values) => values.map((v, i) => [times[i]!, v === null ? null : Number(v.toFixed(3))]);
+}
+
+/** Submitted, admitted and dropped per second, one panel per tenant that sent requests. */
+function tenantCharts({ result, series, prefix, label, pair }: Panel): Chart[] {
+  const charts: Chart[] = [];
   series.tenants.forEach((s, index) => {
     // A tenant that only submitted the batch sent no live request: no panel of zeros.
     if (s.name === result.batch?.tenant && !result.requests.some((r) => r.tenant === index)) return;
@@ -73,8 +104,11 @@ export function runCharts(result: RunResult, prefix = ''): Chart[] {
       }),
     });
   });
+  return charts;
+}
 
-  charts.push({
+function poolChart({ series, prefix, label }: Panel): Chart {
+  return {
     file: `${prefix}pool.svg`,
     title: 'Budget and in-flight',
     svg: lineChart({
@@ -88,10 +122,12 @@ export function runCharts(result: RunResult, prefix = ''): Chart[] {
         { name: 'waiting', data: series.waiting, color: '#ea580c', dash: 'dashed' },
       ],
     }),
-  });
+  };
+}
 
+function controllerChart({ series, prefix, label }: Panel): Chart {
   const acts = series.actions;
-  charts.push({
+  return {
     file: `${prefix}controller.svg`,
     title: 'Controller actions',
     svg: lineChart({
@@ -124,9 +160,11 @@ export function runCharts(result: RunResult, prefix = ''): Chart[] {
         },
       ],
     }),
-  });
+  };
+}
 
-  charts.push({
+function ttftChart({ result, series, prefix, label, pair }: Panel): Chart {
+  return {
     file: `${prefix}ttft.svg`,
     title: 'p99 TTFT against the target',
     svg: lineChart({
@@ -152,9 +190,11 @@ export function runCharts(result: RunResult, prefix = ''): Chart[] {
             ]
           : [],
     }),
-  });
+  };
+}
 
-  charts.push({
+function throughputChart({ result, series, prefix, label, pair }: Panel): Chart {
+  return {
     file: `${prefix}throughput.svg`,
     title: 'Throughput',
     svg: lineChart({
@@ -179,10 +219,7 @@ export function runCharts(result: RunResult, prefix = ''): Chart[] {
             ]
           : [],
     }),
-  });
-  const backfill = batchChart(result, prefix);
-  if (backfill) charts.push(backfill);
-  return charts;
+  };
 }
 
 /**

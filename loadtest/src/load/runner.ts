@@ -1,8 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { Agent } from 'undici';
 import { AdminPoller, type AdminSample, type SeenAction } from './admin.js';
-import { buildSchedule } from './arrivals.js';
+import { type Arrival, buildSchedule } from './arrivals.js';
 import { BatchDriver, type BatchResult } from './batch.js';
-import { createAgent, type RequestRecord, sendRequest } from './client.js';
+import { createAgent, type RequestPlan, type RequestRecord, sendRequest } from './client.js';
 import { conversationMessages } from './conversations.js';
 import { pause } from './pause.js';
 import { reportTarget, type Scenario, tenantApiKey } from './scenario.js';
@@ -77,30 +78,34 @@ export async function runScenario(options: RunOptions): Promise<RunResult> {
   if (targets.length === 0) throw new Error('no target gateway');
   const durationS = options.durationS ?? scenario.duration_s;
   const schedule = buildSchedule(scenario, durationS);
-  const limits = scenario.limits;
   const startedAt = new Date().toISOString();
   const t0 = performance.now();
   const wallAtZeroMs = Date.now();
   const clock = () => performance.now() - t0;
-  const agent = createAgent(Math.max(64, limits.max_outstanding));
+  const agent = createAgent(Math.max(64, scenario.limits.max_outstanding));
   const abort = new AbortController();
   const onExternal = () => abort.abort();
   options.signal?.addEventListener('abort', onExternal, { once: true });
   const admin = new AdminPoller(targets, options.adminToken, clock);
   admin.start(1_000);
-
-  const tenants: TenantLive[] = scenario.tenants.map((t) => ({
-    name: t.name,
-    offered: 0,
-    admitted: 0,
-    dropped: 0,
-    errors: 0,
-    completed: 0,
-    ttft: [],
-  }));
-  const records: RequestRecord[] = [];
-  const open = new Set<Promise<void>>();
-  const counters = new Array<number>(scenario.tenants.length).fill(0);
+  const run: Run = {
+    options,
+    clock,
+    agent,
+    abort,
+    tenants: scenario.tenants.map((t) => ({
+      name: t.name,
+      offered: 0,
+      admitted: 0,
+      dropped: 0,
+      errors: 0,
+      completed: 0,
+      ttft: [],
+    })),
+    records: [],
+    open: new Set(),
+    counters: new Array<number>(scenario.tenants.length).fill(0),
+  };
   let phase: RunProgress['phase'] = 'running';
 
   // The batch runs beside the arrivals (it waits for its at_s itself) and is bounded by
@@ -121,125 +126,178 @@ export async function runScenario(options: RunOptions): Promise<RunResult> {
   const progress = (): RunProgress => ({
     elapsedS: clock() / 1_000,
     durationS,
-    outstanding: open.size,
-    tenants,
+    outstanding: run.open.size,
+    tenants: run.tenants,
     admin,
     phase,
     ...(batch ? { batch: batch.result } : {}),
   });
   const ticker = setInterval(() => options.onTick?.(progress()), 1_000);
 
-  const launch = (index: number) => {
-    const arrival = schedule[index]!;
-    const spec = scenario.tenants[arrival.tenant]!;
-    const live = tenants[arrival.tenant]!;
-    live.offered++;
-    const target =
-      spec.via_replica !== undefined
-        ? Math.min(spec.via_replica, targets.length - 1)
-        : counters[arrival.tenant]!++ % targets.length;
-    if (open.size >= limits.max_outstanding) {
-      const now = clock() / 1_000;
-      live.errors++;
-      records.push({
-        tenant: arrival.tenant,
-        seq: arrival.seq,
-        target,
-        scheduledS: arrival.t,
-        startS: now,
-        endS: now,
-        status: 0,
-        outcome: 'overflow',
-        e2eMs: 0,
-        promptTokens: arrival.promptTokens,
-        outputTokens: 0,
-        maxTokens: arrival.outputTokens,
-        error: `client bound: ${limits.max_outstanding} requests already open`,
-      });
-      return;
-    }
-    const task = sendRequest(
-      {
-        tenant: arrival.tenant,
-        seq: arrival.seq,
-        target,
-        url: targets[target]!,
-        apiKey: tenantApiKey(spec),
-        model: options.model,
-        ...(spec.class_header ? { sloClass: spec.slo_class } : {}),
-        ...(spec.slo_ttft_ms !== undefined ? { sloTtftMs: spec.slo_ttft_ms } : {}),
-        stream: spec.stream,
-        promptTokens: arrival.promptTokens,
-        outputTokens: arrival.outputTokens,
-        scheduledS: arrival.t,
-        ...(arrival.conversation && spec.shared_prefix
-          ? {
-              messages: conversationMessages(
-                { ...spec, shared_prefix: spec.shared_prefix },
-                arrival.conversation,
-                arrival.promptTokens,
-              ),
-            }
-          : {}),
-      },
-      {
-        dispatcher: agent,
-        signal: abort.signal,
-        timeoutMs: limits.request_timeout_s * 1_000,
-        clock,
-        onStatus: (status) => {
-          if (status === 200) live.admitted++;
-          else if (status === 429) live.dropped++;
-        },
-      },
-    ).then((record) => {
-      records.push(record);
-      if (record.outcome === 'ok') {
-        live.completed++;
-        if (record.ttftMs !== undefined) live.ttft.push([record.endS, record.ttftMs]);
-      } else if (record.outcome === 'error' || record.outcome === 'aborted') live.errors++;
-      open.delete(task);
-    });
-    open.add(task);
-  };
-
-  let next = 0;
-  while (next < schedule.length && !abort.signal.aborted) {
-    const now = clock() / 1_000;
-    while (next < schedule.length && schedule[next]!.t <= now) launch(next++);
-    if (next >= schedule.length) break;
-    const wait = Math.min(50, Math.max(0, (schedule[next]!.t - clock() / 1_000) * 1_000));
-    await sleep(wait);
-  }
+  await replaySchedule(run, schedule);
   // Arrivals are over: wait out the rest of the duration, then drain, then abort.
   const untilEnd = durationS * 1_000 - clock();
   if (untilEnd > 0 && !abort.signal.aborted) await pause(untilEnd, abort.signal);
   phase = 'draining';
-  const requestsDone = (async () => {
-    if (open.size > 0 && !abort.signal.aborted) {
-      const drained = Promise.all(open).then(() => true);
-      await Promise.race([drained, pause(limits.drain_s * 1_000, abort.signal)]);
-    }
-    abort.abort();
-    await Promise.all(open);
-  })();
   // The batch ends by itself, at its deadline (cancelled) or at the external stop.
-  const [, batchResult] = await Promise.all([requestsDone, batchTask]);
+  const [, batchResult] = await Promise.all([drainRequests(run), batchTask]);
   const stoppedEarly = options.signal?.aborted ?? false;
   phase = 'done';
   clearInterval(ticker);
   await admin.stop();
   options.signal?.removeEventListener('abort', onExternal);
   await agent.close().catch(() => {});
-  records.sort((a, b) => a.startS - b.startS);
+  run.records.sort((a, b) => a.startS - b.startS);
+  return runResult(run, { startedAt, durationS, admin, stoppedEarly, batchResult });
+}
+
+/** One run's shared state: what every launched request reads and writes. */
+interface Run {
+  options: RunOptions;
+  clock: () => number;
+  agent: Agent;
+  abort: AbortController;
+  tenants: TenantLive[];
+  records: RequestRecord[];
+  /** The requests in flight. */
+  open: Set<Promise<void>>;
+  /** Requests sent per tenant: the round-robin over targets. */
+  counters: number[];
+}
+
+/** Launches each arrival at its time (open loop) until the schedule ends or the run aborts. */
+async function replaySchedule(run: Run, schedule: Arrival[]): Promise<void> {
+  const { clock, abort } = run;
+  let next = 0;
+  while (next < schedule.length && !abort.signal.aborted) {
+    const now = clock() / 1_000;
+    while (next < schedule.length && schedule[next]!.t <= now) launch(run, schedule[next++]!);
+    if (next >= schedule.length) break;
+    const wait = Math.min(50, Math.max(0, (schedule[next]!.t - clock() / 1_000) * 1_000));
+    await sleep(wait);
+  }
+}
+
+/** Waits up to drain_s for the open requests, then aborts what is left. */
+async function drainRequests(run: Run): Promise<void> {
+  const { open, abort } = run;
+  if (open.size > 0 && !abort.signal.aborted) {
+    const drained = Promise.all(open).then(() => true);
+    await Promise.race([drained, pause(run.options.scenario.limits.drain_s * 1_000, abort.signal)]);
+  }
+  abort.abort();
+  await Promise.all(open);
+}
+
+/** Sends one arrival's request, or records a client overflow when the bound is reached. */
+function launch(run: Run, arrival: Arrival): void {
+  const { scenario, targets } = run.options;
+  const limits = scenario.limits;
+  const spec = scenario.tenants[arrival.tenant]!;
+  const live = run.tenants[arrival.tenant]!;
+  const { open } = run;
+  live.offered++;
+  const target =
+    spec.via_replica !== undefined
+      ? Math.min(spec.via_replica, targets.length - 1)
+      : run.counters[arrival.tenant]!++ % targets.length;
+  if (open.size >= limits.max_outstanding) {
+    live.errors++;
+    run.records.push(overflowRecord(arrival, target, run.clock() / 1_000, limits.max_outstanding));
+    return;
+  }
+  const task = sendRequest(requestPlan(run.options, arrival, target), {
+    dispatcher: run.agent,
+    signal: run.abort.signal,
+    timeoutMs: limits.request_timeout_s * 1_000,
+    clock: run.clock,
+    onStatus: (status) => {
+      if (status === 200) live.admitted++;
+      else if (status === 429) live.dropped++;
+    },
+  }).then((record) => {
+    run.records.push(record);
+    if (record.outcome === 'ok') {
+      live.completed++;
+      if (record.ttftMs !== undefined) live.ttft.push([record.endS, record.ttftMs]);
+    } else if (record.outcome === 'error' || record.outcome === 'aborted') live.errors++;
+    open.delete(task);
+  });
+  open.add(task);
+}
+
+/** The request of one arrival, sent to `targets[target]`. */
+function requestPlan(options: RunOptions, arrival: Arrival, target: number): RequestPlan {
+  const spec = options.scenario.tenants[arrival.tenant]!;
+  return {
+    tenant: arrival.tenant,
+    seq: arrival.seq,
+    target,
+    url: options.targets[target]!,
+    apiKey: tenantApiKey(spec),
+    model: options.model,
+    ...(spec.class_header ? { sloClass: spec.slo_class } : {}),
+    ...(spec.slo_ttft_ms !== undefined ? { sloTtftMs: spec.slo_ttft_ms } : {}),
+    stream: spec.stream,
+    promptTokens: arrival.promptTokens,
+    outputTokens: arrival.outputTokens,
+    scheduledS: arrival.t,
+    ...(arrival.conversation && spec.shared_prefix
+      ? {
+          messages: conversationMessages(
+            { ...spec, shared_prefix: spec.shared_prefix },
+            arrival.conversation,
+            arrival.promptTokens,
+          ),
+        }
+      : {}),
+  };
+}
+
+/** An arrival not sent: `maxOutstanding` requests were already open. */
+function overflowRecord(
+  arrival: Arrival,
+  target: number,
+  nowS: number,
+  maxOutstanding: number,
+): RequestRecord {
+  return {
+    tenant: arrival.tenant,
+    seq: arrival.seq,
+    target,
+    scheduledS: arrival.t,
+    startS: nowS,
+    endS: nowS,
+    status: 0,
+    outcome: 'overflow',
+    e2eMs: 0,
+    promptTokens: arrival.promptTokens,
+    outputTokens: 0,
+    maxTokens: arrival.outputTokens,
+    error: `client bound: ${maxOutstanding} requests already open`,
+  };
+}
+
+function runResult(
+  run: Run,
+  end: {
+    startedAt: string;
+    durationS: number;
+    admin: AdminPoller;
+    stoppedEarly: boolean;
+    batchResult: BatchResult | undefined;
+  },
+): RunResult {
+  const { options } = run;
+  const { scenario } = options;
   const target = reportTarget(scenario);
   return {
     label: options.label,
     scenario: scenario.name,
-    startedAt,
-    durationS,
+    startedAt: end.startedAt,
+    durationS: end.durationS,
     seed: scenario.seed,
-    targets,
+    targets: options.targets,
     tenants: scenario.tenants.map((t) => ({
       name: t.name,
       sloClass: t.slo_class,
@@ -249,11 +307,11 @@ export async function runScenario(options: RunOptions): Promise<RunResult> {
     ...(options.capacityTokensPerS !== undefined
       ? { capacityTokensPerS: options.capacityTokensPerS }
       : {}),
-    requests: records,
-    admin: admin.samples,
-    actions: admin.orderedActions(),
-    stoppedEarly,
-    ...(batchResult ? { batch: batchResult } : {}),
+    requests: run.records,
+    admin: end.admin.samples,
+    actions: end.admin.orderedActions(),
+    stoppedEarly: end.stoppedEarly,
+    ...(end.batchResult ? { batch: end.batchResult } : {}),
     meta: options.meta ?? {},
   };
 }

@@ -1,4 +1,4 @@
-import { summarizeWindow, type WindowCounts } from './window.js';
+import { summarizeWindow, type WindowCounts, type WindowSummary } from './window.js';
 
 /**
  * The AIMD controller on p99 TTFT, as a pure step: (state, observation, config) ->
@@ -172,95 +172,18 @@ export function step(
       ? 'errors'
       : summary.p99S;
   const tick = previous.tick + 1;
-  const upper = config.targetP99TtftS * (1 + config.targetBandPct);
-  const lower = config.targetP99TtftS * (1 - config.targetBandPct);
-
-  const decide = (): { kind: ActionKind; code: ActionCode; reason: string; cap: number } => {
-    const hold = (code: ActionCode, reason: string) => ({
-      kind: 'hold' as const,
-      code,
-      reason,
-      cap,
-    });
-    if (pods === 0) return hold('no_healthy_pods', 'no healthy pods: budget 0 until one returns');
-    if (previous.cooldownLeft > 0) {
-      return hold('cooldown', `cooldown after a decrease (${previous.cooldownLeft} ticks left)`);
-    }
-    const seen = summary.samples + summary.errors;
-    if (seen < config.minSamples) {
-      return hold('few_samples', `${seen} samples in the window, fewer than ${config.minSamples}`);
-    }
-    const budget = cap * pods;
-    const increase = (code: ActionCode, why: string) => {
-      if (windowPeak * 2 < budget) {
-        return hold(
-          'app_limited',
-          `${why}, but the window's peak in flight ${windowPeak} is under half the budget ${budget}`,
-        );
-      }
-      const next = clampCap(cap + config.increaseStep, config);
-      if (next <= cap) return hold('at_max', `${why}, but the cap is at its maximum ${cap}`);
-      return { kind: 'increase' as const, code, reason: `${why}: ${cap} -> ${next}`, cap: next };
-    };
-    const queueBound =
-      config.queueAware &&
-      p99S !== 'errors' &&
-      summary.p99S >= lower &&
-      summary.serviceP99S < lower;
-    if (queueBound) {
-      return increase(
-        'queue_bound',
-        `p99 ${formatSeconds(summary.p99S)} not below the band, but the pods' own p99 ${formatSeconds(summary.serviceP99S)} is below its floor (${formatSeconds(lower)}): the rest is queue wait`,
-      );
-    }
-    const podsInBand =
-      config.queueAware &&
-      p99S !== 'errors' &&
-      summary.p99S > upper &&
-      summary.serviceP99S >= lower &&
-      summary.serviceP99S <= config.targetP99TtftS;
-    if (podsInBand) {
-      return hold(
-        'pods_in_band',
-        `p99 ${formatSeconds(summary.p99S)} above the band, but the pods' own p99 ${formatSeconds(summary.serviceP99S)} is between the floor and the target: the rest is queue wait`,
-      );
-    }
-    if (summary.p99S > upper) {
-      const base = windowPeak > 0 ? Math.min(cap, Math.ceil(windowPeak / pods)) : cap;
-      const cut =
-        config.decrease.mode === 'multiplicative'
-          ? Math.floor(base * config.decrease.factor)
-          : base - config.decrease.step;
-      const next = clampCap(cut, config);
-      const cause =
-        p99S === 'errors'
-          ? `${summary.errors} of ${seen} requests failed upstream (more than the top 1%)`
-          : `p99 ${formatSeconds(summary.p99S)} above the band (${formatSeconds(upper)})`;
-      if (next >= cap) return hold('at_min', `${cause}, but the cap is at its minimum ${cap}`);
-      const how =
-        config.decrease.mode === 'multiplicative'
-          ? `x${config.decrease.factor}`
-          : `-${config.decrease.step}`;
-      const from = base < cap ? ` of the ${base} per worker in flight at the peak` : ` of ${cap}`;
-      return {
-        kind: 'decrease',
-        code: p99S === 'errors' ? 'upstream_errors' : 'above_band',
-        reason: `${cause}: ${how}${from} -> ${next}`,
-        cap: next,
-      };
-    }
-    if (summary.p99S >= lower) {
-      return hold('in_band', `p99 ${formatSeconds(summary.p99S)} inside the band`);
-    }
-    const below = `p99 ${formatSeconds(summary.p99S)} below the band (${formatSeconds(lower)})`;
-    if (observation.inflight <= 0 && observation.waiting <= 0) {
-      return hold('no_demand', `${below}, but nothing in flight or waiting`);
-    }
-    return increase('below_band', below);
-  };
-
-  const decision = decide();
-  const decreased = decision.kind === 'decrease';
+  const decision = decide({
+    previous,
+    observation,
+    config,
+    cap,
+    pods,
+    windowPeak,
+    summary,
+    p99S,
+    upper: config.targetP99TtftS * (1 + config.targetBandPct),
+    lower: config.targetP99TtftS * (1 - config.targetBandPct),
+  });
   const action: ControllerAction = {
     tick,
     kind: decision.kind,
@@ -274,9 +197,147 @@ export function step(
     errors: summary.errors,
     windowPeak,
   };
-  const state: ControllerState = {
-    tick,
-    capPerWorker: decision.cap,
+  return { state: nextState(previous, action, peaks, config), action };
+}
+
+/** What one tick reads: the previous state, the observation and what the step derived. */
+interface TickInput {
+  previous: ControllerState;
+  observation: Observation;
+  config: ControllerConfig;
+  /** The previous cap per worker, clamped to the config's range. */
+  cap: number;
+  pods: number;
+  windowPeak: number;
+  summary: WindowSummary;
+  p99S: ControllerAction['p99S'];
+  /** The band around the target: target x (1 +/- targetBandPct). */
+  upper: number;
+  lower: number;
+}
+
+interface Decision {
+  kind: ActionKind;
+  code: ActionCode;
+  reason: string;
+  cap: number;
+}
+
+function hold(t: TickInput, code: ActionCode, reason: string): Decision {
+  return { kind: 'hold', code, reason, cap: t.cap };
+}
+
+/** The tick's action: the holds that need no reading first, then the rules on p99. */
+function decide(t: TickInput): Decision {
+  const { previous, config, summary } = t;
+  if (t.pods === 0)
+    return hold(t, 'no_healthy_pods', 'no healthy pods: budget 0 until one returns');
+  if (previous.cooldownLeft > 0) {
+    return hold(t, 'cooldown', `cooldown after a decrease (${previous.cooldownLeft} ticks left)`);
+  }
+  const seen = summary.samples + summary.errors;
+  if (seen < config.minSamples) {
+    return hold(t, 'few_samples', `${seen} samples in the window, fewer than ${config.minSamples}`);
+  }
+  const queueAware = config.queueAware ? decideOnQueueWait(t) : null;
+  if (queueAware) return queueAware;
+  if (summary.p99S > t.upper) return decrease(t, seen);
+  if (summary.p99S >= t.lower) {
+    return hold(t, 'in_band', `p99 ${formatSeconds(summary.p99S)} inside the band`);
+  }
+  const below = `p99 ${formatSeconds(summary.p99S)} below the band (${formatSeconds(t.lower)})`;
+  if (t.observation.inflight <= 0 && t.observation.waiting <= 0) {
+    return hold(t, 'no_demand', `${below}, but nothing in flight or waiting`);
+  }
+  return increase(t, 'below_band', below);
+}
+
+/**
+ * queueAware's rules, for p99 in or above the band: increase when the pods' own p99 is below
+ * the band's floor (queue_bound), hold when it is between the floor and the target while p99
+ * is above the band (pods_in_band); null when neither applies.
+ */
+function decideOnQueueWait(t: TickInput): Decision | null {
+  const { summary, lower } = t;
+  if (t.p99S === 'errors') return null;
+  if (summary.p99S >= lower && summary.serviceP99S < lower) {
+    return increase(
+      t,
+      'queue_bound',
+      `p99 ${formatSeconds(summary.p99S)} not below the band, but the pods' own p99 ${formatSeconds(summary.serviceP99S)} is below its floor (${formatSeconds(lower)}): the rest is queue wait`,
+    );
+  }
+  const podsInBand =
+    summary.p99S > t.upper &&
+    summary.serviceP99S >= lower &&
+    summary.serviceP99S <= t.config.targetP99TtftS;
+  if (podsInBand) {
+    return hold(
+      t,
+      'pods_in_band',
+      `p99 ${formatSeconds(summary.p99S)} above the band, but the pods' own p99 ${formatSeconds(summary.serviceP99S)} is between the floor and the target: the rest is queue wait`,
+    );
+  }
+  return null;
+}
+
+/** An increase by increaseStep, unless the pool is app-limited or the cap at its maximum. */
+function increase(t: TickInput, code: ActionCode, why: string): Decision {
+  const { cap, windowPeak } = t;
+  const budget = cap * t.pods;
+  if (windowPeak * 2 < budget) {
+    return hold(
+      t,
+      'app_limited',
+      `${why}, but the window's peak in flight ${windowPeak} is under half the budget ${budget}`,
+    );
+  }
+  const next = clampCap(cap + t.config.increaseStep, t.config);
+  if (next <= cap) return hold(t, 'at_max', `${why}, but the cap is at its maximum ${cap}`);
+  return { kind: 'increase', code, reason: `${why}: ${cap} -> ${next}`, cap: next };
+}
+
+/**
+ * A decrease from what was in flight at the window's peak (never above the cap), unless the
+ * cap is at its minimum. `seen` is the window's samples and failures.
+ */
+function decrease(t: TickInput, seen: number): Decision {
+  const { cap, config, summary, windowPeak } = t;
+  const base = windowPeak > 0 ? Math.min(cap, Math.ceil(windowPeak / t.pods)) : cap;
+  const cut =
+    config.decrease.mode === 'multiplicative'
+      ? Math.floor(base * config.decrease.factor)
+      : base - config.decrease.step;
+  const next = clampCap(cut, config);
+  const cause =
+    t.p99S === 'errors'
+      ? `${summary.errors} of ${seen} requests failed upstream (more than the top 1%)`
+      : `p99 ${formatSeconds(summary.p99S)} above the band (${formatSeconds(t.upper)})`;
+  if (next >= cap) return hold(t, 'at_min', `${cause}, but the cap is at its minimum ${cap}`);
+  const how =
+    config.decrease.mode === 'multiplicative'
+      ? `x${config.decrease.factor}`
+      : `-${config.decrease.step}`;
+  const from = base < cap ? ` of the ${base} per worker in flight at the peak` : ` of ${cap}`;
+  return {
+    kind: 'decrease',
+    code: t.p99S === 'errors' ? 'upstream_errors' : 'above_band',
+    reason: `${cause}: ${how}${from} -> ${next}`,
+    cap: next,
+  };
+}
+
+/** The state after `action`: a decrease starts the cooldown and the shrunken window. */
+function nextState(
+  previous: ControllerState,
+  action: ControllerAction,
+  peaks: number[],
+  config: ControllerConfig,
+): ControllerState {
+  const decreased = action.kind === 'decrease';
+  return {
+    tick: action.tick,
+    capPerWorker: action.capAfter,
     cooldownLeft: decreased ? config.cooldownTicks : Math.max(0, previous.cooldownLeft - 1),
     ticksSinceDecrease: decreased
       ? 0
@@ -286,5 +347,4 @@ export function step(
     peaks,
     actions: [...previous.actions, action].slice(-ACTION_HISTORY),
   };
-  return { state, action };
 }

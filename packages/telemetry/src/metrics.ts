@@ -40,6 +40,30 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
   const registry = new Registry();
   registry.setDefaultLabels(labels);
   const configView: { read?: () => ConfigGaugeValues } = {};
+  // Spread in registration order: the order /metrics lists the families in.
+  return {
+    registry,
+    ...requestMetrics(registry),
+    ...leaderMetrics(registry),
+    ...upstreamMetrics(registry),
+    ...schedulerMetrics(registry),
+    ...tunerMetrics(registry),
+    ...operationsMetrics(registry, configView),
+    ...poolSnapshotMetrics(registry),
+    ...podScrapeMetrics(registry),
+    ...tunerPeriodMetrics(registry),
+    /**
+     * Where the config gauges (TTFT targets, class priorities, the controller's cap range)
+     * read the current config from at each scrape; the gateway's control plane sets it.
+     */
+    readConfigFrom(read: () => ConfigGaugeValues): void {
+      configView.read = read;
+    },
+  };
+}
+
+/** The request path's series: latency histograms, outcomes, drops, inflight and waiting. */
+function requestMetrics(registry: Registry) {
   // The request path's histograms and outcome counter: bound once per tenant and class (and
   // outcome), no label work per observe or inc (BoundMetric).
   const latency = (name: string, help: string) =>
@@ -62,7 +86,6 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
   // By tenant, then class: two lookups of strings whose hashes are cached, no key to build.
   const seriesByLabels = new Map<string, Map<string, RequestSeries>>();
   return {
-    registry,
     ttft,
     queueWait,
     requestDuration,
@@ -117,6 +140,12 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
       help: 'Requests this replica has queued, waiting for a grant.',
       registers: [registry],
     }),
+  };
+}
+
+/** The leader's lease and the controller's writes (most exported by the leader only). */
+function leaderMetrics(registry: Registry) {
+  return {
     budget: new Gauge({
       name: 'fairgate_budget',
       help: 'Global concurrency budget the controller last wrote (exported by the leader only).',
@@ -159,6 +188,12 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
       labelNames: ['operation'],
       registers: [registry],
     }),
+  };
+}
+
+/** The upstream pods: failures and health. */
+function upstreamMetrics(registry: Registry) {
+  return {
     upstreamErrors: new Counter({
       name: 'fairgate_upstream_errors_total',
       help: 'Upstream failures by pod and kind.',
@@ -171,6 +206,12 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
       labelNames: ['pod'],
       registers: [registry],
     }),
+  };
+}
+
+/** The scheduler's Redis: errors, outage mode, recycled slots and reseeds. */
+function schedulerMetrics(registry: Registry) {
+  return {
     redisErrors: new Counter({
       name: 'fairgate_redis_errors_total',
       help: 'Errors talking to Redis.',
@@ -199,6 +240,12 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
       help: "Times this replica found the pool's shared state missing in Redis (settings, tenants) and wrote it again from its config.",
       registers: [registry],
     }),
+  };
+}
+
+/** The capacity tuner's estimates per pod and the leader's pod scrapes. */
+function tunerMetrics(registry: Registry) {
+  return {
     tunerAlpha: new Gauge({
       name: 'fairgate_tuner_alpha_ms',
       help: 'Capacity tuner: learned fixed cost of one engine iteration, ms (leader only).',
@@ -240,7 +287,16 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
       labelNames: ['pod', 'result'],
       registers: [registry],
     }),
-    // Operations: what the dashboard and the alert rules in infra/ read (docs/operations.md).
+  };
+}
+
+/**
+ * Operations: what the dashboard and the alert rules in infra/ read (docs/operations.md):
+ * the scheduler's Redis call times and the config gauges, which read `configView` at each
+ * scrape.
+ */
+function operationsMetrics(registry: Registry, configView: { read?: () => ConfigGaugeValues }) {
+  return {
     // Observed on every scheduler call (two or more per request): bound per operation.
     redisCall: new BoundHistogram(
       'fairgate_redis_call_seconds',
@@ -293,6 +349,12 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
         if (max !== undefined) this.set(max);
       },
     }),
+  };
+}
+
+/** The pool as the leader's scheduler snapshot and counters show it. */
+function poolSnapshotMetrics(registry: Registry) {
+  return {
     poolWaiting: new Gauge({
       name: 'fairgate_pool_waiting',
       help: 'Requests waiting pool-wide per priority band, from the scheduler snapshot (leader only).',
@@ -326,6 +388,12 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
       labelNames: ['tenant', 'class'],
       registers: [registry],
     }),
+  };
+}
+
+/** Each pod as the leader's last scrape of its /metrics shows it. */
+function podScrapeMetrics(registry: Registry) {
+  return {
     podSaturation: new Gauge({
       name: 'fairgate_pod_saturation',
       help: "A pod's saturation, max(queued / queue_depth_threshold, kv / kv_cache_util_threshold); 1 when stale or unhealthy (leader only).",
@@ -350,6 +418,12 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
       labelNames: ['pod'],
       registers: [registry],
     }),
+  };
+}
+
+/** The capacity tuner's periods per pod, by result. */
+function tunerPeriodMetrics(registry: Registry) {
+  return {
     tunerUpdates: new Counter({
       name: 'fairgate_tuner_updates_total',
       help: "Capacity tuner periods per pod by result: accepted, rejected, reset, bootstrapped, no_observation (leader's periods).",
@@ -362,13 +436,6 @@ export function createGatewayMetrics(labels: { replica: string; pool?: string })
       labelNames: ['pod', 'result', 'reason'],
       registers: [registry],
     }),
-    /**
-     * Where the config gauges (TTFT targets, class priorities, the controller's cap range)
-     * read the current config from at each scrape; the gateway's control plane sets it.
-     */
-    readConfigFrom(read: () => ConfigGaugeValues): void {
-      configView.read = read;
-    },
   };
 }
 

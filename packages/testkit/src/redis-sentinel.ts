@@ -60,39 +60,29 @@ export interface RedisSentinelHandle {
 export async function startRedisSentinel(
   options: RedisSentinelOptions = {},
 ): Promise<RedisSentinelHandle> {
-  const name = options.name ?? 'fairgate';
-  const downAfterMs = options.downAfterMs ?? 1_000;
-  const failoverTimeoutMs = options.failoverTimeoutMs ?? 3_000;
   const binary = requireRedisServer();
   const [primary, replica, ...sentinelPorts] = (await freePorts(5)) as [
     number,
     number,
     ...number[],
   ];
+  const monitor: Monitor = {
+    name: options.name ?? 'fairgate',
+    primary,
+    downAfterMs: options.downAfterMs ?? 1_000,
+    failoverTimeoutMs: options.failoverTimeoutMs ?? 3_000,
+  };
   const sentinels = sentinelPorts.map((port) => ({ host: LOOPBACK, port }));
-  const servers = new Map<number, ManagedProcess>();
-  const processes: ManagedProcess[] = [];
-  const dirs: string[] = [];
-  const paused = new Set<ManagedProcess>();
-  const stop = async () => {
-    for (const server of paused) if (!server.exited) process.kill(server.pid, 'SIGCONT');
-    paused.clear();
-    await stopAndClean(processes, dirs);
+  const setup: Setup = {
+    binary,
+    servers: new Map(),
+    processes: [],
+    dirs: [],
+    paused: new Set(),
   };
-
-  const startServer = async (port: number, extra: string[]) => {
-    const dir = tempDir('redis-sentinel-data');
-    dirs.push(dir);
-    // A full sync starts at once, not after the default 5 s wait for more replicas.
-    const args = [...serverArgs(port, dir), '--repl-diskless-sync-delay', '0', ...extra];
-    const server = await spawnRedisProcess('redis-server', binary, args, port);
-    processes.push(server);
-    servers.set(port, server);
-  };
-
   try {
-    await startServer(primary, []);
-    await startServer(replica, ['--replicaof', LOOPBACK, String(primary)]);
+    await startServer(setup, primary, []);
+    await startServer(setup, replica, ['--replicaof', LOOPBACK, String(primary)]);
     await waitUntil(
       `replica ${replica} in sync with ${primary}`,
       () =>
@@ -102,75 +92,129 @@ export async function startRedisSentinel(
         }),
       { timeoutMs: 15_000, intervalMs: 50 },
     );
-
-    const sentinelCommand = sentinelLauncher(binary);
-    const started = await Promise.allSettled(
-      sentinelPorts.map((port) => {
-        const dir = tempDir('redis-sentinel');
-        dirs.push(dir);
-        // Sentinel rewrites its config file (discovered replicas, sentinels, epochs).
-        const config = join(dir, 'sentinel.conf');
-        writeFileSync(
-          config,
-          [
-            `port ${port}`,
-            `bind ${LOOPBACK}`,
-            `dir ${dir}`,
-            'daemonize no',
-            'loglevel warning',
-            `sentinel monitor ${name} ${LOOPBACK} ${primary} 2`,
-            `sentinel down-after-milliseconds ${name} ${downAfterMs}`,
-            `sentinel failover-timeout ${name} ${failoverTimeoutMs}`,
-            `sentinel parallel-syncs ${name} 1`,
-            '',
-          ].join('\n'),
-        );
-        return spawnRedisProcess(
-          'redis-sentinel',
-          sentinelCommand.command,
-          sentinelCommand.args(config),
-          port,
-        );
-      }),
-    );
-    for (const result of started) if (result.status === 'fulfilled') processes.push(result.value);
-    const failed = started.find((r) => r.status === 'rejected');
-    if (failed) throw failed.reason;
-
-    for (const { port } of sentinels) {
-      await waitUntil(
-        `sentinel ${port} sees ${name}, its replica and 2 other sentinels`,
-        () =>
-          withClient(port, async (redis) => {
-            const fields = flatToMap((await redis.call('SENTINEL', 'MASTER', name)) as string[]);
-            return (
-              fields.get('flags') === 'master' &&
-              fields.get('num-slaves') === '1' &&
-              fields.get('num-other-sentinels') === '2'
-            );
-          }),
-        { timeoutMs: 20_000, intervalMs: 100 },
-      );
-    }
+    await startSentinels(setup, sentinelPorts, monitor);
+    for (const { port } of sentinels) await waitForSentinel(port, monitor.name);
   } catch (error) {
-    await stop();
+    await stopSetup(setup);
     throw error;
   }
+  return sentinelHandle(setup, sentinels, monitor);
+}
 
-  let current = primary;
+/** What the sentinels monitor, and how quickly they fail it over. */
+interface Monitor {
+  name: string;
+  /** The first primary's port. */
+  primary: number;
+  downAfterMs: number;
+  failoverTimeoutMs: number;
+}
+
+/** The processes and dirs of one setup: stopped and removed together. */
+interface Setup {
+  binary: string;
+  /** The redis-servers (primary and replica) by port. */
+  servers: Map<number, ManagedProcess>;
+  processes: ManagedProcess[];
+  dirs: string[];
+  /** Servers SIGSTOPped by pausePrimary, resumed before they are stopped. */
+  paused: Set<ManagedProcess>;
+}
+
+async function stopSetup(setup: Setup): Promise<void> {
+  for (const server of setup.paused) if (!server.exited) process.kill(server.pid, 'SIGCONT');
+  setup.paused.clear();
+  await stopAndClean(setup.processes, setup.dirs);
+}
+
+async function startServer(setup: Setup, port: number, extra: string[]): Promise<void> {
+  const dir = tempDir('redis-sentinel-data');
+  setup.dirs.push(dir);
+  // A full sync starts at once, not after the default 5 s wait for more replicas.
+  const args = [...serverArgs(port, dir), '--repl-diskless-sync-delay', '0', ...extra];
+  const server = await spawnRedisProcess('redis-server', setup.binary, args, port);
+  setup.processes.push(server);
+  setup.servers.set(port, server);
+}
+
+/** One sentinel per port, each with its own dir and config; throws if any fails to start. */
+async function startSentinels(setup: Setup, ports: number[], monitor: Monitor): Promise<void> {
+  const sentinelCommand = sentinelLauncher(setup.binary);
+  const started = await Promise.allSettled(
+    ports.map((port) => {
+      const dir = tempDir('redis-sentinel');
+      setup.dirs.push(dir);
+      // Sentinel rewrites its config file (discovered replicas, sentinels, epochs).
+      const config = join(dir, 'sentinel.conf');
+      writeFileSync(config, sentinelConfig(port, dir, monitor));
+      return spawnRedisProcess(
+        'redis-sentinel',
+        sentinelCommand.command,
+        sentinelCommand.args(config),
+        port,
+      );
+    }),
+  );
+  for (const result of started) {
+    if (result.status === 'fulfilled') setup.processes.push(result.value);
+  }
+  const failed = started.find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
+}
+
+function sentinelConfig(port: number, dir: string, monitor: Monitor): string {
+  const { name } = monitor;
+  return [
+    `port ${port}`,
+    `bind ${LOOPBACK}`,
+    `dir ${dir}`,
+    'daemonize no',
+    'loglevel warning',
+    `sentinel monitor ${name} ${LOOPBACK} ${monitor.primary} 2`,
+    `sentinel down-after-milliseconds ${name} ${monitor.downAfterMs}`,
+    `sentinel failover-timeout ${name} ${monitor.failoverTimeoutMs}`,
+    `sentinel parallel-syncs ${name} 1`,
+    '',
+  ].join('\n');
+}
+
+/** Waits until the sentinel at `port` sees the primary, its replica and 2 other sentinels. */
+function waitForSentinel(port: number, name: string): Promise<void> {
+  return waitUntil(
+    `sentinel ${port} sees ${name}, its replica and 2 other sentinels`,
+    () =>
+      withClient(port, async (redis) => {
+        const fields = flatToMap((await redis.call('SENTINEL', 'MASTER', name)) as string[]);
+        return (
+          fields.get('flags') === 'master' &&
+          fields.get('num-slaves') === '1' &&
+          fields.get('num-other-sentinels') === '2'
+        );
+      }),
+    { timeoutMs: 20_000, intervalMs: 100 },
+  );
+}
+
+function sentinelHandle(
+  setup: Setup,
+  sentinels: HostPort[],
+  monitor: Monitor,
+): RedisSentinelHandle {
+  const { name } = monitor;
+  let current = monitor.primary;
   return {
     name,
     sentinels,
-    downAfterMs,
+    downAfterMs: monitor.downAfterMs,
     primaryPort: () => current,
     async killPrimary() {
-      await servers.get(current)?.kill();
+      await setup.servers.get(current)?.kill();
     },
     async pausePrimary() {
-      const server = servers.get(current);
+      const server = setup.servers.get(current);
       if (!server || server.exited) return;
       process.kill(server.pid, 'SIGSTOP');
-      paused.add(server);
+      setup.paused.add(server);
     },
     async waitForFailover(timeoutMs = 15_000) {
       const old = current;
@@ -185,7 +229,7 @@ export async function startRedisSentinel(
       }
       throw new Error(`no failover away from ${old} within ${timeoutMs} ms`);
     },
-    stop,
+    stop: () => stopSetup(setup),
   };
 }
 

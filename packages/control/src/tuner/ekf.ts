@@ -253,11 +253,56 @@ export function update(
 ): UpdateResult {
   const maxIterations = Math.max(1, options.maxIterations ?? MAX_ITERATIONS);
   const priorGate = maxIterations === 1 || options.gate === 'prior';
-  const reject = (
-    reason: NonNullable<UpdateResult['reason']>,
-    nis = Number.NaN,
-    iterations = 0,
-  ): UpdateResult => ({
+  if (!validObservation(obs)) return rejection(state, 'invalid-observation');
+
+  const prediction = predictStep(state, obs, options.processNoise ?? PROCESS_NOISE);
+  // Gate on the innovation at the predicted state.
+  const linear = linearise(prediction);
+  if (!linear) return rejection(state, 'singular');
+  if (priorGate && !(linear.nis < MAX_NIS)) return rejection(state, 'nis', linear.nis);
+
+  const problem: MapProblem = { ...prediction, PpInv: linear.PpInv, maxIterations };
+  const best = mapEstimate(problem, linear.H, !priorGate);
+  if (!best) return rejection(state, 'singular', linear.nis);
+  const { theta, iterations } = best;
+  // The gate. y' S^-1 y is the minimum over theta of the MAP cost when h is linear; with
+  // the iterated update the gate takes that minimum itself (the cost at the estimate).
+  // Linearised at a prior far from the truth the two differ wildly: a prior that predicts a
+  // saturated pod has a flat TTFT, so S is small and y huge although a 1-sigma move of gamma
+  // explains the observation.
+  const nis = priorGate ? linear.nis : best.cost;
+  if (!(nis < MAX_NIS)) return rejection(state, 'nis', nis, iterations);
+  const next = theta.map(Math.exp) as Vector3;
+  if (next.some((v) => !(v > 0) || !Number.isFinite(v))) {
+    return rejection(state, 'non-positive', nis, iterations);
+  }
+  // The plain EKF's covariance comes from the linearisation at the prior (its gain exists:
+  // the single Gauss-Newton step used it); the iterated one's from the estimate itself.
+  const H = maxIterations > 1 ? jacobian(theta, obs) : linear.H;
+  const K = kalmanGain(problem, H);
+  if (!K) return rejection(state, 'singular', nis, iterations);
+  return {
+    state: {
+      ...state,
+      x: next,
+      P: josephCovariance(problem, K, H),
+      updates: state.updates + 1,
+      consecutiveRejections: 0,
+    },
+    accepted: true,
+    nis,
+    iterations,
+  };
+}
+
+/** A rejected update: the state unchanged but for its rejection counters. */
+function rejection(
+  state: FilterState,
+  reason: NonNullable<UpdateResult['reason']>,
+  nis = Number.NaN,
+  iterations = 0,
+): UpdateResult {
+  return {
     state: {
       ...state,
       rejected: state.rejected + 1,
@@ -267,162 +312,201 @@ export function update(
     nis,
     reason,
     iterations,
-  });
-  if (!validObservation(obs)) return reject('invalid-observation');
+  };
+}
 
-  const prior = state.x.map(Math.log);
-  const lower = state.lower.map(Math.log);
-  const upper = state.upper.map(Math.log);
-  // Predict: identity transition, Q = diag(0.05^2) on ln x.
-  const q = options.processNoise ?? PROCESS_NOISE;
+/** The predicted state and the observation of one update, in log coordinates. */
+interface Prediction {
+  obs: Observation;
+  /** ln x before the update, and the bounds of ln x. */
+  prior: number[];
+  lower: number[];
+  upper: number[];
+  /** Predicted covariance, P + Q. */
+  Pp: Matrix;
+  /** ln [TTFT, ITL] observed, its standard deviations and R. */
+  z: number[];
+  sigma: number[];
+  R: Matrix;
+}
+
+/** The MAP problem the iterated update solves: the prediction, Pp^-1 and the iteration cap. */
+interface MapProblem extends Prediction {
+  PpInv: Matrix;
+  maxIterations: number;
+}
+
+/** Predict: identity transition, Q = diag(q^2) on ln x per PROCESS_NOISE_PERIOD_S. */
+function predictStep(state: FilterState, obs: Observation, q: number): Prediction {
   const elapsed = Math.max(0, obs.elapsedS ?? PROCESS_NOISE_PERIOD_S);
   const qq = (q * q * elapsed) / PROCESS_NOISE_PERIOD_S;
-  const Pp = add(state.P, diag([qq, qq, qq]));
   const [noiseTtft, noiseItl] = obs.noise ?? [MEASUREMENT_NOISE, MEASUREMENT_NOISE];
-  const z = [Math.log(obs.ttftMs), Math.log(obs.itlMs)];
   const sigma = [noiseTtft, noiseItl];
-  const R = diag(sigma.map((v) => v * v));
-  const maxNis = MAX_NIS;
+  return {
+    obs,
+    prior: state.x.map(Math.log),
+    lower: state.lower.map(Math.log),
+    upper: state.upper.map(Math.log),
+    Pp: add(state.P, diag([qq, qq, qq])),
+    z: [Math.log(obs.ttftMs), Math.log(obs.itlMs)],
+    sigma,
+    R: diag(sigma.map((v) => v * v)),
+  };
+}
 
-  // Gate on the innovation at the predicted state.
-  const predicted = measureLog(prior, obs);
-  if (!predicted.every(Number.isFinite)) return reject('singular');
-  let H = jacobian(prior, obs);
-  const S = add(multiply(multiply(H, Pp), transpose(H)), R);
+/**
+ * The linearisation at the predicted state: the Jacobian H, Pp^-1 and the NIS y' S^-1 y;
+ * null when the model is not finite there or S or Pp is singular.
+ */
+function linearise(p: Prediction): { H: Matrix; PpInv: Matrix; nis: number } | null {
+  const predicted = measureLog(p.prior, p.obs);
+  if (!predicted.every(Number.isFinite)) return null;
+  const H = jacobian(p.prior, p.obs);
+  const S = add(multiply(multiply(H, p.Pp), transpose(H)), p.R);
   let Sinv: Matrix;
   let PpInv: Matrix;
   try {
     Sinv = inverseSpd(S);
-    PpInv = inverseSpd(Pp);
+    PpInv = inverseSpd(p.Pp);
   } catch {
-    return reject('singular');
+    return null;
   }
-  const y0 = column(z.map((v, k) => v - predicted[k]!));
-  const linearNis = multiply(multiply(transpose(y0), Sinv), y0)[0]![0]!;
-  if (priorGate && !(linearNis < maxNis)) return reject('nis', linearNis);
+  const y0 = column(p.z.map((v, k) => v - predicted[k]!));
+  return { H, PpInv, nis: multiply(multiply(transpose(y0), Sinv), y0)[0]![0]! };
+}
 
-  // Iterated update: Gauss-Newton on the MAP cost
-  //   c(theta) = |theta - prior|^2_{Pp^-1} + |z - h(theta)|^2_{R^-1},
-  // theta_{k+1} = prior + K_k (z - h(theta_k) - H_k (prior - theta_k)), with the step
-  // halved until the cost falls; the linearisation at the final estimate gives P.
-  const cost = (theta: readonly number[], h: readonly number[]): number => {
-    const d = column(theta.map((v, j) => v - prior[j]!));
-    const prior2 = multiply(multiply(transpose(d), PpInv), d)[0]![0]!;
-    let residual2 = 0;
-    for (let k = 0; k < z.length; k++) residual2 += ((z[k]! - h[k]!) / sigma[k]!) ** 2;
-    return prior2 + residual2;
-  };
-  const clamp = (theta: readonly number[]) =>
-    theta.map((v, j) => Math.min(upper[j]!, Math.max(lower[j]!, v)));
-  const gain = (Hk: Matrix): Matrix | null => {
-    try {
-      return multiply(
-        multiply(Pp, transpose(Hk)),
-        inverseSpd(add(multiply(multiply(Hk, Pp), transpose(Hk)), R)),
-      );
-    } catch {
-      return null;
-    }
-  };
-  /** Gauss-Newton from `start`; null when a linearisation is singular. */
-  const solve = (start: readonly number[]) => {
-    let theta = [...start];
-    let h = measureLog(theta, obs);
-    if (!h.every(Number.isFinite)) return null;
-    let current = cost(theta, h);
-    let iterations = 0;
-    while (iterations < maxIterations) {
-      const Hk = iterations === 0 && start === prior ? H : jacobian(theta, obs);
-      const K = gain(Hk);
-      if (!K) return null;
-      iterations++;
-      const hd = multiply(Hk, column(prior.map((v, j) => v - theta[j]!)));
-      const innovation = column(z.map((v, k) => v - h[k]! - hd[k]![0]!));
-      const dx = multiply(K, innovation);
-      const target = prior.map((v, j) => v + dx[j]![0]!);
-      if (maxIterations === 1) {
-        theta = clamp(target);
-        h = measureLog(theta, obs);
-        current = cost(theta, h);
-        break;
-      }
-      let stepScale = 1;
-      let moved = false;
-      let largestStep = 0;
-      while (stepScale > 1 / 1024) {
-        const candidate = clamp(theta.map((v, j) => v + stepScale * (target[j]! - v)));
-        const hc = measureLog(candidate, obs);
-        const c = hc.every(Number.isFinite) ? cost(candidate, hc) : Number.POSITIVE_INFINITY;
-        if (c <= current) {
-          largestStep = Math.max(...candidate.map((v, j) => Math.abs(v - theta[j]!)));
-          theta = candidate;
-          h = hc;
-          current = c;
-          moved = true;
-          break;
-        }
-        stepScale /= 2;
-      }
-      if (!moved || largestStep < 1e-6) break;
-    }
-    return { theta, cost: current, iterations };
-  };
-  let best = solve(prior);
-  if (!best) return reject('singular', linearNis);
+/** The MAP cost c(theta) = |theta - prior|^2_{Pp^-1} + |z - h(theta)|^2_{R^-1}. */
+function mapCost(m: MapProblem, theta: readonly number[], h: readonly number[]): number {
+  const d = column(theta.map((v, j) => v - m.prior[j]!));
+  const prior2 = multiply(multiply(transpose(d), m.PpInv), d)[0]![0]!;
+  let residual2 = 0;
+  for (let k = 0; k < m.z.length; k++) residual2 += ((m.z[k]! - h[k]!) / m.sigma[k]!) ** 2;
+  return prior2 + residual2;
+}
+
+function clampToBounds(m: MapProblem, theta: readonly number[]): number[] {
+  return theta.map((v, j) => Math.min(m.upper[j]!, Math.max(m.lower[j]!, v)));
+}
+
+/** The Kalman gain Pp H' (H Pp H' + R)^-1; null when singular. */
+function kalmanGain(m: Prediction, Hk: Matrix): Matrix | null {
+  try {
+    return multiply(
+      multiply(m.Pp, transpose(Hk)),
+      inverseSpd(add(multiply(multiply(Hk, m.Pp), transpose(Hk)), m.R)),
+    );
+  } catch {
+    return null;
+  }
+}
+
+/** Joseph form (I - KH) Pp (I - KH)' + K R K': keeps P symmetric and positive definite. */
+function josephCovariance(m: Prediction, K: Matrix, H: Matrix): Matrix {
+  const IKH = subtract(identity(3), multiply(K, H));
+  return symmetrize(
+    add(multiply(multiply(IKH, m.Pp), transpose(IKH)), multiply(multiply(K, m.R), transpose(K))),
+  );
+}
+
+interface Estimate {
+  theta: number[];
+  cost: number;
+  iterations: number;
+}
+
+/**
+ * The MAP estimate by Gauss-Newton from the prior (`H` is the Jacobian there); null when a
+ * linearisation is singular. With `restart`, a descent that ends at a cost the gate would
+ * reject is retried from points around the prior.
+ */
+function mapEstimate(m: MapProblem, H: Matrix, restart: boolean): Estimate | null {
+  let best = gaussNewton(m, m.prior, H);
+  if (!best) return null;
   let iterations = best.iterations;
-  if (!priorGate && !(best.cost < maxNis)) {
+  if (restart && !(best.cost < MAX_NIS)) {
     // Gauss-Newton can stall where the prior predicts a saturated pod (flat TTFT, a
     // Jacobian that points nowhere useful). Before calling the observation an outlier,
     // restart from the prior moved 1 and 2 standard deviations along each parameter and
     // keep the lowest cost: the gate then tests the MAP cost, not where one descent stopped.
     for (const j of [0, 1, 2]) {
       for (const k of [-2, -1, 1, 2]) {
-        const start = prior.map((v, i) => (i === j ? v + k * Math.sqrt(Pp[j]![j]!) : v));
-        const tried = solve(clamp(start));
+        const start = m.prior.map((v, i) => (i === j ? v + k * Math.sqrt(m.Pp[j]![j]!) : v));
+        const tried = gaussNewton(m, clampToBounds(m, start));
         if (!tried) continue;
         iterations += tried.iterations;
         if (tried.cost < best.cost) best = tried;
       }
     }
   }
-  const theta = best.theta;
-  const current = best.cost;
-  let K: Matrix = gain(H)!;
-  // The gate. y' S^-1 y is the minimum over theta of the MAP cost when h is linear; with
-  // the iterated update the gate takes that minimum itself (the cost at the estimate).
-  // Linearised at a prior far from the truth the two differ wildly: a prior that predicts a
-  // saturated pod has a flat TTFT, so S is small and y huge although a 1-sigma move of gamma
-  // explains the observation.
-  const nis = priorGate ? linearNis : current;
-  if (!(nis < maxNis)) return reject('nis', nis, iterations);
-  const next = theta.map(Math.exp) as Vector3;
-  if (next.some((v) => !(v > 0) || !Number.isFinite(v))) {
-    return reject('non-positive', nis, iterations);
+  return { theta: best.theta, cost: best.cost, iterations };
+}
+
+/**
+ * Iterated update: Gauss-Newton on the MAP cost from `start`,
+ *   theta_{k+1} = prior + K_k (z - h(theta_k) - H_k (prior - theta_k)),
+ * with the step halved until the cost falls. `startJacobian` is H at `start` when known.
+ * Null when a linearisation is singular.
+ */
+function gaussNewton(
+  m: MapProblem,
+  start: readonly number[],
+  startJacobian?: Matrix,
+): Estimate | null {
+  let theta = [...start];
+  let h = measureLog(theta, m.obs);
+  if (!h.every(Number.isFinite)) return null;
+  let current = mapCost(m, theta, h);
+  let iterations = 0;
+  while (iterations < m.maxIterations) {
+    const Hk = iterations === 0 && startJacobian ? startJacobian : jacobian(theta, m.obs);
+    const K = kalmanGain(m, Hk);
+    if (!K) return null;
+    iterations++;
+    const hd = multiply(Hk, column(m.prior.map((v, j) => v - theta[j]!)));
+    const innovation = column(m.z.map((v, k) => v - h[k]! - hd[k]![0]!));
+    const dx = multiply(K, innovation);
+    const target = m.prior.map((v, j) => v + dx[j]![0]!);
+    if (m.maxIterations === 1) {
+      theta = clampToBounds(m, target);
+      h = measureLog(theta, m.obs);
+      current = mapCost(m, theta, h);
+      break;
+    }
+    const step = halvingStep(m, theta, target, current);
+    if (!step) break;
+    theta = step.theta;
+    h = step.h;
+    current = step.cost;
+    if (step.largestStep < 1e-6) break;
   }
-  if (maxIterations > 1) {
-    // Covariance from the linearisation at the estimate itself.
-    H = jacobian(theta, obs);
-    const Kt = gain(H);
-    if (!Kt) return reject('singular', nis, iterations);
-    K = Kt;
+  return { theta, cost: current, iterations };
+}
+
+/**
+ * The first of the steps 1, 1/2, 1/4 .. (above 1/1024) from `theta` toward `target` whose
+ * cost is at most `current`; null when none is.
+ */
+function halvingStep(
+  m: MapProblem,
+  theta: readonly number[],
+  target: readonly number[],
+  current: number,
+): { theta: number[]; h: number[]; cost: number; largestStep: number } | null {
+  let stepScale = 1;
+  while (stepScale > 1 / 1024) {
+    const candidate = clampToBounds(
+      m,
+      theta.map((v, j) => v + stepScale * (target[j]! - v)),
+    );
+    const hc = measureLog(candidate, m.obs);
+    const c = hc.every(Number.isFinite) ? mapCost(m, candidate, hc) : Number.POSITIVE_INFINITY;
+    if (c <= current) {
+      const largestStep = Math.max(...candidate.map((v, j) => Math.abs(v - theta[j]!)));
+      return { theta: candidate, h: hc, cost: c, largestStep };
+    }
+    stepScale /= 2;
   }
-  // Joseph form keeps P symmetric and positive definite.
-  const IKH = subtract(identity(3), multiply(K, H));
-  const P = symmetrize(
-    add(multiply(multiply(IKH, Pp), transpose(IKH)), multiply(multiply(K, R), transpose(K))),
-  );
-  return {
-    state: {
-      ...state,
-      x: next,
-      P,
-      updates: state.updates + 1,
-      consecutiveRejections: 0,
-    },
-    accepted: true,
-    nis,
-    iterations,
-  };
+  return null;
 }
 
 /** Standard deviation of ln x per parameter: the filter's own relative uncertainty. */
