@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { isFlowControlDrop } from '@fairgate/core';
 import { AdminPoller, type AdminSample, type SeenAction } from './admin.js';
 import { buildSchedule } from './arrivals.js';
 import { BatchDriver, type BatchResult } from './batch.js';
@@ -187,9 +188,9 @@ export async function runScenario(options: RunOptions): Promise<RunResult> {
         signal: abort.signal,
         timeoutMs: limits.request_timeout_s * 1_000,
         clock,
-        onStatus: (status) => {
+        onStatus: (status, dropReason) => {
           if (status === 200) live.admitted++;
-          else if (status === 429) live.dropped++;
+          else if (isFlowControlDrop(dropReason)) live.dropped++;
         },
       },
     ).then((record) => {
