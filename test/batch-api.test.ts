@@ -17,7 +17,8 @@ import { expectConserved, type Pool, SIM_MODEL, startPool } from './support/pool
  * Redis (docs/batch.md): files.create, batches.create / retrieve / list / cancel and
  * files.content end to end; a bad JSONL is refused with its line number; a tenant never
  * sees another's batch or file. Cancelling mid-batch: no line passes the batch's gate after
- * the cancel, the lines done are in the output file, the batch ends cancelled.
+ * the cancel, the lines done are in the output file, the batch ends cancelled. A line
+ * that can never fit its tenant's quota goes to the error file at once (waiting cannot help).
  */
 describe('the Batch API through the official SDK (Redis, 1 sim, 2 replicas)', () => {
   let pool: Pool;
@@ -36,6 +37,13 @@ describe('the Batch API through the official SDK (Redis, 1 sim, 2 replicas)', ()
           api_key_sha256: [sha256Hex(TEST_KEYS.free)],
           queue_max: 1_000,
           models: [SIM_MODEL],
+        },
+        // 16-token blocks: a chat line with max_tokens 400 needs 26 blocks, more than 10.
+        {
+          id: 'small',
+          api_key_sha256: [sha256Hex(TEST_KEYS.extra)],
+          queue_max: 1_000,
+          quotas: { max_kv_blocks: 10 },
         },
       ],
       scheduler: { queue_ttl_ms: 5_000 },
@@ -144,6 +152,28 @@ describe('the Batch API through the official SDK (Redis, 1 sim, 2 replicas)', ()
       expect.objectContaining({ code: 'model_not_found', line: 2, param: 'body.model' }),
     ]);
     expect((await client.batches.retrieve(batch.id)).status).toBe('failed');
+  });
+
+  it("a line that can never fit the tenant's KV quota lands in the error file at once", async () => {
+    const client = sdk(pool.gateways[0]!, TEST_KEYS.extra);
+    const lines = batchInput(2).split('\n');
+    lines[1] = batchInput(2, 400).split('\n')[1]!;
+    const batch = await submitBatch(client, lines.join('\n'));
+    // Retried lines back off 100 ms doubling to 1 s: a line retried would still run at 10 s.
+    const ended = await waitForBatch(client, batch.id, 10_000);
+    expect(ended.status).toBe('completed');
+    expect(ended.request_counts).toEqual({ total: 2, completed: 1, failed: 1 });
+    const output = await fileLines(client, ended.output_file_id);
+    expect(output.map((line) => line.custom_id)).toEqual(['line-0']);
+    const errors = await fileLines(client, ended.error_file_id);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({
+      custom_id: 'line-1',
+      response: {
+        status_code: 429,
+        body: { error: { type: 'rate_limit_error', code: 'quota_kv_blocks' } },
+      },
+    });
   });
 
   it('cancel mid-batch: no line starts after the cancel but those already past the gate; done lines are in the output', async () => {

@@ -220,6 +220,8 @@ describe('quotas', () => {
     expect(peak).toBe(2);
     const never = await generate(pool.gateways[0]!.url, TEST_KEYS.free, { maxTokens: 400 });
     expect([never.status, never.dropReason]).toEqual([429, 'quota_kv_blocks']);
+    // Waiting cannot help a request that can never fit: no Retry-After.
+    expect(never.retryAfter).toBeNull();
     const state = await expectConserved(pool);
     expect(dropsOf(state, 'quota_kv_blocks', 'free')).toBe(1);
   }, 30_000);

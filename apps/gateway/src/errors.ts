@@ -1,49 +1,28 @@
-import { type DropNotice, noticeDropResponse } from '@fairgate/core';
+import {
+  type DropNotice,
+  noticeDropCode,
+  type OutcomeCode,
+  type OutcomeOptions,
+  outcomeAnswer,
+  RejectCode,
+} from '@fairgate/core';
 import { OpenAIHttpError } from '@fairgate/openai';
 
 /**
  * Every failure the gateway answers with is an OpenAIHttpError (status, OpenAI
- * error body, extra headers); one onError handler renders it. These factories
- * are the only place statuses and error types are chosen.
+ * error body, extra headers); one onError handler renders it. These factories are the
+ * only place statuses and error types are chosen; a drop's, an unavailability's and a
+ * pod failure's come from core's outcome table (packages/core/src/outcome-table.ts).
  */
 
-export const DROP_REASON_HEADER = 'x-fairgate-drop-reason';
-
-/**
- * A flow-control drop: 429, the drop reason header and Retry-After (default 1 s; `null`
- * for a request that can never pass, e.g. one costing more than the whole token bucket).
- */
-export function flowControlDrop(
-  reason: string,
-  message: string,
-  retryAfterMs: number | null = 1_000,
-): OpenAIHttpError {
-  return new OpenAIHttpError({
-    status: 429,
-    type: 'rate_limit_error',
-    message,
-    code: reason,
-    headers: {
-      ...(retryAfterMs === null
-        ? {}
-        : {
-            'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1_000))),
-            'retry-after-ms': String(Math.max(1, Math.round(retryAfterMs))),
-          }),
-      [DROP_REASON_HEADER]: reason,
-    },
-  });
+/** The answer to a request ended with an outcome-table code (a drop, a 503, a pod failure). */
+export function outcomeError(code: OutcomeCode, options: OutcomeOptions = {}): OpenAIHttpError {
+  return new OpenAIHttpError(outcomeAnswer(code, options));
 }
 
-const NOTICE_MESSAGES: Readonly<Record<DropNotice, string>> = {
-  expired: 'The request waited longer than the queue TTL',
-  shed: 'A higher-priority request took this queue slot',
-  evict: 'The request was evicted by flow control',
-};
-
-/** The drop a scheduler notice ends a waiting or in-flight request with (reason from core). */
+/** The drop a scheduler notice ends a waiting or in-flight request with. */
 export function noticeDrop(kind: DropNotice): OpenAIHttpError {
-  return flowControlDrop(noticeDropResponse(kind).dropReason, NOTICE_MESSAGES[kind]);
+  return outcomeError(noticeDropCode(kind));
 }
 
 export function unauthorized(message: string): OpenAIHttpError {
@@ -92,23 +71,8 @@ export function badRequest(
   return new OpenAIHttpError({ status: 400, type: 'invalid_request_error', message, param, code });
 }
 
-/** 503 with Retry-After 1 s: the gateway cannot serve now, and will again soon. */
-function unavailable(
-  message: string,
-  code: string,
-  headers: Record<string, string> = {},
-): OpenAIHttpError {
-  return new OpenAIHttpError({
-    status: 503,
-    type: 'service_unavailable_error',
-    message,
-    code,
-    headers: { 'retry-after': '1', ...headers },
-  });
-}
-
 export function noHealthyPod(): OpenAIHttpError {
-  return unavailable('No healthy inference pod is available', 'no_healthy_pod');
+  return outcomeError(RejectCode.NoHealthyPod);
 }
 
 /**
@@ -117,10 +81,7 @@ export function noHealthyPod(): OpenAIHttpError {
  * sent upstream.
  */
 export function schedulerUnavailable(): OpenAIHttpError {
-  return unavailable(
-    'The scheduler is unavailable (its Redis cannot be reached); retry shortly',
-    'scheduler_unavailable',
-  );
+  return outcomeError('scheduler_unavailable');
 }
 
 /**
@@ -128,23 +89,20 @@ export function schedulerUnavailable(): OpenAIHttpError {
  * refused so that the client retries on another replica (nothing was sent upstream).
  * `connection: close` makes a keep-alive client reconnect, through its balancer, elsewhere.
  */
-export function draining(
-  message = 'This gateway replica is shutting down; retry on another replica',
-): OpenAIHttpError {
-  return unavailable(message, 'draining', { connection: 'close' });
+export function draining(message?: string): OpenAIHttpError {
+  return outcomeError('draining', message === undefined ? {} : { message });
 }
 
-export function upstreamFailure(message: string, code = 'upstream_error'): OpenAIHttpError {
-  return new OpenAIHttpError({ status: 502, type: 'upstream_error', message, code });
+/** A pod failed (502); mid-stream, `upstream_reset` or `upstream_truncated`. */
+export function upstreamFailure(
+  message: string,
+  code: 'upstream_error' | 'upstream_reset' | 'upstream_truncated' = 'upstream_error',
+): OpenAIHttpError {
+  return outcomeError(code, { message });
 }
 
 export function upstreamTimeout(message: string): OpenAIHttpError {
-  return new OpenAIHttpError({
-    status: 504,
-    type: 'timeout_error',
-    message,
-    code: 'upstream_timeout',
-  });
+  return outcomeError('upstream_timeout', { message });
 }
 
 export function internalError(message = 'Internal gateway error'): OpenAIHttpError {

@@ -1,5 +1,4 @@
 import { setImmediate as checkPhase } from 'node:timers/promises';
-import { rejectionResponse } from '@fairgate/core';
 import type { OpenAIHttpError } from '@fairgate/openai';
 import {
   type EnqueueRequest,
@@ -8,7 +7,7 @@ import {
   QUIET_MS,
   type Scheduler,
 } from '@fairgate/scheduler';
-import { flowControlDrop, noticeDrop } from './errors.js';
+import { noticeDrop, outcomeError } from './errors.js';
 import { SchedulerUnavailable } from './redis-outage.js';
 import { SlotAbort } from './upstream/slot-abort.js';
 
@@ -228,10 +227,10 @@ export class GrantBroker {
             if (result.status === 'granted') waiter.resolve(result.pod);
             else
               waiter.reject(
-                flowControlDrop(
-                  rejectionResponse(result.code).dropReason,
-                  'Dropped by flow control when the scheduler state was rebuilt',
-                ),
+                outcomeError(result.code, {
+                  message: 'Dropped by flow control when the scheduler state was rebuilt',
+                  refillMs: result.retryAfterMs,
+                }),
               );
           },
           () => {},

@@ -7,72 +7,114 @@ import {
 } from '../src/batch/line-outcome.js';
 import { retryDelayMs } from '../src/batch/line-queue.js';
 
-const answer = (status: number, extra: Partial<LineAnswer> = {}): LineAnswer => ({
+/** An answer of `status` whose OpenAI error body has `code` (a 200's body otherwise). */
+const answer = (status: number, code?: string, extra: Partial<LineAnswer> = {}): LineAnswer => ({
   status,
   requestId: 'req-1',
   body: JSON.stringify(
-    status === 200 ? { object: 'chat.completion' } : { error: { code: `code_${status}` } },
+    code === undefined ? { object: 'chat.completion' } : { error: { code, message: 'm' } },
   ),
-  dropReason: undefined,
   retryAfter: false,
   ...extra,
 });
+const waitable = { retryAfter: true };
 
 describe('lineOutcome: what one try of a batch line came to', () => {
   it.each<[string, LineAnswer, number, string, string | undefined]>([
     ['200: the output file', answer(200), 0, 'output', undefined],
     ['201: the output file', answer(201), 0, 'output', undefined],
+    ['429 evicted: tried again', answer(429, 'evicted', waitable), 0, 'retry', 'evicted'],
+    ['429 queue_ttl: tried again', answer(429, 'queue_ttl', waitable), 0, 'retry', 'queue_ttl'],
+    ['429 queue_shed: tried again', answer(429, 'queue_shed', waitable), 0, 'retry', 'queue_shed'],
     [
-      '429 evicted (Retry-After): tried again',
-      answer(429, { dropReason: 'evicted', retryAfter: true }),
+      '429 tenant_queue_full: tried again',
+      answer(429, 'tenant_queue_full', waitable),
       0,
       'retry',
-      'evicted',
+      'tenant_queue_full',
     ],
     [
-      '429 queue_ttl: tried again',
-      answer(429, { dropReason: 'queue_ttl', retryAfter: true }),
-      0,
-      'retry',
-      'queue_ttl',
-    ],
-    [
-      '429 shed: tried again',
-      answer(429, { dropReason: 'shed', retryAfter: true }),
-      0,
-      'retry',
-      'shed',
-    ],
-    [
-      '429 with Retry-After, no drop reason: tried again',
-      answer(429, { retryAfter: true }),
+      '429 rate_limited with Retry-After (the bucket refills): tried again',
+      answer(429, 'rate_limited', waitable),
       0,
       'retry',
       'rate_limited',
     ],
     [
-      '429 without Retry-After (can never pass): the error file',
-      answer(429, { dropReason: 'token_bucket' }),
+      '429 rate_limited without Retry-After (costs more than the bucket holds): the error file',
+      answer(429, 'rate_limited'),
       0,
       'error',
       undefined,
     ],
-    ['503 no_healthy_pod: tried again', answer(503), 0, 'retry', 'code_503'],
-    ['503 draining: tried again however often', answer(503), 99, 'retry', 'code_503'],
-    ['503 without a JSON body', answer(503, { body: 'down' }), 0, 'retry', 'unavailable'],
-    ['502, first failure: tried again', answer(502), 0, 'retry', 'code_502'],
-    ['504, second failure: tried again', answer(504), UPSTREAM_TRIES - 2, 'retry', 'code_504'],
+    [
+      '429 quota_kv_blocks (can never fit): the error file',
+      answer(429, 'quota_kv_blocks'),
+      0,
+      'error',
+      undefined,
+    ],
+    [
+      '429 quota_concurrency (can never fit), even with a Retry-After: the error file',
+      answer(429, 'quota_concurrency', waitable),
+      0,
+      'error',
+      undefined,
+    ],
+    [
+      '429 tenant_quota_exceeded (not a drop): the error file',
+      answer(429, 'tenant_quota_exceeded'),
+      0,
+      'error',
+      undefined,
+    ],
+    [
+      '503 no_healthy_pod: tried again',
+      answer(503, 'no_healthy_pod', waitable),
+      0,
+      'retry',
+      'no_healthy_pod',
+    ],
+    ['503 draining: tried again however often', answer(503, 'draining'), 99, 'retry', 'draining'],
+    [
+      '503 replica_unreachable: tried again',
+      answer(503, 'replica_unreachable'),
+      0,
+      'retry',
+      'replica_unreachable',
+    ],
+    [
+      '503 without a JSON body: the error file',
+      answer(503, undefined, { body: 'down' }),
+      0,
+      'error',
+      undefined,
+    ],
+    [
+      '502, first failure: tried again',
+      answer(502, 'upstream_error'),
+      0,
+      'retry',
+      'upstream_error',
+    ],
+    [
+      '504, second failure: tried again',
+      answer(504, 'upstream_timeout'),
+      UPSTREAM_TRIES - 2,
+      'retry',
+      'upstream_timeout',
+    ],
     [
       '502, last allowed failure: the error file',
-      answer(502),
+      answer(502, 'upstream_error'),
       UPSTREAM_TRIES - 1,
       'error',
       undefined,
     ],
-    ['400: the error file', answer(400), 0, 'error', undefined],
-    ['404 model_not_found: the error file', answer(404), 0, 'error', undefined],
-    ['413: the error file', answer(413), 0, 'error', undefined],
-    ['500: the error file', answer(500), 0, 'error', undefined],
+    ['400: the error file', answer(400, 'invalid_value'), 0, 'error', undefined],
+    ['404 model_not_found: the error file', answer(404, 'model_not_found'), 0, 'error', undefined],
+    ['413: the error file', answer(413, 'payload_too_large'), 0, 'error', undefined],
+    ['500: the error file', answer(500, 'internal_error'), 0, 'error', undefined],
   ])('%s', (_name, given, upstreamFailures, kind, reason) => {
     const outcome = lineOutcome('c-1', given, upstreamFailures);
     expect(outcome.kind).toBe(kind);
@@ -80,9 +122,9 @@ describe('lineOutcome: what one try of a batch line came to', () => {
   });
 
   it('409 batch_cancelled (cancelled while it waited): skipped, in neither file', () => {
-    const cancelled = answer(409, { body: JSON.stringify({ error: { code: 'batch_cancelled' } }) });
+    const cancelled = answer(409, 'batch_cancelled');
     expect(lineOutcome('c-1', cancelled, 0)).toEqual({ kind: 'skipped' });
-    expect(lineOutcome('c-1', answer(409), 0).kind).toBe('error');
+    expect(lineOutcome('c-1', answer(409, 'conflict'), 0).kind).toBe('error');
   });
 
   it("writes OpenAI's output line: id, custom_id, response {status_code, request_id, body}, error null", () => {
@@ -98,12 +140,12 @@ describe('lineOutcome: what one try of a batch line came to', () => {
   });
 
   it("writes a request's error answer with its status and body", () => {
-    const outcome = lineOutcome('c-8', answer(400), 0);
+    const outcome = lineOutcome('c-8', answer(400, 'invalid_value'), 0);
     if (outcome.kind !== 'error') throw new Error(outcome.kind);
     expect(JSON.parse(outcome.line).response).toEqual({
       status_code: 400,
       request_id: 'req-1',
-      body: { error: { code: 'code_400' } },
+      body: { error: { code: 'invalid_value', message: 'm' } },
     });
   });
 

@@ -1,10 +1,12 @@
+import { DROP_REASON_HEADER, isFlowControlDrop } from '@fairgate/core';
 import { type ChatMessage, createSseDecoder } from '@fairgate/openai';
 import { Agent, type Dispatcher, request } from 'undici';
 
 /**
  * One real HTTP request per arrival (undici): a streaming chat completion whose client-side
  * timings are measured here: TTFT to the first content token, inter-token gaps, E2E; plus
- * status, the drop reason header and the gateway's queue time.
+ * status, the drop reason header and the gateway's queue time. An answer is a drop when
+ * core's outcome table says its code is a flow-control drop; any other failure is an error.
  */
 export type Outcome = 'ok' | 'dropped' | 'error' | 'aborted' | 'overflow';
 
@@ -84,8 +86,8 @@ export async function sendRequest(
     signal: AbortSignal;
     timeoutMs: number;
     clock: () => number;
-    /** Called when the status line arrives (live counters). */
-    onStatus?: (status: number) => void;
+    /** Called when the status line arrives (live counters), with the drop reason if any. */
+    onStatus?: (status: number, dropReason: string | undefined) => void;
   },
 ): Promise<RequestRecord> {
   const { clock } = options;
@@ -105,7 +107,7 @@ export async function sendRequest(
       bodyTimeout: options.timeoutMs,
     });
     record.status = response.statusCode;
-    options.onStatus?.(response.statusCode);
+    options.onStatus?.(response.statusCode, header(response.headers, DROP_REASON_HEADER));
     const queueMs = header(response.headers, 'x-fairgate-queue-ms');
     if (queueMs !== undefined && queueMs !== '') record.queueMs = Number(queueMs);
     if (response.statusCode !== 200) {
@@ -181,11 +183,14 @@ function recordRefusal(
   response: Dispatcher.ResponseData,
   text: string,
 ): void {
-  record.dropReason = header(response.headers, 'x-fairgate-drop-reason');
-  record.outcome = response.statusCode === 429 ? 'dropped' : 'error';
-  if (record.outcome === 'dropped' && !record.dropReason) record.dropReason = 'unknown';
-  if (record.outcome === 'error')
+  const dropReason = header(response.headers, DROP_REASON_HEADER);
+  if (isFlowControlDrop(dropReason)) {
+    record.outcome = 'dropped';
+    record.dropReason = dropReason;
+  } else {
+    record.outcome = 'error';
     record.error = `HTTP ${response.statusCode}: ${text.slice(0, 200)}`;
+  }
 }
 
 interface StreamChunk {
@@ -228,7 +233,8 @@ class StreamTally {
     if (chunk.error) {
       this.streamError = chunk.error.message ?? 'stream error';
       // Flow control taking the slot back mid-stream (in-flight eviction) is a drop.
-      if (chunk.error.type === 'rate_limit_error') this.streamDrop = chunk.error.code ?? 'unknown';
+      const code = chunk.error.code;
+      if (code && isFlowControlDrop(code)) this.streamDrop = code;
       return;
     }
     const choice = chunk.choices?.[0];

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { isFlowControlDrop } from '@fairgate/core';
 import type { Agent } from 'undici';
 import { AdminPoller, type AdminSample, type SeenAction } from './admin.js';
 import { type Arrival, buildSchedule } from './arrivals.js';
@@ -211,9 +212,9 @@ function launch(run: Run, arrival: Arrival): void {
     signal: run.abort.signal,
     timeoutMs: limits.request_timeout_s * 1_000,
     clock: run.clock,
-    onStatus: (status) => {
+    onStatus: (status, dropReason) => {
       if (status === 200) live.admitted++;
-      else if (status === 429) live.dropped++;
+      else if (isFlowControlDrop(dropReason)) live.dropped++;
     },
   }).then((record) => {
     run.records.push(record);

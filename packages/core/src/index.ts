@@ -38,6 +38,27 @@ export {
   queueScore,
 } from './order.js';
 export {
+  DROP_REASON_HEADER,
+  type DropContext,
+  type DropNotice,
+  type DropReason,
+  type GatewayOutcomeCode,
+  isFlowControlDrop,
+  type NoticeDropCode,
+  noticeDropCode,
+  OUTCOME_TABLE,
+  type OutcomeAnswer,
+  type OutcomeCode,
+  type OutcomeErrorType,
+  type OutcomeOptions,
+  type OutcomeRow,
+  outcomeAnswer,
+  outcomeRow,
+  type RetryOutlook,
+  retryOutlook,
+  type Waiting,
+} from './outcome-table.js';
+export {
   isOutcome,
   isReleaseOutcome,
   OUTCOMES,
@@ -52,14 +73,7 @@ export {
   prefixGenerationSize,
   prefixScore,
 } from './prefix.js';
-export {
-  type DropNotice,
-  type DropReason,
-  type DropResponse,
-  noticeDropResponse,
-  RejectCode,
-  rejectionResponse,
-} from './rejections.js';
+export { RejectCode } from './rejections.js';
 export {
   DEFAULT_SLO_CLASS,
   isSheddablePriority,

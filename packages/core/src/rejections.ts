@@ -1,6 +1,7 @@
 /**
  * Why a request was refused at enqueue. The string value is the drop reason shown to
  * clients (`x-fairgate-drop-reason`) and used as a metrics label, so values are stable.
+ * How each is answered over HTTP: outcome-table.ts.
  */
 export enum RejectCode {
   /** The tenant already has queue_max requests waiting. */
@@ -23,42 +24,4 @@ export enum RejectCode {
   Saturated = 'saturated',
   /** reject-all admission. */
   RejectedByPolicy = 'rejected_by_policy',
-}
-
-/**
- * Every value `x-fairgate-drop-reason` (and the drops metric's reason label) can take: the
- * rejection codes, plus the drops decided after admission (queue TTL, eviction, shedding).
- */
-export type DropReason = RejectCode | 'queue_ttl' | 'evicted' | 'queue_shed';
-
-/** How a drop is rendered over HTTP: 429 with a drop reason, or 503 for no capacity at all. */
-export interface DropResponse {
-  status: 429 | 503;
-  /** Value of `x-fairgate-drop-reason`. */
-  dropReason: DropReason;
-}
-
-export function rejectionResponse(code: RejectCode): DropResponse {
-  if (code === RejectCode.NoHealthyPod) return { status: 503, dropReason: code };
-  return { status: 429, dropReason: code };
-}
-
-/** What a scheduler notice that ends a request says: waiting too long, shed, or evicted. */
-export type DropNotice = 'expired' | 'evict' | 'shed';
-
-/**
- * The drop a scheduler notice ends a request with (the one notice -> drop reason table): 'expired' (queue TTL) -> 429 queue_ttl,
- * 'evict' (lease lapsed or in-flight eviction) -> 429 evicted, 'shed' (a waiting request
- * replaced by a higher-priority arrival under queue shedding; its outcome is evicted) ->
- * 429 queue_shed.
- */
-export function noticeDropResponse(kind: DropNotice): DropResponse {
-  switch (kind) {
-    case 'expired':
-      return { status: 429, dropReason: 'queue_ttl' };
-    case 'evict':
-      return { status: 429, dropReason: 'evicted' };
-    case 'shed':
-      return { status: 429, dropReason: 'queue_shed' };
-  }
 }

@@ -7,46 +7,10 @@ import {
   DISPATCH_ORDERS,
   emptyOutcomes,
   type FlowCounters,
-  noticeDropResponse,
   type QueueOrder,
   queueScore,
   RejectCode,
-  rejectionResponse,
 } from '../src/index.js';
-
-describe('rejection -> HTTP', () => {
-  it.each([
-    [RejectCode.TenantQueueFull, 429, 'tenant_queue_full'],
-    [RejectCode.BandFull, 429, 'band_full'],
-    [RejectCode.GlobalQueueFull, 429, 'global_queue_full'],
-    [RejectCode.QuotaConcurrencyNeverFits, 429, 'quota_concurrency'],
-    [RejectCode.QuotaKvBlocksNeverFits, 429, 'quota_kv_blocks'],
-    [RejectCode.RateLimited, 429, 'rate_limited'],
-    [RejectCode.ShedByTier, 429, 'shed_by_tier'],
-    [RejectCode.Saturated, 429, 'saturated'],
-    [RejectCode.RejectedByPolicy, 429, 'rejected_by_policy'],
-    [RejectCode.NoHealthyPod, 503, 'no_healthy_pod'],
-  ])('%s -> %i %s', (code, status, dropReason) => {
-    expect(rejectionResponse(code)).toEqual({ status, dropReason });
-  });
-
-  it.each([
-    ['expired', 'queue_ttl'],
-    ['evict', 'evicted'],
-    ['shed', 'queue_shed'],
-  ] as const)('notice %s -> 429 %s', (kind, dropReason) => {
-    expect(noticeDropResponse(kind)).toEqual({ status: 429, dropReason });
-  });
-
-  it('drop reasons are distinct, rejection codes included', () => {
-    const reasons = [
-      ...Object.values(RejectCode),
-      ...(['expired', 'evict', 'shed'] as const).map((kind) => noticeDropResponse(kind).dropReason),
-    ];
-    expect(new Set(reasons).size).toBe(reasons.length);
-    expect(Object.values(RejectCode)).toHaveLength(10);
-  });
-});
 
 describe('names', () => {
   it.each(['tenant-a', 'req_01J:x', 'pod.ns/0', 'a@b'])('accepts %s', (name) => {

@@ -1,11 +1,14 @@
 import { randomBytes } from 'node:crypto';
+import { retryOutlook } from '@fairgate/core';
 
 /**
  * What one try of a batch line came to, from the gateway's own answer to it (the line went
- * through the request pipeline like a live request: line-runner.ts). Flow control's drops
- * and transient unavailability are tried again later, never written to the error file
- * (docs/batch.md, *Retries*); the pod's answer, success or client error, is the line's
- * result in OpenAI's batch output format.
+ * through the request pipeline like a live request: line-runner.ts). An answer whose code
+ * core's outcome table says waiting can help (a flow-control drop that can pass later, a
+ * 503) is tried again later, never written to the error file; a pod's failure gets
+ * UPSTREAM_TRIES tries (docs/batch.md, *Retries*). Any other answer (the pod's, success or
+ * client error, or a drop that can never pass) is the line's result in OpenAI's batch
+ * output format.
  */
 export type LineOutcome =
   | { readonly kind: 'output' | 'error'; readonly line: string }
@@ -18,9 +21,7 @@ export interface LineAnswer {
   /** The gateway's x-request-id. */
   readonly requestId: string;
   readonly body: string;
-  /** x-fairgate-drop-reason, when flow control dropped it. */
-  readonly dropReason: string | undefined;
-  /** Whether the answer carried Retry-After (a 429 without one can never pass). */
+  /** Whether the answer carried Retry-After (a `rate_limited` drop without one never passes). */
   readonly retryAfter: boolean;
 }
 
@@ -37,14 +38,13 @@ export function lineOutcome(
   upstreamFailures: number,
 ): LineOutcome {
   const { status } = answer;
-  if (status === 409 && errorCode(answer.body) === 'batch_cancelled') return { kind: 'skipped' };
-  if (status === 429 && answer.retryAfter) {
-    return { kind: 'retry', reason: answer.dropReason ?? 'rate_limited' };
-  }
-  if (status === 503) return { kind: 'retry', reason: errorCode(answer.body) ?? 'unavailable' };
-  if ((status === 502 || status === 504) && upstreamFailures + 1 < UPSTREAM_TRIES) {
-    return { kind: 'retry', reason: errorCode(answer.body) ?? `upstream_${status}` };
-  }
+  const code = errorCode(answer.body);
+  if (status === 409 && code === 'batch_cancelled') return { kind: 'skipped' };
+  const outlook = retryOutlook(status, code, answer.retryAfter);
+  const tryAgain =
+    outlook === 'after_waiting' ||
+    (outlook === 'another_try' && upstreamFailures + 1 < UPSTREAM_TRIES);
+  if (tryAgain && code !== undefined) return { kind: 'retry', reason: code };
   const kind = status >= 200 && status < 300 ? 'output' : 'error';
   return {
     kind,

@@ -1,6 +1,6 @@
+import { outcomeAnswer } from '@fairgate/core';
 import { Pool } from 'undici';
 import { SLO_CLASS_HEADER } from '../classify.js';
-import { DROP_REASON_HEADER } from '../errors.js';
 import { REQUEST_ID_HEADER } from '../middleware/request-context.js';
 import { BATCH_ID_HEADER, BATCH_TENANT_HEADER, type BatchCredential } from './credential.js';
 import type { LineAnswer } from './line-outcome.js';
@@ -23,7 +23,8 @@ export interface LineRequest {
  * a live request of its tenant takes (request/pipeline.ts: classify, admit through the
  * shared scheduler with DRR weights, quotas, budget, saturation gate and in-flight
  * eviction, wait for the grant, forward, relay, finalize) at the tenant's batch class.
- * A failure to reach the replica (it is closing) is an answer too: 503, tried again.
+ * A failure to reach the replica (it is closing) is an answer too: 503
+ * `replica_unreachable`, tried again.
  */
 export class LineRunner {
   readonly #pool: Pool;
@@ -60,18 +61,15 @@ export class LineRunner {
         status: response.statusCode,
         requestId: header(REQUEST_ID_HEADER) ?? line.requestId,
         body: await response.body.text(),
-        dropReason: header(DROP_REASON_HEADER),
         retryAfter: header('retry-after') !== undefined,
       };
     } catch (error) {
+      const unreachable = outcomeAnswer('replica_unreachable', { message: String(error) });
       return {
-        status: 503,
+        status: unreachable.status,
         requestId: line.requestId,
-        body: JSON.stringify({
-          error: { code: 'replica_unreachable', message: String(error) },
-        }),
-        dropReason: undefined,
-        retryAfter: true,
+        body: JSON.stringify({ error: { code: unreachable.code, message: unreachable.message } }),
+        retryAfter: 'retry-after' in unreachable.headers,
       };
     }
   }

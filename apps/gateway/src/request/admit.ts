@@ -1,8 +1,7 @@
-import { RejectCode, rejectionResponse } from '@fairgate/core';
 import type { EnqueueRequest } from '@fairgate/scheduler';
 import { Attr } from '@fairgate/telemetry';
 import type { GatewayDeps, Lane } from '../context.js';
-import { flowControlDrop, noHealthyPod, schedulerUnavailable } from '../errors.js';
+import { noHealthyPod, outcomeError, schedulerUnavailable } from '../errors.js';
 import type { PoolRuntime } from '../pool-runtime.js';
 import { SchedulerUnavailable } from '../redis-outage.js';
 import { flatUuid } from '../uuid.js';
@@ -12,7 +11,7 @@ import type { Call } from './receive.js';
  * Stage 2: the scheduler's answer at enqueue. Granted at once when there is room (the
  * uncontended path: one scheduler call, or none when the request takes a finished one's
  * slot: slot-recycler.ts), queued (stage 3 waits for the grant), or refused
- * (thrown: 429 with the drop reason, 503 when no pod is healthy). While Redis is
+ * (thrown: the rejection's answer from core's outcome table). While Redis is
  * unreachable the request goes to this replica's local share (redis.on_outage:
  * local_share) or is answered 503 scheduler_unavailable at once.
  */
@@ -92,36 +91,9 @@ async function enqueue(lane: Lane, request: EnqueueRequest, call: Call): Promise
   if (result.status === 'queued') return { status: 'queued', lane, request, grant };
   lane.broker.forget(id);
   if (result.status === 'granted') return { status: 'granted', pod: result.pod, lane, request };
-  const drop = rejectionResponse(result.code);
-  if (drop.status === 503) throw noHealthyPod();
-  throw flowControlDrop(
-    drop.dropReason,
-    dropMessage(drop.dropReason, call),
-    result.code === RejectCode.RateLimited ? (result.retryAfterMs ?? null) : undefined,
-  );
-}
-
-function dropMessage(reason: string, { tenant, cls }: Call): string {
-  switch (reason) {
-    case 'tenant_queue_full':
-      return `Tenant '${tenant.id}' has too many requests waiting`;
-    case 'band_full':
-      return 'Too many requests of this priority are waiting';
-    case 'global_queue_full':
-      return 'The gateway queue is full';
-    case 'quota_concurrency':
-      return `Tenant '${tenant.id}' has no concurrency quota`;
-    case 'quota_kv_blocks':
-      return `The request needs more KV-cache blocks than tenant '${tenant.id}' may hold`;
-    case 'rate_limited':
-      return `Tenant '${tenant.id}' is over its token rate limit (this request costs ${cls.bucketTokens} tokens)`;
-    case 'shed_by_tier':
-      return `The pool is overloaded: class '${cls.sloClass}' is shed`;
-    case 'saturated':
-      return `The pool is saturated: sheddable class '${cls.sloClass}' is refused`;
-    case 'rejected_by_policy':
-      return 'The gateway admits no requests at the moment (admission policy reject-all)';
-    default:
-      return `Request dropped by flow control (${reason})`;
-  }
+  const { tenant, cls } = call;
+  throw outcomeError(result.code, {
+    context: { tenant: tenant.id, sloClass: cls.sloClass, cost: cls.bucketTokens },
+    refillMs: result.retryAfterMs,
+  });
 }

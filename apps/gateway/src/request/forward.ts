@@ -15,8 +15,8 @@ import { DrainAborted } from '../drain.js';
 import {
   CLIENT_GONE_STATUS,
   draining,
-  flowControlDrop,
   noticeDrop,
+  outcomeError,
   upstreamFailure,
   upstreamTimeout,
 } from '../errors.js';
@@ -167,7 +167,7 @@ function toHttpFailure(error: unknown): OpenAIHttpError {
   if (error instanceof UpstreamUnavailable) {
     if (error.kind === 'timeout') return upstreamTimeout(error.message);
     if (error.kind === 'status' && error.status === 429) {
-      return flowControlDrop('upstream_busy', 'The inference pods are saturated');
+      return outcomeError('upstream_busy');
     }
     return upstreamFailure(error.message);
   }

@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { DROP_REASON_HEADER } from '@fairgate/core';
 import { ENDPOINT_PATHS, type Endpoint, OpenAIHttpError } from '@fairgate/openai';
 import {
   Attr,
@@ -191,9 +192,7 @@ async function generate(
 /** A drop by flow control or admission, counted with its reason (metric and queue span). */
 function countDrop(call: Call, span: Span, error: unknown): void {
   const reason =
-    error instanceof OpenAIHttpError
-      ? (error.headers['x-fairgate-drop-reason'] ?? error.code)
-      : null;
+    error instanceof OpenAIHttpError ? (error.headers[DROP_REASON_HEADER] ?? error.code) : null;
   if (!reason) return;
   call.pool.metrics.drops.inc({ ...call.series.labels, reason });
   span.setAttribute(Attr.dropReason, reason);

@@ -1,4 +1,4 @@
-import { conservationViolations, type FlowCounters, noticeDropResponse } from '@fairgate/core';
+import { conservationViolations, type FlowCounters, noticeDropCode } from '@fairgate/core';
 import { metricsText } from '@fairgate/telemetry';
 import type { Context } from 'hono';
 import type { GatewayDeps } from '../context.js';
@@ -134,9 +134,9 @@ export function dropsByReason(
     };
     for (const [code, count] of Object.entries(row.rejected)) add(code, count ?? 0);
     // Shed requests end with outcome evicted; the counters keep them apart (row.shed).
-    add(noticeDropResponse('expired').dropReason, row.outcomes.expired);
-    add(noticeDropResponse('shed').dropReason, row.shed);
-    add(noticeDropResponse('evict').dropReason, row.outcomes.evicted - row.shed);
+    add(noticeDropCode('expired'), row.outcomes.expired);
+    add(noticeDropCode('shed'), row.shed);
+    add(noticeDropCode('evict'), row.outcomes.evicted - row.shed);
   }
   return rows;
 }
