@@ -5,10 +5,10 @@ import type { Tracer } from '@opentelemetry/api';
 import type { BatchService } from './batch/batch-service.js';
 import type { FileStore } from './batch/file-store.js';
 import type { Drain } from './drain.js';
-import type { GrantBroker } from './grants.js';
 import type { LocalShareInfo } from './local-share.js';
 import type { Pools } from './pools.js';
-import type { SlotRecycler } from './slot-recycler.js';
+import type { GrantBroker } from './slot/grant-broker.js';
+import type { SlotRecycler } from './slot/slot-recycler.js';
 import type { TenantDirectory } from './tenants.js';
 
 /** Everything a request handler needs; built once per gateway process. */

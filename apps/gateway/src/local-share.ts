@@ -1,9 +1,9 @@
 import type { FairgateConfig } from '@fairgate/config';
 import { LocalScheduler, type Scheduler } from '@fairgate/scheduler';
 import type { Lane, OutageState } from './context.js';
-import { GrantBroker } from './grants.js';
 import type { OutageMonitor } from './redis-outage.js';
 import { schedulerPods, schedulerSettings, schedulerTenants } from './scheduler-setup.js';
+import { GrantBroker } from './slot/grant-broker.js';
 
 export interface LocalShareOptions {
   replica: string;

@@ -3,12 +3,12 @@ import type { Scheduler } from '@fairgate/scheduler';
 import { createGatewayMetrics, type GatewayMetrics } from '@fairgate/telemetry';
 import type { OutageState } from './context.js';
 import { ControlPlane } from './control/control-plane.js';
-import { GrantBroker } from './grants.js';
 import { LocalShare, outageState } from './local-share.js';
 import { OutageMonitor, SchedulerUnavailable } from './redis-outage.js';
 import { resilientScheduler } from './resilient-scheduler.js';
 import { applyConfig, createScheduler } from './scheduler-setup.js';
-import { SlotRecycler } from './slot-recycler.js';
+import { GrantBroker } from './slot/grant-broker.js';
+import { SlotRecycler } from './slot/slot-recycler.js';
 import { PodModels } from './upstream/pod-models.js';
 import { PodPool } from './upstream/pods.js';
 

@@ -1,7 +1,7 @@
 import { type EnqueueRequest, LocalScheduler, type Scheduler } from '@fairgate/scheduler';
 import { afterEach, describe, expect, it } from 'vitest';
-import { GrantBroker } from '../src/grants.js';
-import { SlotRecycler, type SlotRecyclerOptions } from '../src/slot-recycler.js';
+import { GrantBroker } from '../src/slot/grant-broker.js';
+import { SlotRecycler, type SlotRecyclerOptions } from '../src/slot/slot-recycler.js';
 
 /**
  * The recycler against the real engine (LocalScheduler: the same contract and decisions as

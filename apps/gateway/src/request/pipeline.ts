@@ -20,8 +20,8 @@ import {
   REQUEST_ID_HEADER,
   requestIdFrom,
 } from '../middleware/request-context.js';
+import { HeldSlot } from '../slot/held-slot.js';
 import { admit } from './admit.js';
-import { HeldSlot } from './finalize.js';
 import { forward } from './forward.js';
 import { type Arrival, type Call, receive } from './receive.js';
 import { relay } from './relay.js';

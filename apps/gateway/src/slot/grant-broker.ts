@@ -8,9 +8,9 @@ import {
   QUIET_MS,
   type Scheduler,
 } from '@fairgate/scheduler';
-import { flowControlDrop, noticeDrop } from './errors.js';
-import { SchedulerUnavailable } from './redis-outage.js';
-import { SlotAbort } from './upstream/slot-abort.js';
+import { flowControlDrop, noticeDrop } from '../errors.js';
+import { SchedulerUnavailable } from '../redis-outage.js';
+import { SlotAbort } from '../upstream/slot-abort.js';
 
 /**
  * This replica's side of the grant protocol. A request that was queued at

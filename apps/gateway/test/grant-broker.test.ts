@@ -1,6 +1,6 @@
 import type { Notice, Scheduler } from '@fairgate/scheduler';
 import { afterEach, describe, expect, it } from 'vitest';
-import { GrantBroker } from '../src/grants.js';
+import { GrantBroker } from '../src/slot/grant-broker.js';
 
 /**
  * The broker against a scripted scheduler: poll() hands out the queued notices, so a test

@@ -4,10 +4,10 @@ import type { ReleaseOptions } from '@fairgate/scheduler';
 import { Attr, endSpan } from '@fairgate/telemetry';
 import { actualBucketTokens } from '../classify.js';
 import type { DrainTicket } from '../drain.js';
-import { EvictedError } from '../grants.js';
+import type { Call } from '../request/receive.js';
+import type { Granted } from '../request/wait-for-grant.js';
 import type { SlotAbort } from '../upstream/slot-abort.js';
-import type { Call } from './receive.js';
-import type { Granted } from './wait-for-grant.js';
+import { EvictedError } from './grant-broker.js';
 
 /**
  * Stage 6: t7, the one terminal outcome of a granted request. From the grant (t2) to

@@ -7,7 +7,7 @@ import {
   type ReleaseOptions,
   type Scheduler,
 } from '@fairgate/scheduler';
-import type { GrantBroker } from './grants.js';
+import type { GrantBroker } from './grant-broker.js';
 
 /**
  * Slot recycling (docs/scheduler.md, *Slot recycling*): a slot Redis granted passes from a
