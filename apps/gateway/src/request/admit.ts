@@ -1,10 +1,11 @@
 import { RejectCode, rejectionResponse } from '@fairgate/core';
 import type { EnqueueRequest } from '@fairgate/scheduler';
 import { Attr } from '@fairgate/telemetry';
-import type { GatewayDeps, Lane } from '../context.js';
+import type { GatewayDeps } from '../context.js';
 import { flowControlDrop, noHealthyPod, schedulerUnavailable } from '../errors.js';
 import type { PoolRuntime } from '../pool-runtime.js';
 import { SchedulerUnavailable } from '../redis-outage.js';
+import type { Lane } from '../slot/lane.js';
 import { flatUuid } from '../uuid.js';
 import type { Call } from './receive.js';
 

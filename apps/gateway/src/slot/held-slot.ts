@@ -1,21 +1,23 @@
 import type { ReleaseOutcome } from '@fairgate/core';
 import type { Usage } from '@fairgate/openai';
 import type { ReleaseOptions } from '@fairgate/scheduler';
-import { Attr, endSpan } from '@fairgate/telemetry';
+import { Attr } from '@fairgate/telemetry';
 import { actualBucketTokens } from '../classify.js';
 import type { DrainTicket } from '../drain.js';
 import type { Call } from '../request/receive.js';
 import type { Granted } from '../request/wait-for-grant.js';
 import type { SlotAbort } from '../upstream/slot-abort.js';
-import { EvictedError } from './grant-broker.js';
+import { EvictedError } from './held-leases.js';
 
 /**
- * Stage 6: t7, the one terminal outcome of a granted request. From the grant (t2) to
- * `finish` the request holds its slot: the broker tracks it (heartbeats extend its lease;
- * an eviction aborts it), the drain counts it, the client leaving aborts its upstream call.
- * `finish` runs once, whatever ended the request: it releases the slot in the scheduler
- * with the outcome (completed, cancelled, evicted, upstream_error) and the actual usage
- * (unless the relay released it already, `release`), counts it and ends the SERVER span.
+ * Transitions granted → held → (recycled | released) of one request. Built at t2, the
+ * grant: from then on the request holds its slot: the replica's HeldLeases track it
+ * (heartbeats extend its lease; an eviction aborts it), the drain counts it, the client
+ * leaving aborts its upstream call. `release` hands the slot back once, with the outcome
+ * (completed, cancelled, evicted, upstream_error) and the actual usage: parked for the next
+ * request of its kind (SlotRecycler) or released in the scheduler. The relay calls it as
+ * soon as the pod's answer is written; t7 (request/finalize.ts) ends the hold (`end`) and
+ * releases when the relay did not.
  */
 export class HeldSlot {
   /** Aborts the upstream call: the client left, the scheduler evicted it, or the drain ended. */
@@ -23,12 +25,12 @@ export class HeldSlot {
   /** t2 - t1 in milliseconds (the `x-fairgate-queue-ms` header). */
   readonly queueMs: number;
   #stopAbortOnLeave: () => void;
-  #finished = false;
+  #ended = false;
   /** The outcome the slot was released with, once `release` ran. */
   #released: ReleaseOutcome | undefined;
 
   constructor(
-    private readonly call: Call,
+    readonly call: Call,
     private readonly granted: Granted,
     private readonly ticket: DrainTicket,
   ) {
@@ -36,7 +38,7 @@ export class HeldSlot {
     this.queueMs = performance.now() - call.state.t1;
     call.series.queueWait.observe(this.queueMs / 1_000);
     call.span.setAttributes({ [Attr.pod]: pod, [Attr.queueMs]: this.queueMs });
-    this.abort = lane.broker.track(request.id, pod, request);
+    this.abort = lane.leases.track(request.id, pod, request);
     ticket.hold(this.abort);
     this.#stopAbortOnLeave = call.client.onLeave(() =>
       this.abort.abort(new Error('client closed the connection')),
@@ -53,7 +55,7 @@ export class HeldSlot {
    * usage): the relay calls it the moment the pod's answer is complete and written to the
    * client's socket (the write to Redis comes right after the client's, so neither the
    * client's last bytes nor the dispatch pass that grants the next waiting request wait for
-   * the request's bookkeeping). Once only; `finish` releases when this was not called.
+   * the request's bookkeeping). Once only; t7 (finalize) releases when this was not called.
    * Returns the outcome released with (a cancel of an evicted request is released as
    * evicted).
    */
@@ -76,30 +78,23 @@ export class HeldSlot {
     // A completed request's slot may wait for this replica's next request of its kind.
     const kvQuota = call.tenant.quotas.max_kv_blocks !== undefined;
     if (final === 'completed' && lane.recycler?.park(request, pod, options, kvQuota)) return final;
-    lane.broker.untrack(request.id);
+    lane.leases.untrack(request.id);
     void lane.scheduler
       .release(request.id, options)
       .catch(() => call.pool.metrics.redisErrors.inc({ operation: 'release' }));
     return final;
   }
 
-  finish(outcome: ReleaseOutcome, usage: Usage | undefined, status: number, error?: unknown): void {
-    if (this.#finished) return;
-    this.#finished = true;
-    const { call } = this;
+  /**
+   * Ends the hold, once: the drain no longer waits for it, the client leaving no longer
+   * aborts it, the in-flight gauge drops. False when it had ended already.
+   */
+  end(): boolean {
+    if (this.#ended) return false;
+    this.#ended = true;
     this.ticket.leave();
     this.#stopAbortOnLeave();
-    call.pool.metrics.inflight.dec();
-    const final = this.release(outcome, usage);
-    call.series.outcome(final).inc();
-    call.series.requestDuration.observe((performance.now() - call.state.t1) / 1_000);
-    if (usage) {
-      call.span.setAttributes({
-        [Attr.inputTokens]: usage.prompt_tokens,
-        [Attr.outputTokens]: usage.completion_tokens,
-      });
-    }
-    call.span.setAttribute(Attr.outcome, final);
-    endSpan(call.span, { status, ...(error && status >= 500 ? { error } : {}) });
+    this.call.pool.metrics.inflight.dec();
+    return true;
   }
 }
