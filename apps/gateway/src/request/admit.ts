@@ -12,7 +12,7 @@ import type { Call } from './receive.js';
 /**
  * Stage 2: the scheduler's answer at enqueue. Granted at once when there is room (the
  * uncontended path: one scheduler call, or none when the request takes a finished one's
- * slot: slot-recycler.ts), queued (stage 3 waits for the grant), or refused
+ * slot: slot/slot-recycler.ts), queued (stage 3 waits for the grant), or refused
  * (thrown: 429 with the drop reason, 503 when no pod is healthy). While Redis is
  * unreachable the request goes to this replica's local share (redis.on_outage:
  * local_share) or is answered 503 scheduler_unavailable at once.
