@@ -1,14 +1,10 @@
 import type { FairgateConfig } from '@fairgate/config';
-import type { Scheduler } from '@fairgate/scheduler';
 import type { EdgeMetrics } from '@fairgate/telemetry';
 import type { Tracer } from '@opentelemetry/api';
 import type { BatchService } from './batch/batch-service.js';
 import type { FileStore } from './batch/file-store.js';
 import type { Drain } from './drain.js';
-import type { GrantBroker } from './grants.js';
-import type { LocalShareInfo } from './local-share.js';
 import type { Pools } from './pools.js';
-import type { SlotRecycler } from './slot-recycler.js';
 import type { TenantDirectory } from './tenants.js';
 
 /** Everything a request handler needs; built once per gateway process. */
@@ -37,25 +33,6 @@ export interface GatewayDeps {
    */
   files: FileStore | undefined;
   batches: BatchService | undefined;
-}
-
-/** Where a request is admitted and released: the shared scheduler, or the local share. */
-export interface Lane {
-  scheduler: Scheduler;
-  broker: GrantBroker;
-  /** Slot recycling (the shared Redis lane only; scheduler.recycle_ms). */
-  recycler?: SlotRecycler;
-}
-
-/** What the request path and /readyz need to know of a Redis outage. */
-export interface OutageState {
-  /** True while this replica cannot reach Redis. */
-  readonly down: boolean;
-  readonly mode: 'reject' | 'local_share';
-  /** The local share's lane during an outage in local_share mode, else undefined. */
-  localShare(): Lane | undefined;
-  /** Its budget, the view it came from and what it holds (for /readyz). */
-  localShareInfo(): LocalShareInfo | undefined;
 }
 
 /** Per-request values set by middleware (Hono context variables). */

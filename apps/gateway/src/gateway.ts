@@ -1,4 +1,4 @@
-import { createServer } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -16,7 +16,7 @@ import type { GatewayDeps } from './context.js';
 import { Drain } from './drain.js';
 import { draining } from './errors.js';
 import { guardHttpEdge, httpServerOptions } from './http-edge.js';
-import { PoolRuntime } from './pool-runtime.js';
+import { PoolRuntime, type PoolRuntimeOptions } from './pool-runtime.js';
 import { Pools } from './pools.js';
 import { installClientErrorHandler } from './server-errors.js';
 import { TenantDirectory } from './tenants.js';
@@ -92,16 +92,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   tenants = new TenantDirectory(config);
   const metrics = createEdgeMetrics({ replica });
   const current = () => watcher.current;
-  const runtimes: PoolRuntime[] = [];
-  try {
-    for (const pool of config.pools) {
-      runtimes.push(await PoolRuntime.start(pool.name, { replica, config: current, log }));
-    }
-  } catch (error) {
-    await Promise.all(runtimes.map((pool) => pool.close()));
-    throw error;
-  }
-  pools = new Pools(runtimes, current);
+  pools = new Pools(await startPools(config, { replica, config: current, log }), current);
   // CPU, memory, event-loop delay and GC of this process, with the edge's series.
   const processMetrics = registerProcessMetrics(metrics.registry);
   const telemetry =
@@ -111,7 +102,6 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
       env,
       traces: config.telemetry.traces,
     }));
-  const ownsTelemetry = options.telemetry === undefined;
   // The Batch API needs Redis; its module (BullMQ's queues and workers) is loaded only then:
   // ~10 MB of RSS a replica on the embedded scheduler does not hold.
   const batch: BatchApi | undefined = config.redis
@@ -141,15 +131,8 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   watcher.start();
 
   const host = options.host ?? config.listen.host;
-  const requestedPort = options.port ?? config.listen.port;
   const server = createServer(httpServerOptions(config.server), gatewayRequestListener(deps, app));
-  const port = await new Promise<number>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(requestedPort, host, () => {
-      server.off('error', reject);
-      resolve((server.address() as AddressInfo).port);
-    });
-  });
+  const port = await listen(server, options.port ?? config.listen.port, host);
   const refused = (reason: string) => metrics.connectionsRefused.inc({ reason });
   guardHttpEdge(server, config.server, { onRefused: refused, log });
   installClientErrorHandler(server, (phase) => refused(`${phase}_timeout`));
@@ -160,103 +143,156 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   log(
     `fairgate: replica ${replica} listening on ${url} (${deps.mode} scheduler, ${pools.all.map((pool) => `pool ${pool.name}: ${pool.pods.all.length} pods`).join(', ')})`,
   );
+  const ownsTelemetry = options.telemetry === undefined;
+  return runningGateway({ url, port, app, deps, watcher, server, batch, processMetrics }, () =>
+    ownsTelemetry ? telemetry.shutdown() : Promise.resolve(),
+  );
+}
 
+/** Starts every pool of the config; closes the ones started when one fails. */
+async function startPools(
+  config: FairgateConfig,
+  options: PoolRuntimeOptions,
+): Promise<PoolRuntime[]> {
+  const runtimes: PoolRuntime[] = [];
+  try {
+    for (const pool of config.pools) runtimes.push(await PoolRuntime.start(pool.name, options));
+  } catch (error) {
+    await Promise.all(runtimes.map((pool) => pool.close()));
+    throw error;
+  }
+  return runtimes;
+}
+
+/** Listens on `port` (0: any free one) and returns the port bound. */
+function listen(server: Server, port: number, host: string): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+/** What a started replica is made of: what drain and close stop. */
+interface Replica {
+  url: string;
+  port: number;
+  app: Hono;
+  deps: GatewayDeps;
+  watcher: ConfigWatcher;
+  server: Server;
+  batch: BatchApi | undefined;
+  processMetrics: { stop(): void };
+}
+
+function runningGateway(parts: Replica, stopTelemetry: () => Promise<void>): RunningGateway {
+  const { url, port, app, deps } = parts;
   let closing: Promise<void> | undefined;
   let drained: Promise<DrainReport> | undefined;
   let cut: () => void = () => {};
   const cutRequested = new Promise<'second signal'>((resolve) => {
     cut = () => resolve('second signal');
   });
-  const { all } = pools;
   const gateway: RunningGateway = {
     url,
     port,
-    replica,
+    replica: deps.replica,
     app,
     deps,
     drain(cause) {
-      drained ??= (async () => {
-        const startedAt = performance.now();
-        const timeoutMs = watcher.current.shutdown.drain_timeout_s * 1_000;
-        const { drain } = deps;
-        drain.begin();
-        // First, so a follower leads within leader.renew_ms rather than the lease TTL.
-        const leads = all.some((pool) => pool.control.election.fence !== null);
-        const steppingDown = Promise.all(all.map((pool) => pool.control.stepDown()));
-        const inProgress = drain.active;
-        // A pool's local lane exists during a Redis outage in local_share mode.
-        const brokers = all.flatMap((pool) => [pool.broker, pool.localLane()?.broker ?? []].flat());
-        const handedBackNow = brokers.reduce(
-          (sum, broker) => sum + broker.handBack(() => draining(HANDED_BACK)),
-          0,
-        );
-        // Slots go back as their requests end: nothing new will take one.
-        for (const pool of all) pool.recycler?.stop();
-        log(
-          `fairgate: ${cause ? `${cause}: ` : ''}draining replica ${replica}: /readyz and new requests answer 503 draining; ${leads ? 'gives the leader lease up; ' : ''}${handedBackNow} queued requests handed back; ${inProgress - handedBackNow} in progress get ${timeoutMs / 1_000} s`,
-        );
-        // The batch workers take no new line; the lines they run end like any request.
-        const batchesStopped = batch?.batches.stopWorking();
-        const ended = await Promise.race([
-          drain.idle(timeoutMs).then((idle) => (idle ? 'idle' : 'drain timeout')),
-          cutRequested,
-        ]);
-        let aborted = 0;
-        if (ended !== 'idle') {
-          aborted = drain.cut();
-          // Each aborted request unwinds and sends its release (cancelled) before we close.
-          await drain.idle(500);
-        }
-        await steppingDown;
-        await batchesStopped;
-        await gateway.close(500);
-        const report: DrainReport = {
-          inProgress,
-          handedBack: brokers.reduce((sum, broker) => sum + broker.handedBack, 0),
-          aborted,
-          ms: Math.round(performance.now() - startedAt),
-        };
-        log(
-          `fairgate: drained replica ${replica} in ${report.ms} ms: ${report.inProgress} requests in progress at the start, ${report.handedBack} handed back, ${report.aborted} aborted${ended === 'idle' ? '' : ` (${ended})`}`,
-        );
-        return report;
-      })();
+      drained ??= drainReplica(parts, cause, cutRequested, () => gateway.close(500));
       return drained;
     },
     cutDrain() {
       cut();
     },
     close(graceMs = 10_000) {
-      closing ??= (async () => {
-        watcher.stop();
-        // Batch workers first, while the server still serves the lines they run.
-        await Promise.race([
-          batch?.batches.stopWorking(),
-          delay(graceMs, undefined, { ref: false }),
-        ]);
-        await new Promise<void>((resolve) => {
-          server.close(() => resolve());
-          const deadline = setTimeout(() => {
-            server.closeAllConnections();
-          }, graceMs);
-          deadline.unref();
-        });
-        await batch?.close();
-        await Promise.all(all.map((pool) => pool.close()));
-        processMetrics.stop();
-        // Spans that cannot be flushed (collector away) are lost, not a failed shutdown.
-        if (ownsTelemetry) {
-          await telemetry
-            .shutdown()
-            .catch((error: unknown) =>
-              log(`fairgate: telemetry flush at shutdown failed: ${String(error)}`),
-            );
-        }
-      })();
+      closing ??= closeReplica(parts, graceMs, stopTelemetry);
       return closing;
     },
   };
   return gateway;
+}
+
+/** RunningGateway.drain: hand the queued back, let the in-flight end, then close. */
+async function drainReplica(
+  { deps, watcher, batch }: Replica,
+  cause: string | undefined,
+  cutRequested: Promise<'second signal'>,
+  close: () => Promise<void>,
+): Promise<DrainReport> {
+  const startedAt = performance.now();
+  const timeoutMs = watcher.current.shutdown.drain_timeout_s * 1_000;
+  const { drain, log, replica } = deps;
+  const { all } = deps.pools;
+  drain.begin();
+  // First, so a follower leads within leader.renew_ms rather than the lease TTL.
+  const leads = all.some((pool) => pool.control.election.fence !== null);
+  const steppingDown = Promise.all(all.map((pool) => pool.control.stepDown()));
+  const inProgress = drain.active;
+  // A pool's local lane exists during a Redis outage in local_share mode.
+  const brokers = all.flatMap((pool) => [pool.broker, pool.localLane()?.broker ?? []].flat());
+  const handedBackNow = brokers.reduce(
+    (sum, broker) => sum + broker.handBack(() => draining(HANDED_BACK)),
+    0,
+  );
+  // Slots go back as their requests end: nothing new will take one.
+  for (const pool of all) pool.recycler?.stop();
+  log(
+    `fairgate: ${cause ? `${cause}: ` : ''}draining replica ${replica}: /readyz and new requests answer 503 draining; ${leads ? 'gives the leader lease up; ' : ''}${handedBackNow} queued requests handed back; ${inProgress - handedBackNow} in progress get ${timeoutMs / 1_000} s`,
+  );
+  // The batch workers take no new line; the lines they run end like any request.
+  const batchesStopped = batch?.batches.stopWorking();
+  const ended = await Promise.race([
+    drain.idle(timeoutMs).then((idle) => (idle ? 'idle' : 'drain timeout')),
+    cutRequested,
+  ]);
+  let aborted = 0;
+  if (ended !== 'idle') {
+    aborted = drain.cut();
+    // Each aborted request unwinds and sends its release (cancelled) before we close.
+    await drain.idle(500);
+  }
+  await steppingDown;
+  await batchesStopped;
+  await close();
+  const report: DrainReport = {
+    inProgress,
+    handedBack: brokers.reduce((sum, broker) => sum + broker.handedBack, 0),
+    aborted,
+    ms: Math.round(performance.now() - startedAt),
+  };
+  log(
+    `fairgate: drained replica ${replica} in ${report.ms} ms: ${report.inProgress} requests in progress at the start, ${report.handedBack} handed back, ${report.aborted} aborted${ended === 'idle' ? '' : ` (${ended})`}`,
+  );
+  return report;
+}
+
+/** RunningGateway.close: batch workers, the server (graceMs), the pools, telemetry. */
+async function closeReplica(
+  { deps, watcher, server, batch, processMetrics }: Replica,
+  graceMs: number,
+  stopTelemetry: () => Promise<void>,
+): Promise<void> {
+  watcher.stop();
+  // Batch workers first, while the server still serves the lines they run.
+  await Promise.race([batch?.batches.stopWorking(), delay(graceMs, undefined, { ref: false })]);
+  await new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    const deadline = setTimeout(() => {
+      server.closeAllConnections();
+    }, graceMs);
+    deadline.unref();
+  });
+  await batch?.close();
+  await Promise.all(deps.pools.all.map((pool) => pool.close()));
+  processMetrics.stop();
+  // Spans that cannot be flushed (collector away) are lost, not a failed shutdown.
+  await stopTelemetry().catch((error: unknown) =>
+    deps.log(`fairgate: telemetry flush at shutdown failed: ${String(error)}`),
+  );
 }
 
 const HANDED_BACK =

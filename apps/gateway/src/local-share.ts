@@ -1,16 +1,28 @@
 import type { FairgateConfig } from '@fairgate/config';
 import { LocalScheduler, type Scheduler } from '@fairgate/scheduler';
-import type { Lane, OutageState } from './context.js';
-import { GrantBroker } from './grants.js';
 import type { OutageMonitor } from './redis-outage.js';
 import { schedulerPods, schedulerSettings, schedulerTenants } from './scheduler-setup.js';
+import { GrantBroker } from './slot/grant-broker.js';
+import { HeldLeases } from './slot/held-leases.js';
+import type { Lane } from './slot/lane.js';
+
+/** What the request path and /readyz need to know of a Redis outage. */
+export interface OutageState {
+  /** True while this replica cannot reach Redis. */
+  readonly down: boolean;
+  readonly mode: 'reject' | 'local_share';
+  /** The local share's lane during an outage in local_share mode, else undefined. */
+  localShare(): Lane | undefined;
+  /** Its budget, the view it came from and what it holds (for /readyz). */
+  localShareInfo(): LocalShareInfo | undefined;
+}
 
 export interface LocalShareOptions {
   replica: string;
   config: () => FairgateConfig;
   /** The shared (Redis) lane: its view of the pool, and where requests go back to. */
   shared: Scheduler;
-  sharedBroker: GrantBroker;
+  sharedLeases: HeldLeases;
   healthy: (pod: string) => boolean;
   log: (line: string) => void;
   /** How often the pool's budget and live replicas are read while Redis is up (ms). */
@@ -81,7 +93,7 @@ export class LocalShare {
   info(): LocalShareInfo | undefined {
     const lane = this.#open;
     if (!lane || !this.#openedWith) return undefined;
-    return { ...this.#openedWith, inflight: lane.broker.inflight, waiting: lane.broker.waiting };
+    return { ...this.#openedWith, inflight: lane.leases.size, waiting: lane.broker.waiting };
   }
 
   /** The outage began: start a local lane from the last view. */
@@ -93,19 +105,25 @@ export class LocalShare {
     const config = this.options.config();
     const budget = localShareBudget(this.#view);
     const scheduler = new LocalScheduler();
-    const broker = new GrantBroker({
+    const { replica } = this.options;
+    const leases = new HeldLeases({
       scheduler,
-      replica: this.options.replica,
-      tickMs: config.scheduler.tick_ms,
+      replica,
       heartbeatMs: config.scheduler.heartbeat_ms,
     });
-    const lane: Lane = { scheduler, broker };
+    const broker = new GrantBroker({
+      scheduler,
+      leases,
+      replica,
+      tickMs: config.scheduler.tick_ms,
+    });
+    const lane: Lane = { scheduler, broker, leases };
     // The LocalScheduler answers at once: configured before the first request can arrive.
     void scheduler.configure({ ...schedulerSettings(config), initialBudget: budget });
     void scheduler.upsertTenants(schedulerTenants(config));
     void scheduler.upsertPods(schedulerPods(config, this.options.healthy));
-    broker.start();
-    const mirrored = mirror(this.options.sharedBroker, lane);
+    leases.start();
+    const mirrored = mirror(this.options.sharedLeases, lane);
     this.#open = lane;
     this.#openedWith = { budget, view: this.#view, mirrored };
     this.options.log(
@@ -118,7 +136,7 @@ export class LocalShare {
     const lane = this.#open;
     this.#open = undefined;
     if (lane) {
-      mirror(lane.broker, { scheduler: this.options.shared, broker: this.options.sharedBroker });
+      mirror(lane.leases, { scheduler: this.options.shared, leases: this.options.sharedLeases });
       this.#draining.add(lane);
     }
     this.#refreshView();
@@ -136,7 +154,7 @@ export class LocalShare {
 
   async #reapDrained(): Promise<void> {
     for (const lane of this.#draining) {
-      if (lane.broker.inflight === 0 && lane.broker.waiting === 0) {
+      if (lane.leases.size === 0 && lane.broker.waiting === 0) {
         this.#draining.delete(lane);
         await closeLane(lane);
       }
@@ -172,6 +190,7 @@ export class LocalShare {
 
 async function closeLane(lane: Lane): Promise<void> {
   lane.broker.close();
+  lane.leases.close();
   await lane.scheduler.close();
 }
 
@@ -180,20 +199,20 @@ async function closeLane(lane: Lane): Promise<void> {
  * waits for one, on its own pod) and releases each placeholder when its request ends.
  * Returns how many were registered.
  */
-function mirror(from: GrantBroker, into: Lane): number {
+function mirror(from: HeldLeases, into: Pick<Lane, 'scheduler' | 'leases'>): number {
   /** Each placeholder's enqueue: its release is sent only after it, or it could overtake it. */
   const registered = new Map<string, Promise<unknown>>();
   for (const [id, held] of from.held()) {
     if (!held.request) continue;
-    into.broker.track(id, held.pod, held.request);
+    into.leases.track(id, held.pod, held.request);
     registered.set(
       id,
       into.scheduler.enqueue({ ...held.request, podHint: held.pod }).catch(() => {}),
     );
   }
   from.onUntrack = (id) => {
-    if (!into.broker.holds(id)) return;
-    into.broker.untrack(id);
+    if (!into.leases.holds(id)) return;
+    into.leases.untrack(id);
     const release = () => into.scheduler.release(id, { outcome: 'completed' }).catch(() => {});
     const enqueue = registered.get(id);
     registered.delete(id);

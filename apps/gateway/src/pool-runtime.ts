@@ -1,14 +1,14 @@
 import { type FairgateConfig, poolView } from '@fairgate/config';
 import type { Scheduler } from '@fairgate/scheduler';
 import { createGatewayMetrics, type GatewayMetrics } from '@fairgate/telemetry';
-import type { OutageState } from './context.js';
 import { ControlPlane } from './control/control-plane.js';
-import { GrantBroker } from './grants.js';
-import { LocalShare, outageState } from './local-share.js';
-import { OutageMonitor, SchedulerUnavailable } from './redis-outage.js';
+import { LocalShare, type OutageState, outageState } from './local-share.js';
+import { type OutageMode, OutageMonitor, SchedulerUnavailable } from './redis-outage.js';
 import { resilientScheduler } from './resilient-scheduler.js';
 import { applyConfig, createScheduler } from './scheduler-setup.js';
-import { SlotRecycler } from './slot-recycler.js';
+import { GrantBroker } from './slot/grant-broker.js';
+import { HeldLeases } from './slot/held-leases.js';
+import { SlotRecycler } from './slot/slot-recycler.js';
 import { PodModels } from './upstream/pod-models.js';
 import { PodPool } from './upstream/pods.js';
 
@@ -23,7 +23,10 @@ import { PodPool } from './upstream/pods.js';
 export class PoolRuntime {
   readonly name: string;
   readonly scheduler: Scheduler;
+  /** Queued requests of this pool waiting for their grant (queued → granted). */
   readonly broker: GrantBroker;
+  /** Granted requests of this pool until released (granted → held): heartbeats, evictions. */
+  readonly leases: HeldLeases;
   /** Slot recycling (the Redis scheduler only: the embedded one's enqueue costs no trip). */
   readonly recycler: SlotRecycler | undefined;
   readonly pods: PodPool;
@@ -44,70 +47,21 @@ export class PoolRuntime {
   /** The config could not be written at start (Redis away): written when Redis is back. */
   #applyWhenBack = false;
 
+  /**
+   * Builds the pool's parts in dependency order: the pods, the outage monitor, the
+   * scheduler, the leases, the broker, the recycler, the control plane, the local share.
+   * Each callback handed to a part reads only parts assigned before this constructor
+   * returns, and none of them can run before then: they answer a health check, a Redis
+   * error or an outage, and nothing runs a check or a scheduler call until start/run.
+   */
   private constructor(name: string, options: PoolRuntimeOptions) {
     const { replica, log } = options;
     this.name = name;
     this.#options = options;
-    const metrics = createGatewayMetrics({ replica, pool: name });
-    this.metrics = metrics;
     this.#config = () => poolView(options.config(), name);
     const config = this.#config();
-    const created = createScheduler(config, (error) => {
-      metrics.redisErrors.inc({ operation: 'connection' });
-      this.#monitor?.unreachable(`connection: ${error.message}`);
-    });
-    this.mode = created.mode;
-    this.#closeScheduler = created.close;
-    const inner = created.scheduler;
-    const healthy = (pod: string) => this.pods?.get(pod)?.healthy ?? true;
-    let scheduler: Scheduler = inner;
-    if (created.mode === 'redis' && config.redis) {
-      const mode = config.redis.on_outage;
-      const monitor = new OutageMonitor({
-        mode,
-        probe: () => scheduler.heartbeat(replica),
-        onEnter: (reason) => {
-          log(`fairgate: pool ${name}: Redis unreachable (${reason}): outage mode '${mode}'`);
-          metrics.redisOutage.set({ mode }, 1);
-          metrics.redisOutages.inc({ mode });
-          this.broker?.failWaiters();
-          this.recycler?.releaseAll();
-          this.#localShare?.open();
-        },
-        onLeave: (outageMs) => {
-          log(
-            `fairgate: pool ${name}: Redis reachable again after ${Math.round(outageMs)} ms: outage mode over`,
-          );
-          metrics.redisOutage.set({ mode }, 0);
-          void this.#localShare?.close();
-          if (this.#applyWhenBack) {
-            this.#applyWhenBack = false;
-            void this.apply().catch(() => {
-              this.#applyWhenBack = true;
-            });
-          }
-        },
-      });
-      this.#monitor = monitor;
-      metrics.redisOutage.set({ mode }, 0);
-      scheduler = resilientScheduler(inner, {
-        monitor,
-        reseed: async () => {
-          await applyConfig(inner, this.#config(), healthy, 'seed');
-          await this.broker.readopt(inner);
-        },
-        onReseeded: () => {
-          metrics.schedulerReseeds.inc();
-          log(
-            `fairgate: pool ${name}: its shared state was missing in Redis: restored from this replica's config`,
-          );
-        },
-        onReseedFailed: (error) =>
-          log(`fairgate: pool ${name}: restoring its shared state failed: ${String(error)}`),
-        callTimer: (operation) => metrics.redisCall.labels({ operation }),
-      });
-    }
-    this.scheduler = scheduler;
+    const metrics = createGatewayMetrics({ replica, pool: name });
+    this.metrics = metrics;
     this.pods = new PodPool(config.pods, config.upstream, {
       onHealthChange: (pod, isHealthy) => {
         metrics.podHealthy.set({ pod }, isHealthy ? 1 : 0);
@@ -117,39 +71,108 @@ export class PoolRuntime {
     });
     for (const pod of config.pods) metrics.podHealthy.set({ pod: pod.name }, 1);
     this.models = new PodModels(this.pods, () => this.#config().upstream.models_refresh_ms);
-    this.broker = new GrantBroker({
-      scheduler,
-      replica,
-      tickMs: config.scheduler.tick_ms,
-      heartbeatMs: config.scheduler.heartbeat_ms,
-      onError: (operation) => metrics.redisErrors.inc({ operation }),
+    const healthy = (pod: string) => this.pods.get(pod)?.healthy ?? true;
+
+    const outageMode = config.redis?.on_outage;
+    const monitor = outageMode
+      ? new OutageMonitor({
+          mode: outageMode,
+          // Through the resilient scheduler: its success ends the outage and sends the
+          // deferred releases.
+          probe: () => this.scheduler.heartbeat(replica),
+          onEnter: (reason) => this.#enterOutage(outageMode, reason),
+          onLeave: (outageMs) => this.#leaveOutage(outageMode, outageMs),
+        })
+      : undefined;
+    this.#monitor = monitor;
+    const created = createScheduler(config, (error) => {
+      metrics.redisErrors.inc({ operation: 'connection' });
+      monitor?.unreachable(`connection: ${error.message}`);
     });
+    this.mode = created.mode;
+    this.#closeScheduler = created.close;
+    const inner = created.scheduler;
+    if (monitor) metrics.redisOutage.set({ mode: monitor.mode }, 0);
+    const scheduler = monitor
+      ? resilientScheduler(inner, {
+          monitor,
+          reseed: async () => {
+            await applyConfig(inner, this.#config(), healthy, 'seed');
+            await this.broker.readopt(inner);
+          },
+          onReseeded: () => {
+            metrics.schedulerReseeds.inc();
+            log(
+              `fairgate: pool ${name}: its shared state was missing in Redis: restored from this replica's config`,
+            );
+          },
+          onReseedFailed: (error) =>
+            log(`fairgate: pool ${name}: restoring its shared state failed: ${String(error)}`),
+          callTimer: (operation) => metrics.redisCall.labels({ operation }),
+        })
+      : inner;
+    this.scheduler = scheduler;
+
+    const onError = (operation: string) => metrics.redisErrors.inc({ operation });
+    const { tick_ms: tickMs, heartbeat_ms: heartbeatMs } = config.scheduler;
+    const leases = new HeldLeases({ scheduler, replica, heartbeatMs, onError });
+    this.leases = leases;
+    this.broker = new GrantBroker({ scheduler, leases, replica, tickMs, onError });
     this.recycler =
       created.mode === 'redis'
         ? new SlotRecycler({
             scheduler,
-            broker: this.broker,
+            leases,
             holdMs: () => this.#config().scheduler.recycle_ms,
             // A slot is handed on only while Redis answers: not from the moment its
             // connection drops (before any call times out), nor during an outage.
-            available: () => created.connected() && !this.outage?.down,
+            available: () => created.connected() && !monitor?.down,
             healthy: (pod) => this.pods.get(pod)?.healthy ?? false,
             onRecycled: () => metrics.slotsRecycled.inc(),
-            onError: (operation) => metrics.redisErrors.inc({ operation }),
+            onError,
           })
         : undefined;
     this.control = new ControlPlane({ scheduler, replica, config: this.#config, metrics, log });
-    if (this.#monitor?.mode === 'local_share') {
-      this.#localShare = new LocalShare({
-        replica,
-        config: this.#config,
-        shared: scheduler,
-        sharedBroker: this.broker,
-        healthy,
-        log,
+    const localShare =
+      monitor?.mode === 'local_share'
+        ? new LocalShare({
+            replica,
+            config: this.#config,
+            shared: scheduler,
+            sharedLeases: leases,
+            healthy,
+            log,
+          })
+        : undefined;
+    this.#localShare = localShare;
+    this.outage = monitor ? outageState(monitor, () => localShare) : undefined;
+  }
+
+  /** Redis became unreachable: waiters fail, parked slots go back, the local share opens. */
+  #enterOutage(mode: OutageMode, reason: string): void {
+    this.#options.log(
+      `fairgate: pool ${this.name}: Redis unreachable (${reason}): outage mode '${mode}'`,
+    );
+    this.metrics.redisOutage.set({ mode }, 1);
+    this.metrics.redisOutages.inc({ mode });
+    this.broker.failWaiters();
+    this.recycler?.releaseAll();
+    this.#localShare?.open();
+  }
+
+  /** Redis answers again: the local share drains, a config write that waited is sent. */
+  #leaveOutage(mode: OutageMode, outageMs: number): void {
+    this.#options.log(
+      `fairgate: pool ${this.name}: Redis reachable again after ${Math.round(outageMs)} ms: outage mode over`,
+    );
+    this.metrics.redisOutage.set({ mode }, 0);
+    void this.#localShare?.close();
+    if (this.#applyWhenBack) {
+      this.#applyWhenBack = false;
+      void this.apply().catch(() => {
+        this.#applyWhenBack = true;
       });
     }
-    this.outage = this.#monitor ? outageState(this.#monitor, () => this.#localShare) : undefined;
   }
 
   /**
@@ -200,9 +223,9 @@ export class PoolRuntime {
     );
   }
 
-  /** Starts the broker's tick, the control plane and the pods' health checks. */
+  /** Starts the heartbeat of the held leases, the control plane and the pods' health checks. */
   run(): void {
-    this.broker.start();
+    this.leases.start();
     this.control.start();
     this.pods.startHealthChecks();
     this.models.start();
@@ -219,6 +242,7 @@ export class PoolRuntime {
     await this.#localShare?.stop();
     this.recycler?.stop();
     this.broker.close();
+    this.leases.close();
     this.models.stop();
     await this.pods.close();
     await this.#closeScheduler();

@@ -28,7 +28,7 @@ const STATE_MISSING = new Set<number>([ScriptCode.NotConfigured, ScriptCode.Unkn
 /**
  * Calls that end a request: kept and sent again when Redis is back, so no lease leaks. (Not
  * a handover: sent again later, it could register a request that has ended meanwhile; the
- * recycler releases and readopts instead, slot-recycler.ts.)
+ * recycler releases and readopts instead, slot/slot-recycler.ts.)
  */
 const ENDING = new Set<keyof Scheduler>(['release', 'cancel']);
 

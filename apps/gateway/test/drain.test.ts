@@ -87,7 +87,7 @@ describe('drain (SIGTERM) of one replica', () => {
     try {
       const inflight = chat(gateway, 100, true);
       const inflightJson = chat(gateway, 100);
-      await until('two requests granted', () => deps.pools.first.broker.inflight === 2);
+      await until('two requests granted', () => deps.pools.first.leases.size === 2);
       const queued = chat(gateway, 4);
       await until('the second request queued', () => deps.pools.first.broker.waiting === 1);
 
@@ -114,7 +114,7 @@ describe('drain (SIGTERM) of one replica', () => {
       await until('the follower leads', () => follower.fence !== null, 2_000);
       const takeoverMs = performance.now() - drainedAt;
       expect(deps.pools.first.control.election.fence).toBeNull();
-      expect(deps.pools.first.broker.inflight).toBe(2);
+      expect(deps.pools.first.leases.size).toBe(2);
       expect(takeoverMs).toBeLessThan(1_000);
 
       // Answered during the drain: it closes its keep-alive connection.
@@ -159,7 +159,7 @@ describe('drain (SIGTERM) of one replica', () => {
     try {
       const stream = chat(gateway, 300, true);
       const json = chat(gateway, 300);
-      await until('both granted', () => deps.pools.first.broker.inflight === 2);
+      await until('both granted', () => deps.pools.first.leases.size === 2);
       await new Promise((resolve) => setTimeout(resolve, 200)); // the stream has started
       const startedAt = performance.now();
       const report = await gateway.drain();

@@ -1,11 +1,11 @@
 import { type EnqueueRequest, LocalScheduler, type Scheduler } from '@fairgate/scheduler';
 import { afterEach, describe, expect, it } from 'vitest';
-import { GrantBroker } from '../src/grants.js';
-import { SlotRecycler, type SlotRecyclerOptions } from '../src/slot-recycler.js';
+import { HeldLeases } from '../src/slot/held-leases.js';
+import { SlotRecycler, type SlotRecyclerOptions } from '../src/slot/slot-recycler.js';
 
 /**
  * The recycler against the real engine (LocalScheduler: the same contract and decisions as
- * the Redis one, test/conformance) and a real broker: what a replica parks, what takes a
+ * the Redis one, test/conformance) and real leases: what a replica parks, what takes a
  * parked slot, and what the scheduler holds after each step.
  */
 const completed = { outcome: 'completed' } as const;
@@ -13,7 +13,7 @@ const settle = () => new Promise((resolve) => setTimeout(resolve, 5));
 
 interface Setup {
   scheduler: Scheduler;
-  broker: GrantBroker;
+  leases: HeldLeases;
   recycler: SlotRecycler;
   recycled: () => number;
   healthy: Set<string>;
@@ -24,7 +24,7 @@ interface Setup {
 let open: Setup | undefined;
 afterEach(async () => {
   open?.recycler.stop();
-  open?.broker.close();
+  open?.leases.close();
   await open?.scheduler.close();
   open = undefined;
 });
@@ -40,12 +40,12 @@ async function setup(
     { name: 'pod-a', cap: 100 },
     { name: 'pod-b', cap: 100 },
   ]);
-  const broker = new GrantBroker({ scheduler, replica: 'r1', tickMs: 1, heartbeatMs: 60_000 });
+  const leases = new HeldLeases({ scheduler, replica: 'r1', heartbeatMs: 60_000 });
   const healthy = new Set(['pod-a', 'pod-b']);
   let recycled = 0;
   const recycler = new SlotRecycler({
     scheduler,
-    broker,
+    leases,
     holdMs: () => 50,
     available: () => true,
     healthy: (pod) => healthy.has(pod),
@@ -56,7 +56,7 @@ async function setup(
   });
   const made: Setup = {
     scheduler,
-    broker,
+    leases,
     recycler,
     healthy,
     recycled: () => recycled,
@@ -65,7 +65,7 @@ async function setup(
       const result = await scheduler.enqueue(request);
       recycler.observe(result);
       if (result.status !== 'granted') return result.status;
-      broker.track(request.id, result.pod, request);
+      leases.track(request.id, result.pod, request);
       return result.pod;
     },
   };
@@ -76,7 +76,7 @@ async function setup(
 /** What a request holds as HeldSlot would: taken from a parked slot, then tracked. */
 function takeAndTrack(s: Setup, request: EnqueueRequest, kvQuota = false): string | undefined {
   const pod = s.recycler.take(request, kvQuota);
-  if (pod !== undefined) s.broker.track(request.id, pod, request);
+  if (pod !== undefined) s.leases.track(request.id, pod, request);
   return pod;
 }
 
@@ -101,7 +101,7 @@ describe('SlotRecycler', () => {
     expect(takeAndTrack(s, request('b', { kvBlocks: 2 }), true)).toBe('pod-a');
     expect(s.recycler.parked).toBe(0);
     expect(s.recycled()).toBe(1);
-    expect(s.broker.holds('a')).toBe(false);
+    expect(s.leases.holds('a')).toBe(false);
     await settle();
     const snapshot = await s.scheduler.snapshot();
     expect(snapshot.inflight).toBe(1);
@@ -219,7 +219,7 @@ describe('SlotRecycler', () => {
     expect(s.recycler.contended).toBe(true);
     expect(s.recycler.park(request('b'), 'pod-a', completed, false)).toBe(false);
     // The ordinary release hands the slot to the waiting request.
-    s.broker.untrack('b');
+    s.leases.untrack('b');
     await s.scheduler.release('b', completed);
     expect(await s.scheduler.poll('r2')).toEqual([{ kind: 'grant', id: 'w', pod: 'pod-a' }]);
     await s.scheduler.release('w', completed);
@@ -232,7 +232,7 @@ describe('SlotRecycler', () => {
     expect((await s.scheduler.snapshot()).inflight).toBe(1);
     await new Promise((resolve) => setTimeout(resolve, 40));
     expect(s.recycler.parked).toBe(0);
-    expect(s.broker.holds('a')).toBe(false);
+    expect(s.leases.holds('a')).toBe(false);
     const snapshot = await s.scheduler.snapshot();
     expect(snapshot.inflight).toBe(0);
     expect(snapshot.counters[0]?.outcomes.completed).toBe(1);

@@ -210,11 +210,33 @@ export interface SchedulerSnapshot {
 }
 
 /**
+ * Where a replica's notices come from (its queued requests' grants, expiries and sheds, and
+ * its running requests' evictions). Every notice is handed out once, by whichever of the two
+ * calls comes first; GrantChannel (grant-channel.ts) drives both for a replica.
+ */
+export interface GrantSource {
+  /**
+   * Dispatch pass + janitor, then this replica's pending notices (oldest first). While a
+   * waitForNotices of this process is in flight the answer may carry `[QUIET_MS]`: for that
+   * many ms nothing but this process's own writes, a notice (which that wait delivers) or a
+   * change made elsewhere (seen within the bound the implementation documents) can grant or
+   * expire anything, so the caller may poll less often meanwhile.
+   */
+  poll(replica: ReplicaId): Promise<PolledNotices>;
+  /**
+   * Pending notices, waiting up to timeoutMs for the first one (instant grant wake-up): on
+   * RedisScheduler a BLMPOP of the replica's notice list, or the notices a release's reply
+   * carried back for it (redis/blocking-notices.ts).
+   */
+  waitForNotices(replica: ReplicaId, timeoutMs: number): Promise<Notice[]>;
+}
+
+/**
  * The shared-state flow-control engine. RedisScheduler (any number of replicas) and
  * LocalScheduler (one process) implement it with identical behaviour; one conformance suite
  * runs against both. docs/scheduler.md describes the semantics.
  */
-export interface Scheduler {
+export interface Scheduler extends GrantSource {
   /**
    * Writes pool settings (validated, defaults filled); the budget only if none is set yet.
    * With `mode: 'seed'` nothing is written when the pool already has settings (restoring a
@@ -233,16 +255,6 @@ export interface Scheduler {
 
   /** Admits a request: granted now, queued for a later grant notice, or rejected. */
   enqueue(request: EnqueueRequest): Promise<EnqueueResult>;
-  /**
-   * Dispatch pass + janitor, then this replica's pending notices (oldest first). While a
-   * waitForNotices of this process is in flight the answer may carry `[QUIET_MS]`: for that
-   * many ms nothing but this process's own writes, a notice (which that wait delivers) or a
-   * change made elsewhere (seen within the bound the implementation documents) can grant or
-   * expire anything, so the caller may poll less often meanwhile.
-   */
-  poll(replica: ReplicaId): Promise<Notice[]>;
-  /** Pending notices, waiting up to timeoutMs for the first one (instant grant wake-up). */
-  waitForNotices(replica: ReplicaId, timeoutMs: number): Promise<Notice[]>;
   /** Ends a request whose client left: outcome cancelled. */
   cancel(id: RequestId): Promise<EndResult>;
   /** Ends a request with its outcome and usage, freeing its slot. */

@@ -6,6 +6,7 @@ export type {
   EnqueueRequest,
   EnqueueResult,
   Fence,
+  GrantSource,
   HandoverResult,
   HeartbeatResult,
   LeadershipResult,
@@ -20,6 +21,7 @@ export type {
   TenantSnapshot,
 } from './contract.js';
 export { QUIET_MS } from './contract.js';
+export { GrantChannel, type GrantChannelOptions } from './grant-channel.js';
 export { type PoolKeys, poolKeys } from './keys.js';
 export { LocalScheduler, type LocalSchedulerOptions } from './local/local-scheduler.js';
 export {

@@ -1,16 +1,17 @@
 import type { EnqueueRequest } from '@fairgate/scheduler';
 import { Attr } from '@fairgate/telemetry';
-import type { GatewayDeps, Lane } from '../context.js';
+import type { GatewayDeps } from '../context.js';
 import { noHealthyPod, outcomeError, schedulerUnavailable } from '../errors.js';
 import type { PoolRuntime } from '../pool-runtime.js';
 import { SchedulerUnavailable } from '../redis-outage.js';
+import type { Lane } from '../slot/lane.js';
 import { flatUuid } from '../uuid.js';
 import type { Call } from './receive.js';
 
 /**
  * Stage 2: the scheduler's answer at enqueue. Granted at once when there is room (the
  * uncontended path: one scheduler call, or none when the request takes a finished one's
- * slot: slot-recycler.ts), queued (stage 3 waits for the grant), or refused
+ * slot: slot/slot-recycler.ts), queued (stage 3 waits for the grant), or refused
  * (thrown: the rejection's answer from core's outcome table). While Redis is
  * unreachable the request goes to this replica's local share (redis.on_outage:
  * local_share) or is answered 503 scheduler_unavailable at once.

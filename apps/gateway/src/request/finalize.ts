@@ -1,105 +1,32 @@
 import type { ReleaseOutcome } from '@fairgate/core';
 import type { Usage } from '@fairgate/openai';
-import type { ReleaseOptions } from '@fairgate/scheduler';
 import { Attr, endSpan } from '@fairgate/telemetry';
-import { actualBucketTokens } from '../classify.js';
-import type { DrainTicket } from '../drain.js';
-import { EvictedError } from '../grants.js';
-import type { SlotAbort } from '../upstream/slot-abort.js';
-import type { Call } from './receive.js';
-import type { Granted } from './wait-for-grant.js';
+import type { HeldSlot } from '../slot/held-slot.js';
 
 /**
- * Stage 6: t7, the one terminal outcome of a granted request. From the grant (t2) to
- * `finish` the request holds its slot: the broker tracks it (heartbeats extend its lease;
- * an eviction aborts it), the drain counts it, the client leaving aborts its upstream call.
- * `finish` runs once, whatever ended the request: it releases the slot in the scheduler
- * with the outcome (completed, cancelled, evicted, upstream_error) and the actual usage
- * (unless the relay released it already, `release`), counts it and ends the SERVER span.
+ * Stage 6: t7, the one terminal outcome of a granted request. Runs once, whatever ended the
+ * request: ends the hold (HeldSlot.end), releases the slot with the outcome and the actual
+ * usage (unless the relay released it already, HeldSlot.release), counts it and ends the
+ * SERVER span.
  */
-export class HeldSlot {
-  /** Aborts the upstream call: the client left, the scheduler evicted it, or the drain ended. */
-  readonly abort: SlotAbort;
-  /** t2 - t1 in milliseconds (the `x-fairgate-queue-ms` header). */
-  readonly queueMs: number;
-  #stopAbortOnLeave: () => void;
-  #finished = false;
-  /** The outcome the slot was released with, once `release` ran. */
-  #released: ReleaseOutcome | undefined;
-
-  constructor(
-    private readonly call: Call,
-    private readonly granted: Granted,
-    private readonly ticket: DrainTicket,
-  ) {
-    const { lane, pod, request } = granted;
-    this.queueMs = performance.now() - call.state.t1;
-    call.series.queueWait.observe(this.queueMs / 1_000);
-    call.span.setAttributes({ [Attr.pod]: pod, [Attr.queueMs]: this.queueMs });
-    this.abort = lane.broker.track(request.id, pod, request);
-    ticket.hold(this.abort);
-    this.#stopAbortOnLeave = call.client.onLeave(() =>
-      this.abort.abort(new Error('client closed the connection')),
-    );
-    call.pool.metrics.inflight.inc();
+export function finish(
+  held: HeldSlot,
+  outcome: ReleaseOutcome,
+  usage: Usage | undefined,
+  status: number,
+  error?: unknown,
+): void {
+  if (!held.end()) return;
+  const { call } = held;
+  const final = held.release(outcome, usage);
+  call.series.outcome(final).inc();
+  call.series.requestDuration.observe((performance.now() - call.state.t1) / 1_000);
+  if (usage) {
+    call.span.setAttributes({
+      [Attr.inputTokens]: usage.prompt_tokens,
+      [Attr.outputTokens]: usage.completion_tokens,
+    });
   }
-
-  get evicted(): boolean {
-    return this.abort.reason instanceof EvictedError;
-  }
-
-  /**
-   * Hands the slot back now (the scheduler's release, with the outcome and the actual
-   * usage): the relay calls it the moment the pod's answer is complete and written to the
-   * client's socket (the write to Redis comes right after the client's, so neither the
-   * client's last bytes nor the dispatch pass that grants the next waiting request wait for
-   * the request's bookkeeping). Once only; `finish` releases when this was not called.
-   * Returns the outcome released with (a cancel of an evicted request is released as
-   * evicted).
-   */
-  release(outcome: ReleaseOutcome, usage: Usage | undefined): ReleaseOutcome {
-    if (this.#released) return this.#released;
-    const { call, granted } = this;
-    const { lane, request, pod } = granted;
-    const final: ReleaseOutcome = outcome !== 'completed' && this.evicted ? 'evicted' : outcome;
-    this.#released = final;
-    const bucketed = call.cls.bucketTokens > 0;
-    const options: ReleaseOptions = {
-      outcome: final,
-      ...(usage
-        ? {
-            usage: { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens },
-            ...(bucketed ? { actualTokens: actualBucketTokens(call.tenant, usage) } : {}),
-          }
-        : {}),
-    };
-    // A completed request's slot may wait for this replica's next request of its kind.
-    const kvQuota = call.tenant.quotas.max_kv_blocks !== undefined;
-    if (final === 'completed' && lane.recycler?.park(request, pod, options, kvQuota)) return final;
-    lane.broker.untrack(request.id);
-    void lane.scheduler
-      .release(request.id, options)
-      .catch(() => call.pool.metrics.redisErrors.inc({ operation: 'release' }));
-    return final;
-  }
-
-  finish(outcome: ReleaseOutcome, usage: Usage | undefined, status: number, error?: unknown): void {
-    if (this.#finished) return;
-    this.#finished = true;
-    const { call } = this;
-    this.ticket.leave();
-    this.#stopAbortOnLeave();
-    call.pool.metrics.inflight.dec();
-    const final = this.release(outcome, usage);
-    call.series.outcome(final).inc();
-    call.series.requestDuration.observe((performance.now() - call.state.t1) / 1_000);
-    if (usage) {
-      call.span.setAttributes({
-        [Attr.inputTokens]: usage.prompt_tokens,
-        [Attr.outputTokens]: usage.completion_tokens,
-      });
-    }
-    call.span.setAttribute(Attr.outcome, final);
-    endSpan(call.span, { status, ...(error && status >= 500 ? { error } : {}) });
-  }
+  call.span.setAttribute(Attr.outcome, final);
+  endSpan(call.span, { status, ...(error && status >= 500 ? { error } : {}) });
 }

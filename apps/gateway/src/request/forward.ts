@@ -20,9 +20,9 @@ import {
   upstreamFailure,
   upstreamTimeout,
 } from '../errors.js';
+import type { HeldSlot } from '../slot/held-slot.js';
 import { exchange, type UpstreamResponse, UpstreamUnavailable } from '../upstream/exchange.js';
 import type { PodState } from '../upstream/pods.js';
-import type { HeldSlot } from './finalize.js';
 import type { Call } from './receive.js';
 
 /**

@@ -21,8 +21,9 @@ import {
   REQUEST_ID_HEADER,
   requestIdFrom,
 } from '../middleware/request-context.js';
+import { HeldSlot } from '../slot/held-slot.js';
 import { admit } from './admit.js';
-import { HeldSlot } from './finalize.js';
+import { finish } from './finalize.js';
 import { forward } from './forward.js';
 import { type Arrival, type Call, receive } from './receive.js';
 import { relay } from './relay.js';
@@ -36,7 +37,7 @@ import { ClientGone, type Granted, waitForGrant } from './wait-for-grant.js';
  *   receive.ts         t1  authenticate, read and validate the body, classify
  *   admit.ts               enqueue: granted, queued or refused
  *   wait-for-grant.ts  t2  the grant (a queued request waits in the GrantBroker)
- *   finalize.ts            HeldSlot: from the grant on, the request holds its slot ...
+ *   slot/held-slot.ts      HeldSlot: from the grant on, the request holds its slot ...
  *   forward.ts         t3  the request on its pod (retried before the first byte)
  *   relay.ts           t6  the pod's answer to the client (a stream as its bytes come);
  *                          the slot is released once the pod is done (HeldSlot.release)
@@ -123,7 +124,7 @@ async function generate(
   node: NodeExchange,
 ): Promise<Response> {
   // A draining replica refuses here (503 draining, before auth: the client retries
-  // elsewhere); an admitted request leaves when it ends, in HeldSlot.finish or below.
+  // elsewhere); an admitted request leaves when it ends, in finish (finalize.ts) or below.
   const ticket = deps.drain.enter();
   const server = startServerSpan(deps.tracer, 'POST', route, {
     traceparent: nodeHeader(node.incoming, 'traceparent'),
@@ -165,23 +166,23 @@ async function generate(
   const held = new HeldSlot(call, granted, ticket);
   if (call.batch !== undefined && !(await deps.batches?.running(call.batch))) {
     // A line of a batch cancelled while it waited: it never reaches a pod (docs/batch.md).
-    held.finish('cancelled', undefined, 409);
+    finish(held, 'cancelled', undefined, 409);
     throw batchCancelled(call.batch);
   }
   const forwarded = await forward(deps, call, granted.pod, held);
   if (!forwarded.ok) {
-    held.finish(forwarded.outcome, undefined, forwarded.status, forwarded.error);
+    finish(held, forwarded.outcome, undefined, forwarded.status, forwarded.error);
     if (forwarded.answer) throw forwarded.answer;
     return clientGone(state);
   }
   try {
     const relayed = await relay(deps, call, held, forwarded);
-    held.finish(relayed.outcome, relayed.usage, relayed.status, relayed.error);
+    finish(held, relayed.outcome, relayed.usage, relayed.status, relayed.error);
   } catch (error) {
     // Writing the answer failed (e.g. a header value Node refuses): the pod's exchange is
     // aborted (a stream's connection is freed) and the request still ends in one release.
     held.abort.abort(error instanceof Error ? error : new Error(String(error)));
-    held.finish('upstream_error', undefined, 502, error);
+    finish(held, 'upstream_error', undefined, 502, error);
     throw error;
   } finally {
     forwarded.pod.inflight--;

@@ -7,7 +7,7 @@ import type { GatewayDeps } from '../context.js';
 import { DrainAborted } from '../drain.js';
 import { draining, noticeDrop, upstreamFailure } from '../errors.js';
 import { QUEUE_MS_HEADER, REQUEST_ID_HEADER } from '../middleware/request-context.js';
-import type { HeldSlot } from './finalize.js';
+import type { HeldSlot } from '../slot/held-slot.js';
 import type { Forwarded } from './forward.js';
 import type { Call } from './receive.js';
 

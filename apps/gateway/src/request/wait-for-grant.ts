@@ -1,11 +1,11 @@
 import type { EnqueueRequest } from '@fairgate/scheduler';
-import type { Lane } from '../context.js';
+import type { Lane } from '../slot/lane.js';
 import type { Admission } from './admit.js';
 import type { Call } from './receive.js';
 
 /**
  * Stage 3: t2, the grant. A request granted at enqueue passes straight through; a queued
- * one waits for its notice in the GrantBroker (grants.ts: the 1 ms poll tick and the
+ * one waits for its notice in the GrantBroker (slot/grant-broker.ts: the poll tick and the
  * blocking wake-up), which rejects with a 429 on queue TTL expiry or shedding. The client
  * leaving ends the wait with ClientGone and cancels the request in the scheduler.
  */

@@ -192,7 +192,7 @@ async function adminStateBody(deps: GatewayDeps, pool: PoolRuntime) {
       : {}),
     local: {
       waiting: pool.broker.waiting,
-      inflight: pool.broker.inflight,
+      inflight: pool.leases.size,
       fenced_writes: pool.control.ledger.view(),
       // Slot recycling (Redis scheduler): slots parked now, and whether it is paused
       // because the pool is contended.

@@ -1,6 +1,7 @@
 import type { Notice, Scheduler } from '@fairgate/scheduler';
 import { afterEach, describe, expect, it } from 'vitest';
-import { GrantBroker } from '../src/grants.js';
+import { GrantBroker } from '../src/slot/grant-broker.js';
+import { HeldLeases } from '../src/slot/held-leases.js';
 
 /**
  * The broker against a scripted scheduler: poll() hands out the queued notices, so a test
@@ -18,7 +19,8 @@ function scripted() {
       return { was: 'granted' as const };
     },
   } as unknown as Scheduler;
-  return { scheduler, pending, released };
+  const leases = new HeldLeases({ scheduler, replica: 'r1', heartbeatMs: 60_000 });
+  return { scheduler, leases, pending, released };
 }
 
 let broker: GrantBroker | undefined;
@@ -31,8 +33,8 @@ describe('GrantBroker', () => {
   ])(
     'delivers a %s processed before the enqueue answer to the request registered with expect()',
     async (_kind, notice, outcome) => {
-      const { scheduler, pending, released } = scripted();
-      broker = new GrantBroker({ scheduler, replica: 'r1', tickMs: 1, heartbeatMs: 60_000 });
+      const { scheduler, leases, pending, released } = scripted();
+      broker = new GrantBroker({ scheduler, leases, replica: 'r1', tickMs: 1 });
       // 'a' waits already, so the 1 ms poll runs; 'b' is registered, its enqueue "in flight".
       const a = broker.expect('a');
       void broker.waitForGrant('a', a).catch(() => {});
@@ -51,8 +53,8 @@ describe('GrantBroker', () => {
   );
 
   it('releases a grant nobody waits for (the request was forgotten)', async () => {
-    const { scheduler, pending, released } = scripted();
-    broker = new GrantBroker({ scheduler, replica: 'r1', tickMs: 1, heartbeatMs: 60_000 });
+    const { scheduler, leases, pending, released } = scripted();
+    broker = new GrantBroker({ scheduler, leases, replica: 'r1', tickMs: 1 });
     const a = broker.expect('a');
     void broker.waitForGrant('a', a).catch(() => {});
     void broker.expect('b');

@@ -7,9 +7,13 @@ import {
   type ReleaseOptions,
   type Scheduler,
 } from '@fairgate/scheduler';
-import type { GrantBroker } from './grants.js';
+import type { HeldLeases } from './held-leases.js';
 
 /**
+ * Transitions held → recycled → held (a finished request's slot parked, then taken by the
+ * next request) and recycled → released (no request took it in time, or the pool turned
+ * contended).
+ *
  * Slot recycling (docs/scheduler.md, *Slot recycling*): a slot Redis granted passes from a
  * finished request to this replica's next request of the same tenant and band (and KV
  * blocks, when the tenant has a KV-block quota), instead of being released and granted
@@ -36,7 +40,8 @@ import type { GrantBroker } from './grants.js';
  */
 export interface SlotRecyclerOptions {
   scheduler: Scheduler;
-  broker: GrantBroker;
+  /** The replica's held requests: a parked slot stays held until it is taken or released. */
+  leases: HeldLeases;
   /** How long a finished request's slot waits for the next request (0: off). */
   holdMs: () => number;
   /** False while the slots must go back at once (the connection is down, an outage). */
@@ -97,7 +102,7 @@ export class SlotRecycler {
   /**
    * Parks a finished request's slot for the next request of its kind; false when it must be
    * released as usual (the caller then untracks and releases it). A parked slot stays
-   * tracked by the broker: heartbeats keep its lease, and a Redis that restarted empty
+   * tracked in the leases: heartbeats keep its lease, and a Redis that restarted empty
    * gets it back (readopt) like any granted request.
    */
   park(request: EnqueueRequest, pod: string, release: ReleaseOptions, kvQuota: boolean): boolean {
@@ -130,7 +135,7 @@ export class SlotRecycler {
   /**
    * Takes a parked slot for `request` and sends the handover; returns the slot's pod, or
    * undefined when none fits (the request is then enqueued as usual). The caller tracks
-   * `request` in the broker before its next turn (HeldSlot does), so the handover, sent
+   * `request` in the leases before its next turn (HeldSlot does), so the handover, sent
    * first, reaches Redis before any heartbeat that names it.
    */
   take(request: EnqueueRequest, kvQuota: boolean): string | undefined {
@@ -149,7 +154,7 @@ export class SlotRecycler {
     if (slots?.length === 0) this.#parked.delete(key);
     if (!parked) return undefined;
     clearTimeout(parked.timer);
-    this.options.broker.untrack(parked.id);
+    this.options.leases.untrack(parked.id);
     const { scheduler } = this.options;
     scheduler.handover(parked.id, parked.release, request).then(
       (result) => this.#handedOver(result, parked, request),
@@ -190,14 +195,14 @@ export class SlotRecycler {
    * is unknown (the call failed: it may have run). The finished request ends with its
    * release (sent again when Redis is back; a no-op if the handover ran), and the next one,
    * which already runs on the pod, is registered as a request readopted after a Redis
-   * restart is (GrantBroker.adopt: an enqueue with its pod as the hint, a retry if the
+   * restart is (HeldLeases.adopt: an enqueue with its pod as the hint, a retry if the
    * handover ran). If Redis is unreachable for that too, its heartbeat later finds it
    * unknown and aborts it, unless a reseed readopted it: no slot is held by nobody.
    */
   #handOverAnyway(parked: Parked, request: EnqueueRequest): void {
     this.#contend();
     this.#release(parked);
-    this.options.broker.adopt(request.id);
+    this.options.leases.adopt(request.id);
   }
 
   #expire(key: string, parked: Parked): void {
@@ -211,7 +216,7 @@ export class SlotRecycler {
 
   /** A parked slot goes back to the pool: untracked, then released as usual. */
   #drop(parked: Parked): void {
-    this.options.broker.untrack(parked.id);
+    this.options.leases.untrack(parked.id);
     this.#release(parked);
   }
 
