@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { settingsShape } from './scheduler-settings-schema.js';
 import { scrapeSchema, tunerSchema } from './tuner-schema.js';
 
 /**
@@ -91,30 +92,15 @@ export const podSchema = z.strictObject({
   cap: z.number().int().positive().default(64),
 });
 
+/**
+ * The scheduler section: the pool settings of the settings table (scheduler-settings-schema.ts)
+ * and the replica's own scheduling keys.
+ */
 export const schedulerSchema = z.strictObject({
-  /** Initial global concurrency budget (the controller tunes it later). */
-  budget: z.number().int().positive().default(64),
-  fairness: z.enum(['drr', 'round-robin', 'global-strict']).default('drr'),
-  /**
-   * priority: highest band first, fairness inside it, arrival order in a tenant's queue;
-   * slo-deadline: the same, earliest deadline first in a tenant's queue; fifo: the globally
-   * earliest arrival across all bands and tenants (the baseline of a plain FIFO gateway).
-   */
-  dispatch_order: z.enum(['priority', 'fifo', 'slo-deadline']).default('priority'),
+  ...settingsShape('scheduler'),
   /** Per-class TTFT targets (ms): the deadline of a request without x-slo-ttft-ms. */
   slo_targets_ms: z.record(z.string(), z.number().int().positive()).default({}),
-  /** A full queue removes the newest waiting request of the lowest sheddable band below the arrival's. */
-  queue_shedding: z.boolean().default(false),
-  /** A non-sheddable request that cannot be dispatched evicts the newest sheddable in-flight one. */
-  inflight_eviction: z.boolean().default(false),
-  /** DRR quantum: credit a tenant earns per turn is weight x quantum. */
-  quantum: z.number().int().positive().default(1),
-  /** Queue TTL: a request waiting longer leaves with 429 queue_ttl. */
-  queue_ttl_ms: z.number().int().positive().default(1_000),
-  lease_ttl_ms: z.number().int().positive().default(30_000),
   heartbeat_ms: z.number().int().positive().default(1_000),
-  max_queue_depth: z.number().int().positive().default(10_000),
-  band_capacity: z.number().int().positive().default(5_000),
   tick_ms: z.number().int().positive().default(1),
   /**
    * Slot recycling (Redis scheduler): a completed request's slot is kept this long for the
@@ -126,31 +112,14 @@ export const schedulerSchema = z.strictObject({
 });
 
 /** Admission policy, decided at enqueue on the pool's shared load (docs/admission.md). */
-export const admissionSchema = z.strictObject({
-  policy: z
-    .enum(['always-admit', 'tier-shed', 'gaie-legacy', 'reject-all'])
-    .default('always-admit'),
-  /** tier-shed: the pool is overloaded when some pod's in-flight + waiting exceeds this. */
-  tier_shed_threshold: z.number().int().min(0).default(8),
-  /** tier-shed: under overload, classes with a lower priority are refused. */
-  tier_shed_min_priority: z.number().int().min(-100).max(100).default(3),
-});
+export const admissionSchema = z.strictObject(settingsShape('admission'));
 
 /**
  * Pool saturation from the leader's scrapes of the pods' vLLM metrics: mean over healthy
  * pods of max(waiting / queue_depth_threshold, kv_util / kv_cache_util_threshold); a pod
  * without a fresh scrape counts as 1.0.
  */
-export const saturationSchema = z.strictObject({
-  queue_depth_threshold: z.number().positive().default(5),
-  kv_cache_util_threshold: z.number().gt(0).max(1).default(0.8),
-  /** A scrape older than this counts as saturated. */
-  stale_ms: z.number().int().positive().default(1_000),
-  /** Dispatch a band only while saturation is below its ceiling. */
-  gating: z.boolean().default(false),
-  /** Per-class ceiling of the gate (default 1.0 for every class). */
-  band_ceilings: z.record(z.string(), z.number().positive()).default({}),
-});
+export const saturationSchema = z.strictObject(settingsShape('saturation'));
 
 export const upstreamSchema = z.strictObject({
   connect_timeout_ms: z.number().int().positive().default(2_000),
@@ -256,17 +225,9 @@ export const controllerSchema = z
  * index in Redis shared by every replica; `off`: the least-loaded pod.
  */
 export const routingSchema = z.strictObject({
-  prefix: z.enum(['on', 'off']).default('off'),
-  /** What a whole prefix on a pod is worth, in units of that pod's cap in flight. */
-  prefix_weight: z.number().min(0).max(1_000).default(0.5),
-  /** Weight of a pod's scraped pressure (queued / threshold, KV use / threshold). */
-  pressure_weight: z.number().min(0).max(1_000).default(0.25),
+  ...settingsShape('routing'),
   /** Most prompt blocks (of scheduler.kv_block_size tokens) hashed per request. */
   max_blocks: z.number().int().min(1).max(512).default(128),
-  /** Most block hashes the index keeps per pod (an approximate LRU of two generations). */
-  index_entries_per_pod: z.number().int().min(2).max(100_000_000).default(65_536),
-  /** A generation of a pod's index is dropped this long after its first entry. */
-  index_ttl_s: z.number().int().min(1).max(2_592_000).default(3_600),
 });
 
 /** The leader lease: every replica runs the election, one leads (docs/controller.md). */
