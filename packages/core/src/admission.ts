@@ -10,7 +10,7 @@ import { isSheddablePriority } from './slo.js';
  * - always-admit: admit everything (flow control still queues, caps and TTLs).
  * - tier-shed: under overload — the most loaded pod (maxPodLoad) is above
  *   `tierShedThreshold` — reject classes whose priority is below
- *   `tierShedMinPriority` (default 3: only standard and critical pass).
+ *   `tierShedMinPriority` (at its default only standard and critical pass).
  * - gaie-legacy: reject sheddable requests (priority < 0) while pool
  *   saturation >= 1.0.
  * - reject-all: reject everything (maintenance, drills).
