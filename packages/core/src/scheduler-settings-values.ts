@@ -35,7 +35,7 @@ export type SchedulerSettings = Simplify<
   }
 >;
 
-/** A setting's path: `bandCapacity` or `admission.policy`. */
+/** A setting's path: `quantum` or `admission.policy`. */
 export type SettingPath = Spec['path'];
 
 /** The value at `path` of a settings-shaped object (undefined when absent). */

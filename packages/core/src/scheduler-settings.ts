@@ -53,7 +53,7 @@ export type SettingCheck =
 export type YamlForm = 'seconds' | 'on-off' | 'by-class';
 
 export interface SettingSpec {
-  /** Where it sits in the settings: `bandCapacity`, or `group.key` inside a group. */
+  /** Where it sits in the settings: `quantum`, or `group.key` inside a group. */
   readonly path: string;
   /** Its field in the pool's config hash (`{fg:<pool>}:config`). */
   readonly field: string;
