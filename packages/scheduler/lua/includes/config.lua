@@ -6,8 +6,10 @@
 --
 -- The parsed settings of the last read are kept at the library's top level with the
 -- config's key and `rev`, which configure-2.lua makes new on every write (server time and
--- a counter): a call whose config is unchanged reads two fields instead of every setting and builds no
--- table (the 21-field read was ~14% of an enqueue+release pair's Redis time, bench:scheduler).
+-- a counter): a call whose config is unchanged reads two fields instead of every setting
+-- and builds no table (the whole read was ~14% of an enqueue+release pair's Redis time,
+-- bench:scheduler). The field list and each field's fallback come from the settings table
+-- (packages/core/src/scheduler-settings.ts) through the generated include above.
 -- A config without a rev (written by a release before revs) is read whole every time. The
 -- cached table is never modified by its users.
 local cachedConfigOf, cachedConfigRev, cachedConfig = nil, nil, nil
