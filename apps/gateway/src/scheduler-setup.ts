@@ -1,13 +1,19 @@
 import { createHash } from 'node:crypto';
 import type { FairgateConfig, RedisSectionConfig } from '@fairgate/config';
 import {
+  SCHEDULER_SETTINGS,
+  type SettingSpec,
+  setSettingAt,
+  settingValueOfYaml,
+} from '@fairgate/core';
+import {
   createRedisConnection,
   LocalScheduler,
   RedisScheduler,
   type RedisTopology,
   type Scheduler,
   type PodConfig as SchedulerPod,
-  type SchedulerSettings,
+  type SchedulerSettingsInput,
   type TenantConfig as SchedulerTenant,
 } from '@fairgate/scheduler';
 
@@ -72,44 +78,23 @@ export function createScheduler(
   };
 }
 
-export function schedulerSettings(config: FairgateConfig): Partial<SchedulerSettings> {
-  const s = config.scheduler;
-  const { admission, saturation, routing } = config;
-  const bandCeilings: Record<string, number> = {};
-  for (const [cls, ceiling] of Object.entries(saturation.band_ceilings)) {
-    const band = config.slo_classes[cls];
-    if (band !== undefined) bandCeilings[String(band)] = ceiling;
+/**
+ * The pool settings the config file sets: every row of the settings table with a YAML key
+ * (packages/core/src/scheduler-settings.ts), read from the file's top-level sections and
+ * turned into the scheduler's form (ms, booleans, bands). Settings without a key keep their
+ * defaults.
+ */
+export function schedulerSettings(config: FairgateConfig): SchedulerSettingsInput {
+  const settings: SchedulerSettingsInput = {};
+  const sections = config as unknown as Record<string, Record<string, unknown>>;
+  for (const spec of SCHEDULER_SETTINGS as readonly SettingSpec[]) {
+    if (spec.yaml === null) continue;
+    const [section, key] = spec.yaml.split('.') as [string, string];
+    const value = sections[section]?.[key];
+    const converted = settingValueOfYaml(spec, value, (name) => config.slo_classes[name]);
+    setSettingAt(settings, spec.path, converted);
   }
-  return {
-    fairness: s.fairness,
-    dispatchOrder: s.dispatch_order,
-    quantum: s.quantum,
-    bandCapacity: s.band_capacity,
-    maxQueueDepth: s.max_queue_depth,
-    queueTtlMs: s.queue_ttl_ms,
-    leaseTtlMs: s.lease_ttl_ms,
-    initialBudget: s.budget,
-    admission: {
-      policy: admission.policy,
-      tierShedThreshold: admission.tier_shed_threshold,
-      tierShedMinPriority: admission.tier_shed_min_priority,
-    },
-    saturation: {
-      queueDepthThreshold: saturation.queue_depth_threshold,
-      kvCacheUtilThreshold: saturation.kv_cache_util_threshold,
-      staleMs: saturation.stale_ms,
-    },
-    gating: { enabled: saturation.gating, bandCeilings, defaultCeiling: 1 },
-    queueShedding: s.queue_shedding,
-    inflightEviction: s.inflight_eviction,
-    prefix: {
-      enabled: routing.prefix === 'on',
-      weight: routing.prefix_weight,
-      pressureWeight: routing.pressure_weight,
-      entriesPerPod: routing.index_entries_per_pod,
-      ttlMs: routing.index_ttl_s * 1_000,
-    },
-  };
+  return settings;
 }
 
 export function schedulerTenants(config: FairgateConfig): SchedulerTenant[] {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { settingsShape } from './scheduler-settings-schema.js';
 import { scrapeSchema, tunerSchema } from './tuner-schema.js';
 
 /**
@@ -91,30 +92,15 @@ export const podSchema = z.strictObject({
   cap: z.number().int().positive().default(64),
 });
 
+/**
+ * The scheduler section: the pool settings of the settings table (scheduler-settings-schema.ts)
+ * and the replica's own scheduling keys.
+ */
 export const schedulerSchema = z.strictObject({
-  /** Initial global concurrency budget (the controller tunes it later). */
-  budget: z.number().int().positive().default(64),
-  fairness: z.enum(['drr', 'round-robin', 'global-strict']).default('drr'),
-  /**
-   * priority: highest band first, fairness inside it, arrival order in a tenant's queue;
-   * slo-deadline: the same, earliest deadline first in a tenant's queue; fifo: the globally
-   * earliest arrival across all bands and tenants (the baseline of a plain FIFO gateway).
-   */
-  dispatch_order: z.enum(['priority', 'fifo', 'slo-deadline']).default('priority'),
+  ...settingsShape('scheduler'),
   /** Per-class TTFT targets (ms): the deadline of a request without x-slo-ttft-ms. */
   slo_targets_ms: z.record(z.string(), z.number().int().positive()).default({}),
-  /** A full queue removes the newest waiting request of the lowest sheddable band below the arrival's. */
-  queue_shedding: z.boolean().default(false),
-  /** A non-sheddable request that cannot be dispatched evicts the newest sheddable in-flight one. */
-  inflight_eviction: z.boolean().default(false),
-  /** DRR quantum: credit a tenant earns per turn is weight x quantum. */
-  quantum: z.number().int().positive().default(1),
-  /** Queue TTL: a request waiting longer leaves with 429 queue_ttl. */
-  queue_ttl_ms: z.number().int().positive().default(1_000),
-  lease_ttl_ms: z.number().int().positive().default(30_000),
   heartbeat_ms: z.number().int().positive().default(1_000),
-  max_queue_depth: z.number().int().positive().default(10_000),
-  band_capacity: z.number().int().positive().default(5_000),
   tick_ms: z.number().int().positive().default(1),
   /**
    * Slot recycling (Redis scheduler): a completed request's slot is kept this long for the
@@ -126,31 +112,14 @@ export const schedulerSchema = z.strictObject({
 });
 
 /** Admission policy, decided at enqueue on the pool's shared load (docs/admission.md). */
-export const admissionSchema = z.strictObject({
-  policy: z
-    .enum(['always-admit', 'tier-shed', 'gaie-legacy', 'reject-all'])
-    .default('always-admit'),
-  /** tier-shed: the pool is overloaded when some pod's in-flight + waiting exceeds this. */
-  tier_shed_threshold: z.number().int().min(0).default(8),
-  /** tier-shed: under overload, classes with a lower priority are refused. */
-  tier_shed_min_priority: z.number().int().min(-100).max(100).default(3),
-});
+export const admissionSchema = z.strictObject(settingsShape('admission'));
 
 /**
  * Pool saturation from the leader's scrapes of the pods' vLLM metrics: mean over healthy
  * pods of max(waiting / queue_depth_threshold, kv_util / kv_cache_util_threshold); a pod
  * without a fresh scrape counts as 1.0.
  */
-export const saturationSchema = z.strictObject({
-  queue_depth_threshold: z.number().positive().default(5),
-  kv_cache_util_threshold: z.number().gt(0).max(1).default(0.8),
-  /** A scrape older than this counts as saturated. */
-  stale_ms: z.number().int().positive().default(1_000),
-  /** Dispatch a band only while saturation is below its ceiling. */
-  gating: z.boolean().default(false),
-  /** Per-class ceiling of the gate (default 1.0 for every class). */
-  band_ceilings: z.record(z.string(), z.number().positive()).default({}),
-});
+export const saturationSchema = z.strictObject(settingsShape('saturation'));
 
 export const upstreamSchema = z.strictObject({
   connect_timeout_ms: z.number().int().positive().default(2_000),
@@ -256,17 +225,9 @@ export const controllerSchema = z
  * index in Redis shared by every replica; `off`: the least-loaded pod.
  */
 export const routingSchema = z.strictObject({
-  prefix: z.enum(['on', 'off']).default('off'),
-  /** What a whole prefix on a pod is worth, in units of that pod's cap in flight. */
-  prefix_weight: z.number().min(0).max(1_000).default(0.5),
-  /** Weight of a pod's scraped pressure (queued / threshold, KV use / threshold). */
-  pressure_weight: z.number().min(0).max(1_000).default(0.25),
+  ...settingsShape('routing'),
   /** Most prompt blocks (of scheduler.kv_block_size tokens) hashed per request. */
   max_blocks: z.number().int().min(1).max(512).default(128),
-  /** Most block hashes the index keeps per pod (an approximate LRU of two generations). */
-  index_entries_per_pod: z.number().int().min(2).max(100_000_000).default(65_536),
-  /** A generation of a pod's index is dropped this long after its first entry. */
-  index_ttl_s: z.number().int().min(1).max(2_592_000).default(3_600),
 });
 
 /** The leader lease: every replica runs the election, one leads (docs/controller.md). */
@@ -495,197 +456,234 @@ const configObject = z.strictObject({
   batch: batchSchema.default(batchSchema.parse({})),
 });
 
-export const configSchema = configObject
-  .superRefine((config, ctx) => {
-    const unique = (
-      values: string[],
-      path: (index: number) => (string | number)[],
-      what: string,
-    ) => {
-      const seen = new Map<string, number>();
-      values.forEach((value, index) => {
-        const first = seen.get(value);
-        if (first !== undefined) {
-          ctx.addIssue({
-            code: 'custom',
-            path: path(index),
-            message: `duplicate ${what} '${value}' (also at index ${first})`,
-          });
-        } else seen.set(value, index);
-      });
-    };
-    unique(
-      config.tenants.map((t) => t.id),
-      (i) => ['tenants', i, 'id'],
-      'tenant id',
-    );
-    if ((config.pods === undefined) === (config.pools === undefined)) {
+type ParsedConfig = z.output<typeof configObject>;
+type RefineContext = z.RefinementCtx;
+type Path = (string | number)[];
+
+/** Reports each value of `values` seen before, at `path(index)`. */
+function checkUnique(
+  ctx: RefineContext,
+  values: string[],
+  path: (index: number) => Path,
+  what: string,
+): void {
+  const seen = new Map<string, number>();
+  values.forEach((value, index) => {
+    const first = seen.get(value);
+    if (first !== undefined) {
       ctx.addIssue({
         code: 'custom',
-        path: [config.pods === undefined ? 'pods' : 'pools'],
-        message:
-          config.pods === undefined
-            ? 'is required (or pools:, for several pools)'
-            : 'give either top-level pods (one pool) or pools:, not both',
+        path: path(index),
+        message: `duplicate ${what} '${value}' (also at index ${first})`,
       });
-      return;
-    }
-    if (config.pools && config.models) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['models'],
-        message: 'with pools:, each pool lists its own models',
-      });
-    }
-    const pools = poolsOf(config);
-    if (config.pools) {
-      unique(
-        pools.map((p) => p.name),
-        (i) => ['pools', i, 'name'],
-        'pool name',
-      );
-    }
-    // Pod names are unique across pools: a pod is one metric series and one health state.
-    const podPaths = pools.flatMap((pool, i) =>
-      pool.pods.map((pod, j) => ({
-        name: pod.name,
-        path: config.pools ? ['pools', i, 'pods', j, 'name'] : ['pods', j, 'name'],
-      })),
-    );
-    unique(
-      podPaths.map((p) => p.name),
-      (i) => podPaths[i]?.path ?? [],
-      'pod name',
-    );
-    // A name or alias picks exactly one pool.
-    const modelPaths = pools.flatMap((pool, i) =>
-      pool.models.flatMap((model, j) => {
-        const base = config.pools ? ['pools', i, 'models', j] : ['models', j];
-        return [
-          { name: model.name, path: [...base, 'name'] },
-          // (an entry that failed its own check reaches here unparsed: no aliases)
-          ...(model.aliases ?? []).map((alias, k) => ({
-            name: alias,
-            path: [...base, 'aliases', k],
-          })),
-        ];
-      }),
-    );
-    unique(
-      modelPaths.map((m) => m.name),
-      (i) => modelPaths[i]?.path ?? [],
-      'model name or alias',
-    );
-    const digests = config.tenants.flatMap((t, i) => t.api_key_sha256.map((d, j) => ({ d, i, j })));
-    const owner = new Map<string, number>();
-    for (const { d, i, j } of digests) {
-      const other = owner.get(d);
-      if (other !== undefined && other !== i) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['tenants', i, 'api_key_sha256', j],
-          message: `API key digest already belongs to tenant '${config.tenants[other]?.id}'`,
-        });
-      }
-      owner.set(d, i);
-    }
-    const knownClass = (name: string, path: (string | number)[]) => {
-      if (!(name in config.slo_classes)) {
-        ctx.addIssue({
-          code: 'custom',
-          path,
-          message: `unknown SLO class '${name}' (known: ${Object.keys(config.slo_classes).join(', ')})`,
-        });
-      }
-    };
-    pools.forEach((pool, i) => {
-      // A section a pool sets is reported at its own path; an inherited one at the top level.
-      const at = (section: keyof PoolSections) =>
-        config.pools?.[i]?.[section] !== undefined ? ['pools', i, section] : [section];
-      const target = pool.controller.target_p99_ttft_s;
-      if (pool.controller.enabled && target !== undefined && !pool.controller.queue_aware) {
-        // Traps 2 and 4 of docs/controller.md (*The four traps*): a request may wait in the queue as long as the
-        // SLO allows for its whole TTFT, and serving it then feeds a death spiral.
-        if (pool.scheduler.queue_ttl_ms >= target * 1_000) {
-          ctx.addIssue({
-            code: 'custom',
-            path: [...at('scheduler'), 'queue_ttl_ms'],
-            message: `must be below controller.target_p99_ttft_s (${target * 1_000} ms) while the controller is enabled: a queue wait as long as the SLO only feeds a death spiral`,
-          });
-        }
-      }
-      for (const name of Object.keys(pool.scheduler.slo_targets_ms)) {
-        knownClass(name, [...at('scheduler'), 'slo_targets_ms', name]);
-      }
-      for (const name of Object.keys(pool.saturation.band_ceilings)) {
-        knownClass(name, [...at('saturation'), 'band_ceilings', name]);
-      }
-    });
-    config.pools?.forEach((pool, i) => {
-      if (pool.models.length === 0 && !pool.discover_models) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['pools', i, 'models'],
-          message: "list the pool's models, or set discover_models: true",
-        });
-      }
-    });
-    // A tenant's allow-list names models some pool serves; with a pool that takes every
-    // model, or one that discovers its models from the pods, any name can be served.
-    const served = new Set(modelPaths.map((m) => m.name));
-    const openEnded = pools.some((pool) => pool.models.length === 0 || pool.discoverModels);
-    config.tenants.forEach((tenant, i) => {
-      if (!openEnded) {
-        tenant.models?.forEach((model, j) => {
-          if (!served.has(model)) {
-            ctx.addIssue({
-              code: 'custom',
-              path: ['tenants', i, 'models', j],
-              message: `unknown model '${model}' (served: ${[...served].join(', ')})`,
-            });
-          }
-        });
-      }
-      for (const key of ['default_class', 'max_class', 'batch_class'] as const) {
-        const name = tenant[key];
-        if (name !== undefined && !(name in config.slo_classes)) {
-          ctx.addIssue({
-            code: 'custom',
-            path: ['tenants', i, key],
-            message: `unknown SLO class '${name}' (known: ${Object.keys(config.slo_classes).join(', ')})`,
-          });
-        }
-      }
-      const max = tenant.max_class ?? tenant.default_class;
-      const dflt = config.slo_classes[tenant.default_class];
-      const ceiling = config.slo_classes[max];
-      if (dflt !== undefined && ceiling !== undefined && dflt > ceiling) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['tenants', i, 'default_class'],
-          message: `default class '${tenant.default_class}' is above max class '${max}'`,
-        });
-      }
-    });
-    if (config.batch.retry_max_ms < config.batch.retry_base_ms) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['batch', 'retry_max_ms'],
-        message: `must be at least batch.retry_base_ms (${config.batch.retry_base_ms})`,
-      });
-    }
-  })
-  .transform((config) => {
-    const pools = poolsOf(config);
-    const first = pools[0] as PoolConfig; // the refinement above guarantees one
-    return {
-      ...config,
-      pool: first.name,
-      pools,
-      /** Every pod of every pool (names are unique across pools). */
-      pods: pools.flatMap((pool) => pool.pods),
-    };
+    } else seen.set(value, index);
   });
+}
+
+/** `name` is a key of slo_classes, else an issue at `path`. */
+function checkKnownClass(config: ParsedConfig, ctx: RefineContext, name: string, path: Path) {
+  if (!(name in config.slo_classes)) {
+    ctx.addIssue({
+      code: 'custom',
+      path,
+      message: `unknown SLO class '${name}' (known: ${Object.keys(config.slo_classes).join(', ')})`,
+    });
+  }
+}
+
+/** Pod names unique across pools; a model name or alias picks exactly one pool. */
+function checkPodAndModelNames(
+  config: ParsedConfig,
+  ctx: RefineContext,
+  pools: PoolConfig[],
+): { name: string; path: Path }[] {
+  // Pod names are unique across pools: a pod is one metric series and one health state.
+  const podPaths = pools.flatMap((pool, i) =>
+    pool.pods.map((pod, j) => ({
+      name: pod.name,
+      path: config.pools ? ['pools', i, 'pods', j, 'name'] : ['pods', j, 'name'],
+    })),
+  );
+  checkUnique(
+    ctx,
+    podPaths.map((p) => p.name),
+    (i) => podPaths[i]?.path ?? [],
+    'pod name',
+  );
+  const modelPaths = pools.flatMap((pool, i) =>
+    pool.models.flatMap((model, j) => {
+      const base = config.pools ? ['pools', i, 'models', j] : ['models', j];
+      return [
+        { name: model.name, path: [...base, 'name'] },
+        // (an entry that failed its own check reaches here unparsed: no aliases)
+        ...(model.aliases ?? []).map((alias, k) => ({
+          name: alias,
+          path: [...base, 'aliases', k],
+        })),
+      ];
+    }),
+  );
+  checkUnique(
+    ctx,
+    modelPaths.map((m) => m.name),
+    (i) => modelPaths[i]?.path ?? [],
+    'model name or alias',
+  );
+  return modelPaths;
+}
+
+/** An API key digest belongs to one tenant. */
+function checkKeyOwners(config: ParsedConfig, ctx: RefineContext): void {
+  const digests = config.tenants.flatMap((t, i) => t.api_key_sha256.map((d, j) => ({ d, i, j })));
+  const owner = new Map<string, number>();
+  for (const { d, i, j } of digests) {
+    const other = owner.get(d);
+    if (other !== undefined && other !== i) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['tenants', i, 'api_key_sha256', j],
+        message: `API key digest already belongs to tenant '${config.tenants[other]?.id}'`,
+      });
+    }
+    owner.set(d, i);
+  }
+}
+
+/** Each pool's sections: the queue TTL below the controller's target, known class names. */
+function checkPoolSections(config: ParsedConfig, ctx: RefineContext, pools: PoolConfig[]): void {
+  pools.forEach((pool, i) => {
+    // A section a pool sets is reported at its own path; an inherited one at the top level.
+    const at = (section: keyof PoolSections) =>
+      config.pools?.[i]?.[section] !== undefined ? ['pools', i, section] : [section];
+    const target = pool.controller.target_p99_ttft_s;
+    if (pool.controller.enabled && target !== undefined && !pool.controller.queue_aware) {
+      // Traps 2 and 4 of docs/controller.md (*The four traps*): a request may wait in the queue as long as the
+      // SLO allows for its whole TTFT, and serving it then feeds a death spiral.
+      if (pool.scheduler.queue_ttl_ms >= target * 1_000) {
+        ctx.addIssue({
+          code: 'custom',
+          path: [...at('scheduler'), 'queue_ttl_ms'],
+          message: `must be below controller.target_p99_ttft_s (${target * 1_000} ms) while the controller is enabled: a queue wait as long as the SLO only feeds a death spiral`,
+        });
+      }
+    }
+    for (const name of Object.keys(pool.scheduler.slo_targets_ms)) {
+      checkKnownClass(config, ctx, name, [...at('scheduler'), 'slo_targets_ms', name]);
+    }
+    for (const name of Object.keys(pool.saturation.band_ceilings)) {
+      checkKnownClass(config, ctx, name, [...at('saturation'), 'band_ceilings', name]);
+    }
+  });
+  config.pools?.forEach((pool, i) => {
+    if (pool.models.length === 0 && !pool.discover_models) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['pools', i, 'models'],
+        message: "list the pool's models, or set discover_models: true",
+      });
+    }
+  });
+}
+
+/** Each tenant's models are served somewhere, and its classes exist and are in order. */
+function checkTenants(
+  config: ParsedConfig,
+  ctx: RefineContext,
+  pools: PoolConfig[],
+  modelPaths: { name: string }[],
+): void {
+  // A tenant's allow-list names models some pool serves; with a pool that takes every
+  // model, or one that discovers its models from the pods, any name can be served.
+  const served = new Set(modelPaths.map((m) => m.name));
+  const openEnded = pools.some((pool) => pool.models.length === 0 || pool.discoverModels);
+  config.tenants.forEach((tenant, i) => {
+    if (!openEnded) {
+      tenant.models?.forEach((model, j) => {
+        if (!served.has(model)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['tenants', i, 'models', j],
+            message: `unknown model '${model}' (served: ${[...served].join(', ')})`,
+          });
+        }
+      });
+    }
+    for (const key of ['default_class', 'max_class', 'batch_class'] as const) {
+      const name = tenant[key];
+      if (name !== undefined) checkKnownClass(config, ctx, name, ['tenants', i, key]);
+    }
+    const max = tenant.max_class ?? tenant.default_class;
+    const dflt = config.slo_classes[tenant.default_class];
+    const ceiling = config.slo_classes[max];
+    if (dflt !== undefined && ceiling !== undefined && dflt > ceiling) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['tenants', i, 'default_class'],
+        message: `default class '${tenant.default_class}' is above max class '${max}'`,
+      });
+    }
+  });
+}
+
+/** What one key's schema cannot check: names unique, references resolved, pools well formed. */
+function checkConfig(config: ParsedConfig, ctx: RefineContext): void {
+  checkUnique(
+    ctx,
+    config.tenants.map((t) => t.id),
+    (i) => ['tenants', i, 'id'],
+    'tenant id',
+  );
+  if ((config.pods === undefined) === (config.pools === undefined)) {
+    ctx.addIssue({
+      code: 'custom',
+      path: [config.pods === undefined ? 'pods' : 'pools'],
+      message:
+        config.pods === undefined
+          ? 'is required (or pools:, for several pools)'
+          : 'give either top-level pods (one pool) or pools:, not both',
+    });
+    return;
+  }
+  if (config.pools && config.models) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['models'],
+      message: 'with pools:, each pool lists its own models',
+    });
+  }
+  const pools = poolsOf(config);
+  if (config.pools) {
+    checkUnique(
+      ctx,
+      pools.map((p) => p.name),
+      (i) => ['pools', i, 'name'],
+      'pool name',
+    );
+  }
+  const modelPaths = checkPodAndModelNames(config, ctx, pools);
+  checkKeyOwners(config, ctx);
+  checkPoolSections(config, ctx, pools);
+  checkTenants(config, ctx, pools, modelPaths);
+  if (config.batch.retry_max_ms < config.batch.retry_base_ms) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['batch', 'retry_max_ms'],
+      message: `must be at least batch.retry_base_ms (${config.batch.retry_base_ms})`,
+    });
+  }
+}
+
+export const configSchema = configObject.superRefine(checkConfig).transform((config) => {
+  const pools = poolsOf(config);
+  const first = pools[0] as PoolConfig; // the refinement above guarantees one
+  return {
+    ...config,
+    pool: first.name,
+    pools,
+    /** Every pod of every pool (names are unique across pools). */
+    pods: pools.flatMap((pool) => pool.pods),
+  };
+});
 
 /** The sections a pool may set for itself; absent ones are the top-level sections. */
 type PoolSections = Pick<

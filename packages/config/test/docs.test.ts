@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import { configSchema } from '../src/schema.js';
+import { SETTINGS_TABLE_HEADER, settingsTableRows } from './settings-doc-table.js';
 
 /**
  * docs/config.md against the schema: every key of the config file has a row in the doc's
@@ -169,5 +170,17 @@ describe('docs/config.md', () => {
     );
     const unknown = [...documented.keys()].filter((key) => !known.has(key) && !sections.has(key));
     expect(unknown).toEqual([]);
+  });
+
+  it('holds the settings table as packages/core/src/scheduler-settings.ts has it', () => {
+    // The table starts at its header and runs to the first line that is not a row.
+    const lines = markdown.split('\n');
+    const start = lines.indexOf(SETTINGS_TABLE_HEADER[0] as string);
+    expect(start, 'no settings table header in docs/config.md').toBeGreaterThan(0);
+    const end = lines.findIndex((line, i) => i > start && !line.startsWith('|'));
+    const expected = [...SETTINGS_TABLE_HEADER, ...settingsTableRows()];
+    // On a mismatch: `npx tsx --conditions @fairgate/source packages/config/test/settings-doc-table.ts`
+    // prints the table to paste.
+    expect(lines.slice(start, end)).toEqual(expected);
   });
 });

@@ -1,3 +1,5 @@
+import { ADMISSION_POLICIES } from './scheduler-settings.js';
+import { DEFAULT_SETTINGS, type SchedulerSettings } from './scheduler-settings-values.js';
 import { isSheddablePriority } from './slo.js';
 
 /**
@@ -8,32 +10,18 @@ import { isSheddablePriority } from './slo.js';
  * - always-admit: admit everything (flow control still queues, caps and TTLs).
  * - tier-shed: under overload — the most loaded pod (maxPodLoad) is above
  *   `tierShedThreshold` — reject classes whose priority is below
- *   `tierShedMinPriority` (default 3: only standard and critical pass).
+ *   `tierShedMinPriority` (at its default only standard and critical pass).
  * - gaie-legacy: reject sheddable requests (priority < 0) while pool
  *   saturation >= 1.0.
  * - reject-all: reject everything (maintenance, drills).
  */
-export const ADMISSION_POLICIES = [
-  'always-admit',
-  'tier-shed',
-  'gaie-legacy',
-  'reject-all',
-] as const;
+export { ADMISSION_POLICIES };
 export type AdmissionPolicy = (typeof ADMISSION_POLICIES)[number];
 
-export interface AdmissionConfig {
-  policy: AdmissionPolicy;
-  /** tier-shed: maxPodLoad above which the pool counts as overloaded (integer >= 0). */
-  tierShedThreshold: number;
-  /** tier-shed: lowest priority still admitted under overload. */
-  tierShedMinPriority: number;
-}
+/** The `admission.*` settings (scheduler-settings.ts: each key's meaning and range). */
+export type AdmissionConfig = SchedulerSettings['admission'];
 
-export const DEFAULT_ADMISSION: Readonly<AdmissionConfig> = {
-  policy: 'always-admit',
-  tierShedThreshold: 8,
-  tierShedMinPriority: 3,
-};
+export const DEFAULT_ADMISSION: Readonly<AdmissionConfig> = DEFAULT_SETTINGS.admission;
 
 export interface PoolSignals {
   /** maxPodLoad(): the busiest pod's in-flight or scraped running + waiting. */
@@ -98,20 +86,14 @@ export interface PodLoad {
   load: ScrapedLoad | null;
 }
 
-export interface SaturationConfig {
-  /** Waiting requests per pod at which the queue component reaches 1.0 (> 0). */
-  queueDepthThreshold: number;
-  /** KV-cache utilization at which the memory component reaches 1.0, in (0, 1]. */
-  kvCacheUtilThreshold: number;
-  /** A scrape older than this (ms) counts as saturated (1.0). */
-  staleMs: number;
-}
+/**
+ * The `saturation.*` settings: queueDepthThreshold (waiting requests per pod at which the
+ * queue component reaches 1.0), kvCacheUtilThreshold (KV-cache use at which the memory
+ * component does) and staleMs (a scrape older than this counts as saturated).
+ */
+export type SaturationConfig = SchedulerSettings['saturation'];
 
-export const DEFAULT_SATURATION: Readonly<SaturationConfig> = {
-  queueDepthThreshold: 5,
-  kvCacheUtilThreshold: 0.8,
-  staleMs: 1_000,
-};
+export const DEFAULT_SATURATION: Readonly<SaturationConfig> = DEFAULT_SETTINGS.saturation;
 
 /** Whether a pod's scrape may be used at `nowMs` (not older than staleMs). */
 export function isFreshLoad(

@@ -1,6 +1,7 @@
 import { Deque } from './deque.js';
 import type { TenantId } from './ids.js';
 import { compareOrderKeys, type OrderKey } from './order.js';
+import { FAIRNESS_POLICIES } from './scheduler-settings.js';
 
 /**
  * Fairness inside one priority band.
@@ -9,8 +10,8 @@ import { compareOrderKeys, type OrderKey } from './order.js';
  * - `round-robin`: one request per tenant per turn, weights ignored.
  * - `global-strict`: arrival order across all tenants of the band (earliest head first).
  */
-export type FairnessPolicy = 'drr' | 'round-robin' | 'global-strict';
-export const FAIRNESS_POLICIES: readonly FairnessPolicy[] = ['drr', 'round-robin', 'global-strict'];
+export type FairnessPolicy = (typeof FAIRNESS_POLICIES)[number];
+export { FAIRNESS_POLICIES };
 
 /** What the dispatch pass finds when it looks at a tenant's queue in the band. */
 export type FlowState =

@@ -75,6 +75,27 @@ export {
 } from './prefix.js';
 export { RejectCode } from './rejections.js';
 export {
+  MAX_BAND,
+  SCHEDULER_SETTINGS,
+  type SettingCheck,
+  type SettingSpec,
+  type YamlForm,
+} from './scheduler-settings.js';
+export {
+  canonicalCeilings,
+  checkSetting,
+  DEFAULT_SETTINGS,
+  defaultSettings,
+  numberRange,
+  type SchedulerSettings,
+  SETTING_GROUPS,
+  type SettingPath,
+  setSettingAt,
+  settingAt,
+  settingValueOfYaml,
+  yamlValueOf,
+} from './scheduler-settings-values.js';
+export {
   DEFAULT_SLO_CLASS,
   isSheddablePriority,
   type SloClassName,

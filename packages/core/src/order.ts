@@ -1,3 +1,5 @@
+import { DISPATCH_ORDERS } from './scheduler-settings.js';
+
 /**
  * Dispatch order (GIE / BLIS `--dispatch-order`):
  * - `priority`: bands strictly highest first, the fairness policy inside a band, arrival
@@ -10,8 +12,8 @@
  * (score, id) with ids compared bytewise, exactly as ZRANGE returns them; the in-process
  * implementation sorts the same way so both dispatch in the same order.
  */
-export type QueueOrder = 'priority' | 'fifo' | 'slo-deadline';
-export const DISPATCH_ORDERS: readonly QueueOrder[] = ['priority', 'fifo', 'slo-deadline'];
+export type QueueOrder = (typeof DISPATCH_ORDERS)[number];
+export { DISPATCH_ORDERS };
 
 export interface OrderKey {
   readonly score: number;

@@ -1,3 +1,5 @@
+import { DEFAULT_SETTINGS, type SchedulerSettings } from './scheduler-settings-values.js';
+
 /**
  * Prefix-aware pod choice (docs/routing.md): a request carries the chained hashes of its
  * prompt's first blocks; each pod has an index of the block hashes it recently served. A
@@ -5,30 +7,17 @@
  * hashes match only as a prefix) against its load. The same arithmetic, in the same order,
  * runs in lua/includes/prefix.lua, so both scheduler implementations choose alike.
  */
-export interface PrefixRoutingConfig {
-  /** Off: the least-loaded pod, as without prefixes. */
-  enabled: boolean;
-  /**
-   * What a request's whole prefix being on a pod is worth, in units of that pod's whole cap
-   * in flight (load = inflight / cap): a pod holding the prefix wins while it carries less
-   * than `weight` x cap more than the others.
-   */
-  weight: number;
-  /** Weight of the pod's scraped pressure (its saturation term, 0 without a fresh scrape). */
-  pressureWeight: number;
-  /** Most block hashes indexed per pod (two generations of half each: an approximate LRU). */
-  entriesPerPod: number;
-  /** A generation of a pod's index is dropped this long after its first entry. */
-  ttlMs: number;
-}
+/**
+ * The `prefix.*` settings: enabled (off: the least-loaded pod, as without prefixes), weight
+ * (what a request's whole prefix on a pod is worth, in units of that pod's whole cap in
+ * flight: a pod holding the prefix wins while it carries less than `weight` x cap more than
+ * the others), pressureWeight (of the pod's scraped pressure: its saturation term, 0 without
+ * a fresh scrape), entriesPerPod (two generations of half each: an approximate LRU) and
+ * ttlMs (a generation is dropped this long after its first entry).
+ */
+export type PrefixRoutingConfig = SchedulerSettings['prefix'];
 
-export const DEFAULT_PREFIX_ROUTING: Readonly<PrefixRoutingConfig> = {
-  enabled: false,
-  weight: 0.5,
-  pressureWeight: 0.25,
-  entriesPerPod: 65_536,
-  ttlMs: 3_600_000,
-};
+export const DEFAULT_PREFIX_ROUTING: Readonly<PrefixRoutingConfig> = DEFAULT_SETTINGS.prefix;
 
 /** Most block hashes a request may carry (bounds the work of one pod choice). */
 export const MAX_PREFIX_BLOCKS = 512;

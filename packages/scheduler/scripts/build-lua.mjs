@@ -19,12 +19,17 @@
 // Every entry is a function of the library-level table `entryFunctions`, registered by its
 // name; lua/batch-1.lua runs several engine calls through that table in one FCALL.
 //
+// The include `generated/settings` is made here, not read from lua/: the config hash's
+// settings fields and each one's fallback, from the settings table in
+// packages/core/src/scheduler-settings.ts (scripts/settings-include.mjs).
+//
 // Each entry is also emitted flattened (its includes, per-call statements and body, in the
 // order the function runs them) for the static checks in test/scripts.test.ts.
 import { createHash } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { settingsInclude } from './settings-include.mjs';
 
 const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const luaDir = join(packageDir, 'lua');
@@ -42,12 +47,15 @@ const RCALL_LINE = 'local rcall = redis.call';
 /** The library's table of entry functions (name -> function(KEYS, ARGV)). */
 const ENTRY_TABLE = 'entryFunctions';
 
+/** Includes made by the build instead of read from lua/. */
+const GENERATED_INCLUDES = new Map([['generated/settings', await settingsInclude()]]);
+
 /** An include's lines (its own includes expanded first) and its per-call statements. */
 function expand(name, state, stack) {
-  const file = join(luaDir, `${name}.lua`);
   if (stack.includes(name)) throw new Error(`include cycle: ${[...stack, name].join(' -> ')}`);
+  const text = GENERATED_INCLUDES.get(name) ?? readFileSync(join(luaDir, `${name}.lua`), 'utf8');
   const lines = [];
-  for (const line of readFileSync(file, 'utf8').split('\n')) {
+  for (const line of text.split('\n')) {
     const include = INCLUDE_LINE.exec(line.trim());
     if (include) {
       lines.push(...use(include[1], state, [...stack, name]));

@@ -48,7 +48,7 @@ describe('settings validation names the bad key', () => {
       fairness: 'drr',
       dispatchOrder: 'priority',
       quantum: 4,
-      initialBudget: 32,
+      initialBudget: 64,
       admission: { policy: 'always-admit', tierShedThreshold: 8, tierShedMinPriority: 3 },
       saturation: { queueDepthThreshold: 5, kvCacheUtilThreshold: 0.8, staleMs: 1_000 },
       gating: { enabled: false, bandCeilings: {}, defaultCeiling: 1 },

@@ -48,6 +48,7 @@ import { functionRunner, type RunScript, type ScriptArg } from './commands.js';
 import { blockingDuplicate, type RedisConnection } from './connection.js';
 import { EngineBatch, type EngineCall } from './engine-batch.js';
 import { decodeSnapshot, flatToMap } from './replies.js';
+import { encodeSettings } from './settings-hash.js';
 
 export interface RedisSchedulerOptions {
   /** Pool name: the hash tag `{fg:<pool>}` of every key. */
@@ -143,41 +144,11 @@ export class RedisScheduler implements Scheduler {
   ): Promise<SchedulerSettings> {
     const s = resolveSettings(input);
     this.wake();
-    const flag = (value: boolean) => (value ? '1' : '0');
     // FCALL lua/configure-2.lua
     await this.run(
       'configure',
       [this.keys.config, this.keys.ctl],
-      [
-        s.fairness,
-        s.dispatchOrder,
-        s.quantum,
-        s.bandCapacity,
-        s.maxQueueDepth,
-        s.queueTtlMs,
-        s.leaseTtlMs,
-        s.maxGrantsPerPass,
-        s.janitorBatch,
-        s.initialBudget,
-        s.admission.policy,
-        s.admission.tierShedThreshold,
-        s.admission.tierShedMinPriority,
-        String(s.saturation.queueDepthThreshold),
-        String(s.saturation.kvCacheUtilThreshold),
-        s.saturation.staleMs,
-        flag(s.gating.enabled),
-        String(s.gating.defaultCeiling),
-        JSON.stringify(s.gating.bandCeilings),
-        flag(s.queueShedding),
-        flag(s.inflightEviction),
-        options.configHash ?? '',
-        options.mode ?? 'replace',
-        flag(s.prefix.enabled),
-        String(s.prefix.weight),
-        String(s.prefix.pressureWeight),
-        s.prefix.entriesPerPod,
-        s.prefix.ttlMs,
-      ],
+      [JSON.stringify(encodeSettings(s)), options.configHash ?? '', options.mode ?? 'replace'],
     );
     await this.passAfterWrite();
     return s;

@@ -1,5 +1,4 @@
 import {
-  ADMISSION_POLICIES,
   currentBucket,
   DEFAULT_SATURATION,
   type FlowCounters,
@@ -8,7 +7,7 @@ import {
 } from '@fairgate/core';
 import type { PodSnapshot, SchedulerSnapshot, TenantSnapshot } from '../contract.js';
 import { compareBytes, countersFromFields } from '../counters.js';
-import { DEFAULT_SETTINGS, type SchedulerSettings } from '../settings.js';
+import { decodeSettings } from './settings-hash.js';
 
 /** Reply shapes of the scripts, decoded into the contract's types. */
 
@@ -23,62 +22,6 @@ const num = (value: string | undefined, fallback = 0): number =>
   value === undefined || value === '' ? fallback : Number(value);
 const limit = (value: string | undefined): number | null =>
   value === undefined || value === '' ? null : Number(value);
-
-const numberOr = (value: string | undefined, fallback: number): number =>
-  value === undefined || value === '' ? fallback : Number(value);
-
-export function decodeSettings(config: Map<string, string>): SchedulerSettings | null {
-  const fairness = config.get('fairness');
-  if (fairness === undefined) return null;
-  const d = DEFAULT_SETTINGS;
-  const policy = config.get('admissionPolicy');
-  return {
-    fairness: fairness as SchedulerSettings['fairness'],
-    dispatchOrder: (config.get('dispatchOrder') ??
-      d.dispatchOrder) as SchedulerSettings['dispatchOrder'],
-    quantum: num(config.get('quantum')),
-    bandCapacity: num(config.get('bandCapacity')),
-    maxQueueDepth: num(config.get('maxQueueDepth')),
-    queueTtlMs: num(config.get('queueTtlMs')),
-    leaseTtlMs: num(config.get('leaseTtlMs')),
-    maxGrantsPerPass: num(config.get('maxGrantsPerPass')),
-    janitorBatch: num(config.get('janitorBatch')),
-    initialBudget: num(config.get('initialBudget')),
-    admission: {
-      policy: ADMISSION_POLICIES.find((p) => p === policy) ?? d.admission.policy,
-      tierShedThreshold: numberOr(config.get('tierShedThreshold'), d.admission.tierShedThreshold),
-      tierShedMinPriority: numberOr(
-        config.get('tierShedMinPriority'),
-        d.admission.tierShedMinPriority,
-      ),
-    },
-    saturation: {
-      queueDepthThreshold: numberOr(
-        config.get('queueDepthThreshold'),
-        d.saturation.queueDepthThreshold,
-      ),
-      kvCacheUtilThreshold: numberOr(
-        config.get('kvCacheUtilThreshold'),
-        d.saturation.kvCacheUtilThreshold,
-      ),
-      staleMs: numberOr(config.get('staleMs'), d.saturation.staleMs),
-    },
-    gating: {
-      enabled: config.get('gatingEnabled') === '1',
-      bandCeilings: JSON.parse(config.get('gatingBandCeilings') ?? '{}') as Record<string, number>,
-      defaultCeiling: numberOr(config.get('gatingDefaultCeiling'), d.gating.defaultCeiling),
-    },
-    queueShedding: config.get('queueShedding') === '1',
-    inflightEviction: config.get('inflightEviction') === '1',
-    prefix: {
-      enabled: config.get('prefixEnabled') === '1',
-      weight: numberOr(config.get('prefixWeight'), d.prefix.weight),
-      pressureWeight: numberOr(config.get('prefixPressureWeight'), d.prefix.pressureWeight),
-      entriesPerPod: numberOr(config.get('prefixEntriesPerPod'), d.prefix.entriesPerPod),
-      ttlMs: numberOr(config.get('prefixTtlMs'), d.prefix.ttlMs),
-    },
-  };
-}
 
 /**
  * Pods hash ('cap:<pod>', 'healthy:<pod>', 'inflight:<pod>' and the scraped 'waiting:',

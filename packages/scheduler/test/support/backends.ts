@@ -1,5 +1,11 @@
 import { Cluster, Redis } from 'ioredis';
-import { LocalScheduler, poolKeys, RedisScheduler, type Scheduler } from '../../src/index.js';
+import {
+  LocalScheduler,
+  poolKeys,
+  RedisScheduler,
+  type Scheduler,
+  type SchedulerSettingsInput,
+} from '../../src/index.js';
 import { PER_REQUEST_INDEXES, PER_REQUEST_PREFIXES } from '../../src/keys.js';
 import type { LocalEngine } from '../../src/local/engine.js';
 
@@ -17,11 +23,31 @@ export interface Backend {
   newPool(): PoolBackend;
 }
 
+/**
+ * The settings the conformance suite (test/conformance) was written against where they
+ * differ from the settings table's defaults (the gateway's: budget 64, lease 30 s, band
+ * capacity 5,000). Every pool of these backends configures with them underneath what a
+ * test gives, so a test that leaves one unset runs as it was written.
+ */
+export const SUITE_DEFAULTS: SchedulerSettingsInput = {
+  initialBudget: 32,
+  leaseTtlMs: 10_000,
+  bandCapacity: 1_000,
+};
+
+/** `scheduler`, its configure() filling SUITE_DEFAULTS under the given settings. */
+function withSuiteDefaults<S extends Scheduler>(scheduler: S): S {
+  const configure = scheduler.configure.bind(scheduler);
+  scheduler.configure = (input = {}, options) =>
+    configure({ ...SUITE_DEFAULTS, ...input }, options);
+  return scheduler;
+}
+
 export function localBackend(): Backend {
   return {
     kind: 'local',
     newPool() {
-      const scheduler = new LocalScheduler();
+      const scheduler = withSuiteDefaults(new LocalScheduler());
       return {
         connect: () => scheduler,
         async perRequestResidue() {
@@ -68,7 +94,7 @@ export function redisBackend(target: () => string | Cluster): Backend {
         connect(replica) {
           let handle = handles.get(replica);
           if (!handle) {
-            handle = new RedisScheduler({ pool, connection });
+            handle = withSuiteDefaults(new RedisScheduler({ pool, connection }));
             handles.set(replica, handle);
           }
           return handle;
