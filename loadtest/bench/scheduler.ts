@@ -3,7 +3,7 @@
  * through ioredis. Bounded in count and time; prints each result next to its goal and ratios
  * against baselines measured in the same run.
  *
- *   cd loadtest && node --conditions=@fairgate/source --import tsx bench/scheduler.ts
+ *   npm run bench:scheduler -w @fairgate/loadtest
  *
  * 1. enqueue+release pairs per second, every request granted at once (goal >= 10,000/s)
  * 2. p50/p99 of an enqueue that is granted at once (sequential, one connection)
@@ -13,15 +13,18 @@
  * 5. dispatch cost with prefix-aware pod choice on vs off, requests of 64 prompt blocks over
  *    4 pods (goal: Redis time per dispatch within 1.5x)
  * 6. the prefix index after PREFIX_DISTINCT distinct prefixes (default 1,000,000; 16 blocks
- *    each): entries and MEMORY USAGE of the index keys against the configured bound
- *    (pods x entriesPerPod, plus one request's blocks per pod)
+ *    each; at most PREFIX_INDEX_SECONDS, 300; 0 leaves it out): entries and MEMORY USAGE of
+ *    the index keys against the configured bound (pods x entriesPerPod, plus one request's
+ *    blocks per pod)
  */
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { RedisScheduler } from '@fairgate/scheduler';
 import { startRedis } from '@fairgate/testkit';
 import { Redis } from 'ioredis';
-import { type RedisCommandStat, redisCommandStats } from './proc.js';
+import { commandDelta as delta, redisCommandStats } from './harness/proc.js';
+import { fmt, median, quantile } from './harness/report.js';
+import { runBench } from './harness/stack.js';
 
 const PAIRS_SECONDS = 5;
 const PAIRS_MAX = 200_000;
@@ -85,25 +88,9 @@ async function preparePool(
   return ids;
 }
 
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
-}
-
 /** Redis's `INFO commandstats` now (proc.ts). */
 const commandStats = () => redisCommandStats(url);
 
-function delta(
-  before: Map<string, RedisCommandStat>,
-  after: Map<string, RedisCommandStat>,
-  name: string,
-): RedisCommandStat {
-  const a = after.get(name) ?? { calls: 0, usec: 0 };
-  const b = before.get(name) ?? { calls: 0, usec: 0 };
-  return { calls: a.calls - b.calls, usec: a.usec - b.usec };
-}
-
-const fmt = (n: number, digits = 0) =>
-  n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const report = (line: string) => console.log(line);
 
 // 1. Pairs per second --------------------------------------------------------------------
@@ -160,7 +147,7 @@ async function grantLatency(): Promise<{ p50: number; p99: number }> {
     await scheduler.release(id, { outcome: 'completed' });
   }
   samples.sort((a, b) => a - b);
-  return { p50: percentile(samples, 50), p99: percentile(samples, 99) };
+  return { p50: quantile(samples, 0.5), p99: quantile(samples, 0.99) };
 }
 
 // 3. Redis calls per unqueued request -----------------------------------------------------
@@ -344,85 +331,91 @@ async function dispatchRound(
   };
 }
 
-const median = (values: number[]) =>
-  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
 const load = () =>
   loadavg()
     .map((n) => n.toFixed(2))
     .join(' ');
 
-try {
-  console.log(`scheduler benchmark: redis-server ${url}`);
-  console.log(`machine load average at start: ${load()} (2 cores shared with other work)\n`);
+/** 1-3: pairs per second, the latency of a grant, Redis calls per request. */
+async function reportUnqueued(): Promise<void> {
   const pairs = await pairsPerSecond();
   report(
     `enqueue+release pairs/s      ${fmt(pairs)}  (${CONNECTIONS} connections x ${WORKERS_PER_CONNECTION} in flight; goal >= 10,000, ratio ${fmt(pairs / 10_000, 2)})`,
   );
-
   const latency = await grantLatency();
   report(
     `granted-at-once enqueue      p50 ${fmt(latency.p50 * 1000)} us  p99 ${fmt(latency.p99 * 1000)} us  (sequential, one connection)`,
   );
-
   const calls = await callsPerRequest();
   report(
     `Redis calls per request      ${fmt(calls.clientCalls, 2)}  (goal 2: enqueue + release; commands run inside the two scripts: ${fmt(calls.scriptCommands, 1)})`,
   );
+}
 
-  const baseline = await dispatchPool('dispatch-10', 0);
-  const crowded = await dispatchPool('dispatch-10k', IDLE_TENANTS);
-  const deep = await dispatchPool('dispatch-deep', 0, undefined, DEEP_QUEUED / ACTIVE_TENANTS);
-  // Alternating rounds and medians, so background load hits every configuration alike.
-  const pools = { baseline, crowded, deep };
-  const rates = { baseline: [] as number[], crowded: [] as number[], deep: [] as number[] };
-  const costs = { baseline: [] as number[], crowded: [] as number[], deep: [] as number[] };
+/** Rounds of `dispatchRound` over `pools`, alternating, so background load hits each alike. */
+async function alternate<K extends string>(pools: Record<K, DispatchPool>) {
+  const rates = {} as Record<K, number[]>;
+  const costs = {} as Record<K, number[]>;
+  const keys = Object.keys(pools) as K[];
+  for (const key of keys) [rates[key], costs[key]] = [[], []];
   for (let round = 0; round < DISPATCH_ROUNDS; round += 1) {
-    for (const key of ['baseline', 'crowded', 'deep'] as const) {
+    for (const key of keys) {
       const result = await dispatchRound(pools[key]);
       rates[key].push(result.perSecond);
       costs[key].push(result.redisUsecPerDispatch);
     }
   }
-  const base = median(rates.baseline);
-  const baseCost = median(costs.baseline);
+  return { rate: (key: K) => median(rates[key]), cost: (key: K) => median(costs[key]) };
+}
+
+/** 4: the dispatch rate with idle tenants and a deep queue against the baseline. */
+async function reportDispatch(): Promise<void> {
+  const { rate, cost } = await alternate({
+    baseline: await dispatchPool('dispatch-10', 0),
+    crowded: await dispatchPool('dispatch-10k', IDLE_TENANTS),
+    deep: await dispatchPool('dispatch-deep', 0, undefined, DEEP_QUEUED / ACTIVE_TENANTS),
+  });
   report(
-    `dispatch rate, 10 tenants    ${fmt(base)} dispatches/s, ${fmt(baseCost, 1)} us Redis time per dispatch  (baseline: ~${fmt(ACTIVE_TENANTS * QUEUED_PER_TENANT)} waiting; release + poll + enqueue each, sequential)`,
+    `dispatch rate, 10 tenants    ${fmt(rate('baseline'))} dispatches/s, ${fmt(cost('baseline'), 1)} us Redis time per dispatch  (baseline: ~${fmt(ACTIVE_TENANTS * QUEUED_PER_TENANT)} waiting; release + poll + enqueue each, sequential)`,
   );
   for (const [key, label] of [
     ['crowded', 'dispatch rate, +10,000 idle '],
     ['deep', 'dispatch rate, 10,000 wait  '],
   ] as const) {
-    const [rate, cost] = [median(rates[key]), median(costs[key])];
     report(
-      `${label} ${fmt(rate)} dispatches/s, ${fmt(cost, 1)} us Redis time per dispatch  (rate ratio ${fmt(rate / base, 3)}, Redis-time ratio ${fmt(cost / baseCost, 3)}; goal 0.80-1.20)`,
+      `${label} ${fmt(rate(key))} dispatches/s, ${fmt(cost(key), 1)} us Redis time per dispatch  (rate ratio ${fmt(rate(key) / rate('baseline'), 3)}, Redis-time ratio ${fmt(cost(key) / cost('baseline'), 3)}; goal 0.80-1.20)`,
     );
   }
-  // 5. Prefix scoring: the same dispatch loop, requests of 64 blocks over 4 pods, on vs off.
-  const prefixOff = await dispatchPool('dispatch-px-off', 0, { enabled: false });
-  const prefixOn = await dispatchPool('dispatch-px-on', 0, { enabled: true });
-  const prefixCosts = { off: [] as number[], on: [] as number[] };
-  for (let round = 0; round < DISPATCH_ROUNDS; round += 1) {
-    for (const [key, pool] of [
-      ['off', prefixOff],
-      ['on', prefixOn],
-    ] as const) {
-      prefixCosts[key].push((await dispatchRound(pool)).redisUsecPerDispatch);
-    }
-  }
-  const [offCost, onCost] = [median(prefixCosts.off), median(prefixCosts.on)];
-  report(
-    `dispatch with prefix scoring ${fmt(onCost, 1)} us Redis time per dispatch, ${fmt(offCost, 1)} us without  (${PREFIX_BLOCKS} blocks, 4 pods; ratio ${fmt(onCost / offCost, 3)}; goal <= 1.5)`,
-  );
-
-  if (PREFIX_DISTINCT > 0) {
-    const index = await prefixIndexBound();
-    report(
-      `prefix index after ${fmt(index.distinct)} distinct prefixes (16 blocks each, ${fmt(index.seconds, 0)} s): ${fmt(index.entries)} entries of at most ${fmt(index.bound)} (4 pods x ${fmt(PREFIX_ENTRIES_PER_POD)} + one request's blocks each), ${fmt(index.bytes / 1_048_576, 1)} MiB by MEMORY USAGE (${fmt(index.bytes / Math.max(1, index.entries), 1)} bytes per entry; ratio to the bound ${fmt(index.entries / index.bound, 3)})`,
-    );
-  }
-  console.log(`\nmachine load average at end: ${load()}`);
-} finally {
-  await Promise.all(opened.map((scheduler) => scheduler.close().catch(() => {})));
-  for (const connection of connections) connection.disconnect();
-  await redisHandle.stop();
 }
+
+/** 5-6: prefix scoring's cost per dispatch, and the prefix index's bound. */
+async function reportPrefix(): Promise<void> {
+  const { cost } = await alternate({
+    off: await dispatchPool('dispatch-px-off', 0, { enabled: false }),
+    on: await dispatchPool('dispatch-px-on', 0, { enabled: true }),
+  });
+  report(
+    `dispatch with prefix scoring ${fmt(cost('on'), 1)} us Redis time per dispatch, ${fmt(cost('off'), 1)} us without  (${PREFIX_BLOCKS} blocks, 4 pods; ratio ${fmt(cost('on') / cost('off'), 3)}; goal <= 1.5)`,
+  );
+  if (PREFIX_DISTINCT <= 0 || PREFIX_INDEX_SECONDS <= 0) return;
+  const index = await prefixIndexBound();
+  report(
+    `prefix index after ${fmt(index.distinct)} distinct prefixes (16 blocks each, ${fmt(index.seconds, 0)} s): ${fmt(index.entries)} entries of at most ${fmt(index.bound)} (4 pods x ${fmt(PREFIX_ENTRIES_PER_POD)} + one request's blocks each), ${fmt(index.bytes / 1_048_576, 1)} MiB by MEMORY USAGE (${fmt(index.bytes / Math.max(1, index.entries), 1)} bytes per entry; ratio to the bound ${fmt(index.entries / index.bound, 3)})`,
+  );
+}
+
+await runBench(
+  async () => {
+    console.log(`scheduler benchmark: redis-server ${url}`);
+    console.log(`machine load average at start: ${load()} (2 cores shared with other work)\n`);
+    await reportUnqueued();
+    await reportDispatch();
+    await reportPrefix();
+    console.log(`\nmachine load average at end: ${load()}`);
+  },
+  async () => {
+    await Promise.all(opened.map((scheduler) => scheduler.close().catch(() => {})));
+    for (const connection of connections) connection.disconnect();
+    await redisHandle.stop();
+  },
+);

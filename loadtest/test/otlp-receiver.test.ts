@@ -2,6 +2,8 @@ import { SpanNames } from '@fairgate/telemetry';
 import { startGatewayProcess, stopAll, TEST_KEYS, writeGatewayConfig } from '@fairgate/testkit';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { workloadBody } from '../bench/harness/load.js';
+import { startStaticUpstream, type Upstream } from '../bench/harness/stack.js';
 import {
   nanosToMs,
   type OtlpReceiver,
@@ -10,7 +12,6 @@ import {
   releaseToGrantMs,
   startOtlpReceiver,
 } from '../bench/otlp-receiver.js';
-import { startStaticUpstream, type Upstream, workloadBody } from '../bench/wrk.js';
 
 describe('releaseToGrantMs', () => {
   it.each([
