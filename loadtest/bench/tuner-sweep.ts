@@ -18,7 +18,7 @@
  *    interpolated between the lowest realized rate that missed a target and the highest one
  *    below it that met both, is the measured lambda*. Targets: twice the unloaded TTFT and ITL of that workload.
  * Same generator and sim as test/tuner.test.ts (which runs step 1 with 5 s periods) and as
- * the virtual-time study bench/tuner-harness.ts.
+ * the virtual-time study bench:tuner-harness.
  */
 import { maxRate } from '@fairgate/control';
 import { parseVllmMetrics } from '@fairgate/openai';
@@ -29,7 +29,6 @@ import {
   TUNER_SWEEP_WORKLOAD as SWEEP,
   startGatewayProcess,
   startSim,
-  stopAll,
   TUNER_TARGETS as TARGETS,
   TEST_KEYS,
   TUNER_TRUTH as TRUTH,
@@ -38,15 +37,13 @@ import {
   tunerPhases,
   writeGatewayConfig,
 } from '@fairgate/testkit';
+import { pct } from './harness/report.js';
+import { flag, runBench, sleep } from './harness/stack.js';
 
-function flag(name: string, fallback: number): number {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 ? Number(process.argv[at + 1]) : fallback;
-}
-const PERIOD_S = flag('period-s', 60);
-const SWEEP_S = flag('sweep-s', 10);
-const PODS = flag('pods', 2);
-const SEED = flag('seed', 20_240_607);
+const PERIOD_S = Number(flag('period-s') ?? 60);
+const SWEEP_S = Number(flag('sweep-s') ?? 10);
+const PODS = Number(flag('pods') ?? 2);
+const SEED = Number(flag('seed') ?? 20_240_607);
 
 interface PodView {
   alpha_ms: number | null;
@@ -57,6 +54,80 @@ interface PodView {
   rejected: number;
   event: string | null;
   nis: number | null;
+}
+
+type Random = () => number;
+type NextPeriod = (period: number) => Promise<{ period?: number; pods: Record<string, PodView> }>;
+const pending: Promise<unknown>[] = [];
+
+function createRandom(): Random {
+  const rng = createRng(SEED);
+  return () => rng.next();
+}
+
+/** Step 1: one operating point per tuner period; lambda* from each pod's learned parameters. */
+async function learnPhase(simUrls: string[], nextPeriod: NextPeriod, random: Random) {
+  let r = await nextPeriod(0);
+  for (const [k, phase] of tunerPhases().entries()) {
+    const load = offerPhase(simUrls, phase, PERIOD_S - 0.15, random, pending);
+    r = await nextPeriod(r.period ?? 0);
+    await load;
+    const p = r.pods['pod-0']!;
+    console.log(
+      `period ${k + 1}: rate ${phase.rate.toFixed(1)}/s i ${phase.input} o ${phase.output}  ` +
+        `pod-0 ${p.event} nis ${p.nis?.toFixed(2)} alpha ${p.alpha_ms} beta ${p.beta_ms} gamma ${p.gamma_ms}`,
+    );
+  }
+  await Promise.all(pending);
+  const learned: Record<string, number> = {};
+  for (const [name, p] of Object.entries(r.pods)) {
+    const params = { alpha: p.alpha_ms!, beta: p.beta_ms!, gamma: p.gamma_ms! };
+    learned[name] = maxRate(params, SWEEP, TARGETS);
+    console.log(
+      `${name}: alpha ${pct(params.alpha / TRUTH.alpha - 1)} beta ${pct(params.beta / TRUTH.beta - 1)} ` +
+        `gamma ${pct(params.gamma / TRUTH.gamma - 1)} (filter std ${p.relative_std?.map((s) => pct(s)).join(' ')}; ` +
+        `updates ${p.updates}, rejected ${p.rejected}); lambda* ${learned[name]!.toFixed(2)}/s`,
+    );
+  }
+  return learned;
+}
+
+/**
+ * Step 2: the acceptance workload at rising rates on one sim; the measured lambda*, where the
+ * binding latency crosses its target between the lowest realized rate that missed and the
+ * highest one below it that met both (realized rates differ from the offered ones: Poisson).
+ */
+async function sweepPhase(simUrl: string, random: Random): Promise<number> {
+  const modelLambda = maxRate(TRUTH, SWEEP, TARGETS);
+  const scrape = async () => parseVllmMetrics(await (await fetch(`${simUrl}/metrics`)).text());
+  const rows: { rate: number; ttft: number; itl: number; ok: boolean }[] = [];
+  for (const factor of [0.5, 0.7, 0.8, 0.9, 0.95, 1, 1.05, 1.1, 1.2, 1.3, 1.45]) {
+    const phase: TunerPhase = { rate: modelLambda * factor, input: 500, output: 64 };
+    await offerPhase([simUrl], phase, 3, random, pending);
+    const before = await scrape();
+    await offerPhase([simUrl], phase, SWEEP_S, random, pending);
+    const after = await scrape();
+    const n = after.ttft!.count - before.ttft!.count;
+    const ttft = ((after.ttft!.sum - before.ttft!.sum) / n) * 1_000;
+    const itl =
+      ((after.itl!.sum - before.itl!.sum) / (after.itl!.count - before.itl!.count)) * 1_000;
+    const ok = ttft <= TARGETS.ttftMs && itl <= TARGETS.itlMs;
+    rows.push({ rate: n / SWEEP_S, ttft, itl, ok });
+    console.log(
+      `sweep ${(n / SWEEP_S).toFixed(2)}/s: TTFT ${ttft.toFixed(1)} ms ITL ${itl.toFixed(2)} ms ${ok ? 'within' : 'MISSES'} targets`,
+    );
+    if (!ok && rows.filter((x) => !x.ok).length >= 2) break;
+  }
+  await Promise.all(pending);
+  const firstMiss = rows.filter((x) => !x.ok).sort((a, b) => a.rate - b.rate)[0];
+  const lastOk = rows
+    .filter((x) => x.ok && (!firstMiss || x.rate < firstMiss.rate))
+    .sort((a, b) => b.rate - a.rate)[0];
+  if (!lastOk || !firstMiss) return lastOk?.rate ?? 0;
+  const slack = (x: typeof lastOk) =>
+    Math.min(TARGETS.ttftMs / x.ttft - 1, TARGETS.itlMs / x.itl - 1);
+  const [a, b] = [slack(lastOk), slack(firstMiss)];
+  return lastOk.rate + ((firstMiss.rate - lastOk.rate) * a) / (a - b);
 }
 
 async function main() {
@@ -90,7 +161,7 @@ async function main() {
     for (;;) {
       const r = await report();
       if ((r.period ?? 0) > period) return r;
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await sleep(50);
     }
   };
 
@@ -98,74 +169,14 @@ async function main() {
     `truth alpha ${TRUTH.alpha} beta ${TRUTH.beta} gamma ${TRUTH.gamma}, N ${MAX_BATCH}, ` +
       `${PODS} pods, period ${PERIOD_S} s; targets TTFT ${TARGETS.ttftMs} ms ITL ${TARGETS.itlMs} ms`,
   );
-  const rng = createRng(SEED);
-  const random = () => rng.next();
-  const pending: Promise<unknown>[] = [];
-  const simUrls = sims.map((sim) => sim.url);
-  let r = await nextPeriod(0);
-  for (const [k, phase] of tunerPhases().entries()) {
-    const load = offerPhase(simUrls, phase, PERIOD_S - 0.15, random, pending);
-    r = await nextPeriod(r.period ?? 0);
-    await load;
-    const p = r.pods['pod-0']!;
-    console.log(
-      `period ${k + 1}: rate ${phase.rate.toFixed(1)}/s i ${phase.input} o ${phase.output}  ` +
-        `pod-0 ${p.event} nis ${p.nis?.toFixed(2)} alpha ${p.alpha_ms} beta ${p.beta_ms} gamma ${p.gamma_ms}`,
-    );
-  }
-  await Promise.all(pending);
-  const pct = (v: number) => `${v >= 0 ? '+' : ''}${(v * 100).toFixed(1)}%`;
-  const learned: Record<string, number> = {};
-  for (const [name, p] of Object.entries(r.pods)) {
-    const params = { alpha: p.alpha_ms!, beta: p.beta_ms!, gamma: p.gamma_ms! };
-    learned[name] = maxRate(params, SWEEP, TARGETS);
-    console.log(
-      `${name}: alpha ${pct(params.alpha / TRUTH.alpha - 1)} beta ${pct(params.beta / TRUTH.beta - 1)} ` +
-        `gamma ${pct(params.gamma / TRUTH.gamma - 1)} (filter std ${p.relative_std?.map((s) => pct(s)).join(' ')}; ` +
-        `updates ${p.updates}, rejected ${p.rejected}); lambda* ${learned[name]!.toFixed(2)}/s`,
-    );
-  }
-
-  // The sweep, on pod-0's sim alone.
-  const sim = sims[0]!;
+  const random = createRandom();
+  const learned = await learnPhase(
+    sims.map((sim) => sim.url),
+    nextPeriod,
+    random,
+  );
+  const measured = await sweepPhase(sims[0]!.url, random);
   const modelLambda = maxRate(TRUTH, SWEEP, TARGETS);
-  const scrape = async () => parseVllmMetrics(await (await fetch(`${sim.url}/metrics`)).text());
-  const rows: { rate: number; ttft: number; itl: number; ok: boolean }[] = [];
-  for (const factor of [0.5, 0.7, 0.8, 0.9, 0.95, 1, 1.05, 1.1, 1.2, 1.3, 1.45]) {
-    const phase: TunerPhase = { rate: modelLambda * factor, input: 500, output: 64 };
-    await offerPhase([sim.url], phase, 3, random, pending);
-    const before = await scrape();
-    await offerPhase([sim.url], phase, SWEEP_S, random, pending);
-    const after = await scrape();
-    const n = after.ttft!.count - before.ttft!.count;
-    const ttft = ((after.ttft!.sum - before.ttft!.sum) / n) * 1_000;
-    const itl =
-      ((after.itl!.sum - before.itl!.sum) / (after.itl!.count - before.itl!.count)) * 1_000;
-    const rate = n / SWEEP_S;
-    const ok = ttft <= TARGETS.ttftMs && itl <= TARGETS.itlMs;
-    rows.push({ rate, ttft, itl, ok });
-    console.log(
-      `sweep ${rate.toFixed(2)}/s: TTFT ${ttft.toFixed(1)} ms ITL ${itl.toFixed(2)} ms ${ok ? 'within' : 'MISSES'} targets`,
-    );
-    if (!ok && rows.filter((x) => !x.ok).length >= 2) break;
-  }
-  await Promise.all(pending);
-  // The realized rate of a step differs from the offered one (Poisson), so steps are taken in
-  // the order of their realized rates: the lowest rate that missed, and below it the highest
-  // that passed.
-  const firstMiss = rows.filter((x) => !x.ok).sort((a, b) => a.rate - b.rate)[0];
-  const lastOk = rows
-    .filter((x) => x.ok && (!firstMiss || x.rate < firstMiss.rate))
-    .sort((a, b) => b.rate - a.rate)[0];
-  let measured = lastOk?.rate ?? 0;
-  if (lastOk && firstMiss) {
-    // Interpolate where the binding latency crosses its target.
-    const slack = (x: typeof lastOk) =>
-      Math.min(TARGETS.ttftMs / x.ttft - 1, TARGETS.itlMs / x.itl - 1);
-    const a = slack(lastOk);
-    const b = slack(firstMiss);
-    measured = lastOk.rate + ((firstMiss.rate - lastOk.rate) * a) / (a - b);
-  }
   console.log(`measured lambda* (sweep): ${measured.toFixed(2)}/s`);
   console.log(
     `model lambda* with the true parameters: ${modelLambda.toFixed(2)}/s (${pct(modelLambda / measured - 1)})`,
@@ -175,11 +186,6 @@ async function main() {
       `${name} lambda* from learned parameters: ${lambda.toFixed(2)}/s (${pct(lambda / measured - 1)})`,
     );
   }
-  await stopAll();
 }
 
-main().catch(async (error) => {
-  console.error(error);
-  await stopAll();
-  process.exit(1);
-});
+await runBench(main);
