@@ -51,7 +51,7 @@ import {
   startStaticUpstream,
   type Upstream,
 } from './harness/stack.js';
-import { type OtlpReceiver, startOtlpReceiver } from './otlp-receiver.js';
+import { type OtlpReceiver, startOtlpReceiver } from './harness/otlp-receiver.js';
 
 const ROUNDS = envNumber('BENCH_ROUNDS', 3);
 const JIT_WARMUP = envNumber('BENCH_JIT_WARMUP', 12_000);

@@ -2,7 +2,7 @@
  * Benchmark: does fairgate-sim deliver the throughput its queueing model predicts, and does
  * it keep up with 256 concurrent streams on this machine?
  *
- *   cd loadtest && node --conditions=@fairgate/source --import tsx bench/sim-capacity.ts [config...]
+ *   npm run bench:sim-capacity -w @fairgate/loadtest [-- config...]
  *
  * For each config it starts a sim (testkit, 127.0.0.1), drives closed-loop load with C real
  * streaming HTTP clients (each sends its next request as soon as the previous one ends;
@@ -29,7 +29,9 @@ import {
   estimatePromptTokens,
   type StreamChunk,
 } from '@fairgate/openai';
-import { type AppHandle, startSim, stopAll } from '@fairgate/testkit';
+import { type AppHandle, startSim } from '@fairgate/testkit';
+import { table } from './harness/report.js';
+import { runBench } from './harness/stack.js';
 
 interface BenchConfig {
   name: string;
@@ -42,58 +44,25 @@ interface BenchConfig {
   outputTokens: number;
 }
 
-const CONFIGS: BenchConfig[] = [
-  {
-    name: 'light',
-    alphaMs: 10,
-    betaMs: 0.02,
-    gammaMs: 0.0005,
-    maxNumSeqs: 64,
-    clients: 8,
-    promptTokens: 512,
-    outputTokens: 64,
-  },
-  {
-    name: 'full-batch',
-    alphaMs: 10,
-    betaMs: 0.02,
-    gammaMs: 0.0005,
-    maxNumSeqs: 64,
-    clients: 64,
-    promptTokens: 512,
-    outputTokens: 64,
-  },
-  {
-    name: 'queued',
-    alphaMs: 10,
-    betaMs: 0.02,
-    gammaMs: 0.0005,
-    maxNumSeqs: 16,
-    clients: 48,
-    promptTokens: 256,
-    outputTokens: 64,
-  },
-  {
-    name: 'prefill-heavy',
-    alphaMs: 20,
-    betaMs: 0.05,
-    gammaMs: 0.001,
-    maxNumSeqs: 32,
-    clients: 16,
-    promptTokens: 2000,
-    outputTokens: 16,
-  },
-  {
-    name: '256-streams',
-    alphaMs: 8,
-    betaMs: 0.01,
-    gammaMs: 0.0002,
-    maxNumSeqs: 256,
-    clients: 256,
-    promptTokens: 256,
-    outputTokens: 128,
-  },
-];
+/** name, alpha/beta/gamma ms, max-num-seqs N, clients C, prompt and output tokens. */
+const CONFIGS: BenchConfig[] = (
+  [
+    ['light', 10, 0.02, 0.0005, 64, 8, 512, 64],
+    ['full-batch', 10, 0.02, 0.0005, 64, 64, 512, 64],
+    ['queued', 10, 0.02, 0.0005, 16, 48, 256, 64],
+    ['prefill-heavy', 20, 0.05, 0.001, 32, 16, 2000, 16],
+    ['256-streams', 8, 0.01, 0.0002, 256, 256, 256, 128],
+  ] as const
+).map(([name, alphaMs, betaMs, gammaMs, maxNumSeqs, clients, promptTokens, outputTokens]) => ({
+  name,
+  alphaMs,
+  betaMs,
+  gammaMs,
+  maxNumSeqs,
+  clients,
+  promptTokens,
+  outputTokens,
+}));
 
 /** Warm-up and measuring window: at least 3 s / 8 s, and long enough for several cycles. */
 function phases(cycleMs: number): { warmupMs: number; windowMs: number } {
@@ -387,21 +356,13 @@ const COLUMNS: Array<[title: string, cell: (row: Row, m: ReturnType<typeof measu
   ];
 
 function format(rows: Row[]): string {
-  const header = COLUMNS.map(([title]) => title);
-  const lines = rows.map((row) => {
-    const m = measured(row);
-    return COLUMNS.map(([, cell]) => cell(row, m));
-  });
-  const widths = header.map((title, column) =>
-    Math.max(title.length, ...lines.map((line) => line[column]!.length)),
+  return table(
+    COLUMNS.map(([title]) => title),
+    rows.map((row) => {
+      const m = measured(row);
+      return COLUMNS.map(([, cell]) => cell(row, m));
+    }),
   );
-  const render = (cells: string[]) =>
-    `| ${cells.map((cell, column) => cell.padStart(widths[column]!)).join(' | ')} |`;
-  return [
-    render(header),
-    `|${widths.map((width) => '-'.repeat(width + 2)).join('|')}|`,
-    ...lines.map(render),
-  ].join('\n');
 }
 
 async function main(): Promise<void> {
@@ -435,11 +396,4 @@ async function main(): Promise<void> {
   );
 }
 
-main()
-  .catch((error: unknown) => {
-    process.stderr.write(
-      `${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-    );
-    process.exitCode = 1;
-  })
-  .finally(() => stopAll());
+await runBench(main);

@@ -51,7 +51,7 @@ import {
   OtlpSpanKind,
   releaseToGrantMs,
   startOtlpReceiver,
-} from './otlp-receiver.js';
+} from './harness/otlp-receiver.js';
 import { gauges, type Stream, sendStreams, waitFor } from './waiting-client.js';
 import { startWaitingUpstream, type WaitingUpstream } from './waiting-upstream.js';
 

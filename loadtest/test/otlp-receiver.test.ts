@@ -11,7 +11,7 @@ import {
   parseExport,
   releaseToGrantMs,
   startOtlpReceiver,
-} from '../bench/otlp-receiver.js';
+} from '../bench/harness/otlp-receiver.js';
 
 describe('releaseToGrantMs', () => {
   it.each([
