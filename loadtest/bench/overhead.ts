@@ -33,6 +33,7 @@
  * the bytes, and a line of what tracing costs a request).
  */
 import { findExecutable, startGatewayProcess, writeGatewayConfig } from '@fairgate/testkit';
+import { type OtlpReceiver, startOtlpReceiver } from '../../test/support/otlp-receiver.js';
 import {
   type LoadResult,
   requestHeaders,
@@ -51,7 +52,6 @@ import {
   startStaticUpstream,
   type Upstream,
 } from './harness/stack.js';
-import { type OtlpReceiver, startOtlpReceiver } from './harness/otlp-receiver.js';
 
 const ROUNDS = envNumber('BENCH_ROUNDS', 3);
 const JIT_WARMUP = envNumber('BENCH_JIT_WARMUP', 12_000);

@@ -93,38 +93,43 @@ const commandStats = () => redisCommandStats(url);
 
 const report = (line: string) => console.log(line);
 
-// 1. Pairs per second --------------------------------------------------------------------
-async function pairsPerSecond(): Promise<number> {
-  const schedulers = Array.from({ length: CONNECTIONS }, () =>
-    open('pairs', pipelinedConnection()),
-  );
-  const tenants = await preparePool(schedulers[0] as RedisScheduler, 1_000_000, 16);
-  let done = 0;
+/**
+ * Enqueue + release pairs, every one granted at once, from CONNECTIONS pipelined connections
+ * with WORKERS_PER_CONNECTION each in flight, until `max` pairs or `seconds`; `prefix` gives
+ * the n-th request its block hashes. Returns the pairs made and the seconds they took.
+ */
+async function grantedPairs(
+  pool: string,
+  max: number,
+  seconds: number,
+  settings: { prefix?: boolean; pods?: number } = {},
+  prefix?: (n: number) => string[],
+): Promise<{ done: number; seconds: number }> {
+  const schedulers = Array.from({ length: CONNECTIONS }, () => open(pool, pipelinedConnection()));
+  const tenants = await preparePool(schedulers[0]!, 1_000_000, 16, settings);
   let serial = 0;
-  const deadline = performance.now() + PAIRS_SECONDS * 1000;
+  let done = 0;
+  const started = performance.now();
+  const deadline = started + seconds * 1_000;
   const worker = async (scheduler: RedisScheduler, replica: string) => {
-    while (done < PAIRS_MAX && performance.now() < deadline) {
-      serial += 1;
-      const id = `p${serial}`;
-      const result = await scheduler.enqueue({
-        id,
-        tenant: tenants[serial % tenants.length] as string,
-        band: 3,
-        replica,
-      });
-      if (result.status !== 'granted') throw new Error(`expected a grant, got ${result.status}`);
+    while (serial < max && performance.now() < deadline) {
+      const n = ++serial;
+      const id = `${pool}-${n}`;
+      const tenant = tenants[n % tenants.length]!;
+      const request = { id, tenant, band: 3, replica, ...(prefix ? { prefix: prefix(n) } : {}) };
+      const result = await scheduler.enqueue(request);
+      if (result.status !== 'granted')
+        throw new Error(`${pool}: expected a grant, got ${result.status}`);
       await scheduler.release(id, { outcome: 'completed' });
-      done += 1;
+      done++;
     }
   };
-  const started = performance.now();
   await Promise.all(
     schedulers.flatMap((scheduler, c) =>
       Array.from({ length: WORKERS_PER_CONNECTION }, () => worker(scheduler, `bench-${c}`)),
     ),
   );
-  const seconds = (performance.now() - started) / 1000;
-  return done / seconds;
+  return { done, seconds: (performance.now() - started) / 1_000 };
 }
 
 // 2. Latency of an enqueue granted at once ------------------------------------------------
@@ -252,50 +257,16 @@ function promptBlocks(family: number, serial: number, blocks: number): string[] 
   );
 }
 
-// 6. The prefix index stays bounded ---------------------------------------------------------
-async function prefixIndexBound(): Promise<{
-  distinct: number;
-  entries: number;
-  bound: number;
-  bytes: number;
-  seconds: number;
-}> {
+/** The prefix index after PREFIX_DISTINCT requests, each its own prefix from the first block. */
+async function prefixIndexBound() {
   const pods = 4;
-  const schedulers = Array.from({ length: CONNECTIONS }, () =>
-    open('prefix-index', pipelinedConnection()),
+  const run = await grantedPairs(
+    'prefix-index',
+    PREFIX_DISTINCT,
+    PREFIX_INDEX_SECONDS,
+    { prefix: true, pods },
+    (n) => Array.from({ length: 16 }, (_, i) => `u${n}b${i}`),
   );
-  const tenants = await preparePool(schedulers[0] as RedisScheduler, 1_000_000, 16, {
-    prefix: true,
-    pods,
-  });
-  let done = 0;
-  let serial = 0;
-  const started = performance.now();
-  const deadline = started + PREFIX_INDEX_SECONDS * 1_000;
-  const worker = async (scheduler: RedisScheduler) => {
-    while (serial < PREFIX_DISTINCT && performance.now() < deadline) {
-      serial += 1;
-      const id = `x${serial}`;
-      // Every request its own prefix from the first block: PREFIX_DISTINCT distinct ones.
-      const prefix = Array.from({ length: 16 }, (_, i) => `u${serial}b${i}`);
-      const result = await scheduler.enqueue({
-        id,
-        tenant: tenants[serial % tenants.length] as string,
-        band: 3,
-        replica: 'idx',
-        prefix,
-      });
-      if (result.status !== 'granted') throw new Error('prefix index run: expected a grant');
-      await scheduler.release(id, { outcome: 'completed' });
-      done += 1;
-    }
-  };
-  await Promise.all(
-    schedulers.flatMap((scheduler) =>
-      Array.from({ length: WORKERS_PER_CONNECTION }, () => worker(scheduler)),
-    ),
-  );
-  const seconds = (performance.now() - started) / 1_000;
   let entries = 0;
   let bytes = 0;
   for (let pod = 0; pod < pods; pod += 1) {
@@ -305,7 +276,8 @@ async function prefixIndexBound(): Promise<{
       bytes += Number((await admin.memory('USAGE', key, 'SAMPLES', '0')) ?? 0);
     }
   }
-  return { distinct: done, entries, bound: pods * (PREFIX_ENTRIES_PER_POD + 16), bytes, seconds };
+  const bound = pods * (PREFIX_ENTRIES_PER_POD + 16);
+  return { distinct: run.done, entries, bound, bytes, seconds: run.seconds };
 }
 
 /** Frees one slot at a time; each release runs the dispatch pass that grants the next. */
@@ -338,7 +310,8 @@ const load = () =>
 
 /** 1-3: pairs per second, the latency of a grant, Redis calls per request. */
 async function reportUnqueued(): Promise<void> {
-  const pairs = await pairsPerSecond();
+  const run = await grantedPairs('pairs', PAIRS_MAX, PAIRS_SECONDS);
+  const pairs = run.done / run.seconds;
   report(
     `enqueue+release pairs/s      ${fmt(pairs)}  (${CONNECTIONS} connections x ${WORKERS_PER_CONNECTION} in flight; goal >= 10,000, ratio ${fmt(pairs / 10_000, 2)})`,
   );

@@ -37,6 +37,12 @@ import {
   writeGatewayConfig,
 } from '@fairgate/testkit';
 import {
+  type OtlpReceiver,
+  OtlpSpanKind,
+  releaseToGrantMs,
+  startOtlpReceiver,
+} from '../../test/support/otlp-receiver.js';
+import {
   commandDelta,
   cpuMicros,
   pinProcesses,
@@ -46,12 +52,6 @@ import {
 } from './harness/proc.js';
 import { quantile, verdict } from './harness/report.js';
 import { envNumber, runBench, sleep, startBenchRedis } from './harness/stack.js';
-import {
-  type OtlpReceiver,
-  OtlpSpanKind,
-  releaseToGrantMs,
-  startOtlpReceiver,
-} from './harness/otlp-receiver.js';
 import { gauges, type Stream, sendStreams, waitFor } from './waiting-client.js';
 import { startWaitingUpstream, type WaitingUpstream } from './waiting-upstream.js';
 

@@ -11,7 +11,7 @@ import {
   parseExport,
   releaseToGrantMs,
   startOtlpReceiver,
-} from '../bench/harness/otlp-receiver.js';
+} from '../../test/support/otlp-receiver.js';
 
 describe('releaseToGrantMs', () => {
   it.each([

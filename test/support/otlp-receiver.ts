@@ -4,7 +4,8 @@ import { gunzipSync } from 'node:zlib';
 import protobuf from 'protobufjs';
 
 /**
- * An OTLP/HTTP trace receiver on 127.0.0.1 for benches: it takes what a gateway's
+ * An OTLP/HTTP trace receiver on 127.0.0.1 for tests and benches (loadtest/test/otlp-receiver.test.ts,
+ * bench:overhead, bench:waiting): it takes what a gateway's
  * OpenTelemetry SDK exports (`POST /v1/traces`, JSON or protobuf, gzip or not) and keeps the
  * spans' names, kinds, times and attributes, parsed when read rather than while a bench
  * measures. With `keepSpans: false` it only counts the bytes (bench:overhead's traced replica:
