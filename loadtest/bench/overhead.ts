@@ -138,10 +138,9 @@ async function startTargets(): Promise<{ targets: Map<Path, Target>; receiver?: 
     );
   }
   if (PIN) {
-    const all = [...targets.values()];
     pinProcesses(
       PROXY_CPU,
-      all.map((t) => t.gateway),
+      [...targets.values()].map((t) => t.gateway),
     );
     pinProcesses(REST_CPU, [process.pid, upstream.pid, redis.pid]);
   }
@@ -246,56 +245,34 @@ function printTable(results: Results, paths: Path[]): void {
       const direct = results.get(key(load, c, 'direct'))!;
       for (const path of paths) {
         const runs = results.get(key(load, c, path))!;
-        const m = (pick: (r: PhaseResult) => number) => median(runs.map(pick));
+        const m = (pick: (r: PhaseResult) => number, digits = 0, width = 5) =>
+          num(median(runs.map(pick)), digits, width);
         const added = (pick: (r: PhaseResult) => number) =>
-          perRound(runs, direct, (r, d) => pick(r) - pick(d));
-        const errors = runs.reduce((sum, r) => sum + r.errors, 0);
-        rows.push(
-          `${load.padEnd(9)} | ${String(c).padEnd(2)} | ${PATH_NAMES[path].padEnd(22)} | ${num(
-            m((r) => r.p50),
+          num(
+            perRound(runs, direct, (r, d) => pick(r) - pick(d)),
             3,
             7,
-          )} | ${num(
-            m((r) => r.p99),
-            3,
-            7,
-          )} |` +
-            ` ${num(
-              added((r) => r.p50),
-              3,
-              7,
-            )}   | ${num(
-              added((r) => r.p99),
-              3,
-              7,
-            )}   | ${num(
-              m((r) => r.rps),
-              0,
-              5,
-            )} |` +
-            ` ${num(
-              perRound(runs, direct, (r, d) => r.rps / d.rps),
-              2,
-              9,
-            )} |             ${num(
-              m((r) => r.cpu.proxy),
-              0,
-              5,
-            )} ${num(
-              m((r) => r.cpu.pod),
-              0,
-              5,
-            )} ${num(
-              m((r) => r.cpu.redis),
-              0,
-              5,
-            )} ${num(
-              m((r) => r.cpu.client),
-              0,
-              5,
-            )}` +
-            (errors > 0 ? `  (${errors} errors)` : ''),
+          );
+        const ratio = num(
+          perRound(runs, direct, (r, d) => r.rps / d.rps),
+          2,
+          9,
         );
+        const cpu = [m((r) => r.cpu.proxy), m((r) => r.cpu.pod), m((r) => r.cpu.redis)];
+        const errors = runs.reduce((sum, r) => sum + r.errors, 0);
+        const cells = [load.padEnd(9), String(c).padEnd(2), PATH_NAMES[path].padEnd(22)];
+        cells.push(
+          m((r) => r.p50, 3, 7),
+          m((r) => r.p99, 3, 7),
+        );
+        cells.push(
+          `${added((r) => r.p50)}  `,
+          `${added((r) => r.p99)}  `,
+          m((r) => r.rps),
+          ratio,
+        );
+        cells.push(`            ${cpu.join(' ')} ${m((r) => r.cpu.client)}`);
+        rows.push(cells.join(' | ') + (errors > 0 ? `  (${errors} errors)` : ''));
       }
     }
   }
@@ -306,80 +283,79 @@ function printTable(results: Results, paths: Path[]): void {
 function printGoals(results: Results): void {
   const runs = (load: Workload, c: number, path: Path) => results.get(key(load, c, path));
   const rps = (x: PhaseResult, y: PhaseResult) => x.rps / y.rps;
+  const p50 = (x: PhaseResult, y: PhaseResult) => x.p50 - y.p50;
   const plainRatio = (a: Path, b: Path) =>
     perRound(runs('plain', 16, a), runs('plain', 16, b), rps);
-  const line = (label: string, value: number, goal: string, met: boolean, unit = '') =>
-    Number.isNaN(value)
-      ? `  ${label}: n/a (needs that workload and path)`
-      : `  ${label}: ${value.toFixed({ ' ms': 3, ' req/s': 0 }[unit] ?? 2)}${unit}${goal ? ` ${goal}: ${verdict(met)}` : ''}`;
-  const streamVsPlain = perRound(runs('stream16', 16, 'redis'), runs('plain', 16, 'redis'), rps);
-  const streamAdded = perRound(
-    runs('stream16', 1, 'redis'),
-    runs('stream16', 1, 'direct'),
-    (x, y) => x.p50 - y.p50,
-  );
-  const plainAdded = perRound(
-    runs('plain', 1, 'redis'),
-    runs('plain', 1, 'direct'),
-    (x, y) => x.p50 - y.p50,
-  );
   const redisRps = median((runs('plain', 16, 'redis') ?? []).map((r) => r.rps));
-  const lines = [
-    '\ngoals (per-round ratios and differences, median over rounds):',
-    line(
-      'stream16 c=16 req/s through Redis / plain c=16 through Redis',
-      streamVsPlain,
-      '>= 0.8',
-      streamVsPlain >= 0.8,
-    ),
-    line(
-      'stream16 c=1 added p50 through Redis over direct',
-      streamAdded,
-      '<= 0.35 ms',
-      streamAdded <= 0.35,
-      ' ms',
-    ),
-    line(
-      'plain c=1 added p50 through Redis over direct',
-      plainAdded,
-      '<= 0.5 ms',
-      plainAdded <= 0.5,
-      ' ms',
-    ),
-    line('plain c=16 through Redis', redisRps, '>= 3,000', redisRps >= 3_000, ' req/s'),
-    line(
-      'plain c=16 req/s, gateway with Redis / direct',
-      plainRatio('redis', 'direct'),
-      '>= 0.17',
-      plainRatio('redis', 'direct') >= 0.17,
-    ),
-    line(
-      'plain c=16 req/s, gateway embedded / direct',
-      plainRatio('embedded', 'direct'),
-      '>= 0.25',
-      plainRatio('embedded', 'direct') >= 0.25,
-    ),
-  ];
-  if (COMPARE_WITH) {
-    for (const path of ['redis', 'embedded'] as const) {
-      lines.push(
-        line(
-          `plain c=16 req/s, ${PATH_NAMES[path]} / the same path of BENCH_COMPARE_WITH`,
-          plainRatio(path, `${path}@compare`),
-          '',
-          true,
-          'x',
-        ),
-      );
-    }
+  /** [label, value, unit, goal, met]. */
+  const goals: Array<[string, number, string, string, boolean]> = [];
+  const goal = (
+    label: string,
+    value: number,
+    unit: string,
+    text: string,
+    met: (v: number) => boolean,
+  ) => goals.push([label, value, unit, text, met(value)]);
+  const streamVsPlain = perRound(runs('stream16', 16, 'redis'), runs('plain', 16, 'redis'), rps);
+  goal(
+    'stream16 c=16 req/s through Redis / plain c=16 through Redis',
+    streamVsPlain,
+    '',
+    '>= 0.8',
+    (v) => v >= 0.8,
+  );
+  const streamAdded = perRound(runs('stream16', 1, 'redis'), runs('stream16', 1, 'direct'), p50);
+  goal(
+    'stream16 c=1 added p50 through Redis over direct',
+    streamAdded,
+    ' ms',
+    '<= 0.35 ms',
+    (v) => v <= 0.35,
+  );
+  const plainAdded = perRound(runs('plain', 1, 'redis'), runs('plain', 1, 'direct'), p50);
+  goal(
+    'plain c=1 added p50 through Redis over direct',
+    plainAdded,
+    ' ms',
+    '<= 0.5 ms',
+    (v) => v <= 0.5,
+  );
+  goal('plain c=16 through Redis', redisRps, ' req/s', '>= 3,000', (v) => v >= 3_000);
+  goal(
+    'plain c=16 req/s, gateway with Redis / direct',
+    plainRatio('redis', 'direct'),
+    '',
+    '>= 0.17',
+    (v) => v >= 0.17,
+  );
+  goal(
+    'plain c=16 req/s, gateway embedded / direct',
+    plainRatio('embedded', 'direct'),
+    '',
+    '>= 0.25',
+    (v) => v >= 0.25,
+  );
+  const lines = ['\ngoals (per-round ratios and differences, median over rounds):'];
+  for (const [label, value, unit, text, met] of goals) {
+    const shown = value.toFixed({ ' ms': 3, ' req/s': 0 }[unit] ?? 2);
+    lines.push(
+      `  ${label}: ${Number.isNaN(value) ? 'n/a (needs that workload and path)' : `${shown}${unit} ${text}: ${verdict(met)}`}`,
+    );
+  }
+  for (const path of COMPARE_WITH ? (['redis', 'embedded'] as const) : []) {
+    const ratio = plainRatio(path, `${path}@compare`);
+    lines.push(
+      `  plain c=16 req/s, ${PATH_NAMES[path]} / the same path of BENCH_COMPARE_WITH: ${ratio.toFixed(2)}x`,
+    );
   }
   for (const load of TRACES ? WORKLOADS : []) {
-    const traced = runs(load, 16, 'traced');
-    const untraced = runs(load, 16, 'redis');
-    const cpu = (r: PhaseResult[] | undefined) => median((r ?? []).map((x) => x.cpu.proxy));
+    const [traced, untraced] = [runs(load, 16, 'traced'), runs(load, 16, 'redis')];
+    const cpu = (r: PhaseResult[] | undefined) =>
+      median((r ?? []).map((x) => x.cpu.proxy)).toFixed(0);
+    const extra = perRound(traced, untraced, (t, u) => t.cpu.proxy - u.cpu.proxy).toFixed(0);
     lines.push(
-      `  tracing every span (OTLP protobuf), ${load} c=16: gateway CPU ${cpu(traced).toFixed(0)} vs ${cpu(untraced).toFixed(0)} us per request untraced` +
-        ` (+${perRound(traced, untraced, (t, u) => t.cpu.proxy - u.cpu.proxy).toFixed(0)}), req/s ${perRound(traced, untraced, rps).toFixed(2)}x`,
+      `  tracing every span (OTLP protobuf), ${load} c=16: gateway CPU ${cpu(traced)} vs ${cpu(untraced)} us per request untraced` +
+        ` (+${extra}), req/s ${perRound(traced, untraced, rps).toFixed(2)}x`,
     );
   }
   console.log(lines.join('\n'));

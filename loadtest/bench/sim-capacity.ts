@@ -104,6 +104,7 @@ function chatRequest(config: BenchConfig, client: number, sequence: number): Cha
   };
 }
 
+/** The measuring window and what the clients counted in it. */
 interface Window {
   start: number;
   end: number;
@@ -113,9 +114,7 @@ interface Window {
   errors: number;
 }
 
-function windowSeconds(window: Window): number {
-  return (window.end - window.start) / 1000;
-}
+const windowSeconds = (window: Window) => (window.end - window.start) / 1000;
 
 /** One streaming request over node:http; calls onToken per content chunk. */
 function streamOnce(
@@ -161,50 +160,33 @@ function streamOnce(
   });
 }
 
-interface Snapshot {
-  iterationSum: number;
-  iterationCount: number;
-  lagSum: number;
-  lagCount: number;
+/** The sim's own metrics read at the window's ends (one sample each, by metric name). */
+const SNAPSHOT_METRICS = {
+  iterationSum: 'fairgate_sim_iteration_duration_seconds_sum',
+  iterationCount: 'fairgate_sim_iteration_duration_seconds_count',
+  lagSum: 'fairgate_sim_iteration_lag_seconds_sum',
+  lagCount: 'fairgate_sim_iteration_lag_seconds_count',
+  lagMax: 'fairgate_sim_iteration_lag_max_seconds',
+  resyncs: 'fairgate_sim_engine_resyncs_total',
+  runningMax: 'fairgate_sim_num_requests_running_max',
+  preemptions: 'vllm:num_preemptions_total',
+  cpuSeconds: 'process_cpu_seconds_total',
+};
+type Snapshot = Record<keyof typeof SNAPSHOT_METRICS, number> & {
   lagBuckets: Array<{ le: number; count: number }>;
-  lagMax: number;
-  resyncs: number;
-  runningMax: number;
-  preemptions: number;
-  cpuSeconds: number;
-}
-
-function sample(text: string, name: string, labelFilter = ''): number[] {
-  const values: number[] = [];
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`) || !line.includes(labelFilter)) continue;
-    values.push(Number(line.slice(line.lastIndexOf(' ') + 1)));
-  }
-  return values;
-}
+};
 
 async function snapshot(url: string): Promise<Snapshot> {
   const text = await (await fetch(`${url}/metrics`)).text();
-  const one = (name: string) => sample(text, name)[0] ?? Number.NaN;
-  const lagBuckets: Snapshot['lagBuckets'] = [];
-  for (const line of text.split('\n')) {
-    const match = /^fairgate_sim_iteration_lag_seconds_bucket\{.*le="([^"]+)".*\} (\S+)$/.exec(
-      line,
-    );
-    if (match) lagBuckets.push({ le: Number(match[1]), count: Number(match[2]) });
-  }
-  return {
-    iterationSum: one('fairgate_sim_iteration_duration_seconds_sum'),
-    iterationCount: one('fairgate_sim_iteration_duration_seconds_count'),
-    lagSum: one('fairgate_sim_iteration_lag_seconds_sum'),
-    lagCount: one('fairgate_sim_iteration_lag_seconds_count'),
-    lagBuckets,
-    lagMax: one('fairgate_sim_iteration_lag_max_seconds'),
-    resyncs: one('fairgate_sim_engine_resyncs_total'),
-    runningMax: one('fairgate_sim_num_requests_running_max'),
-    preemptions: one('vllm:num_preemptions_total'),
-    cpuSeconds: Number(/^process_cpu_seconds_total (\S+)$/m.exec(text)?.[1]),
-  };
+  const one = (name: string) =>
+    Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+  const values = Object.fromEntries(
+    Object.entries(SNAPSHOT_METRICS).map(([key, name]) => [key, one(name)]),
+  ) as Record<keyof typeof SNAPSHOT_METRICS, number>;
+  const lagBuckets = [
+    ...text.matchAll(/^fairgate_sim_iteration_lag_seconds_bucket\{.*le="([^"]+)".*\} (\S+)$/gm),
+  ].map((m) => ({ le: Number(m[1]), count: Number(m[2]) }));
+  return { ...values, lagBuckets };
 }
 
 /** histogram_quantile over the bucket increase between two snapshots (seconds). */
@@ -213,15 +195,14 @@ function quantile(q: number, before: Snapshot, after: Snapshot): number {
     le: bucket.le,
     count: bucket.count - (before.lagBuckets[index]?.count ?? 0),
   }));
-  const total = buckets.at(-1)?.count ?? 0;
-  if (total === 0) return Number.NaN;
-  const rank = q * total;
+  const rank = q * (buckets.at(-1)?.count ?? 0);
+  if (rank === 0) return Number.NaN;
   let previous = { le: 0, count: 0 };
   for (const bucket of buckets) {
     if (bucket.count >= rank) {
       if (!Number.isFinite(bucket.le)) return previous.le;
-      const inBucket = bucket.count - previous.count;
-      return previous.le + ((bucket.le - previous.le) * (rank - previous.count)) / (inBucket || 1);
+      const inBucket = bucket.count - previous.count || 1;
+      return previous.le + ((bucket.le - previous.le) * (rank - previous.count)) / inBucket;
     }
     previous = bucket;
   }

@@ -30,7 +30,6 @@ import {
   startGatewayProcess,
   startSim,
   TUNER_TARGETS as TARGETS,
-  TEST_KEYS,
   TUNER_TRUTH as TRUTH,
   type TunerPhase,
   tunerGatewaySections,
@@ -38,26 +37,16 @@ import {
   writeGatewayConfig,
 } from '@fairgate/testkit';
 import { pct } from './harness/report.js';
-import { flag, runBench, sleep } from './harness/stack.js';
+import { flag, runBench } from './harness/stack.js';
+import { type CapacityReport, nextPeriod } from './harness/tuner.js';
 
 const PERIOD_S = Number(flag('period-s') ?? 60);
 const SWEEP_S = Number(flag('sweep-s') ?? 10);
 const PODS = Number(flag('pods') ?? 2);
 const SEED = Number(flag('seed') ?? 20_240_607);
 
-interface PodView {
-  alpha_ms: number | null;
-  beta_ms: number | null;
-  gamma_ms: number | null;
-  relative_std: number[] | null;
-  updates: number;
-  rejected: number;
-  event: string | null;
-  nis: number | null;
-}
-
 type Random = () => number;
-type NextPeriod = (period: number) => Promise<{ period?: number; pods: Record<string, PodView> }>;
+type NextPeriod = (period: number) => Promise<CapacityReport>;
 const pending: Promise<unknown>[] = [];
 
 function createRandom(): Random {
@@ -151,19 +140,7 @@ async function main() {
     sections: tunerGatewaySections(PERIOD_S),
   });
   const gateway = await startGatewayProcess({ config, replicaId: 'bench' });
-  const report = async () =>
-    (await (
-      await fetch(`${gateway.url}/admin/capacity`, {
-        headers: { authorization: `Bearer ${TEST_KEYS.admin}` },
-      })
-    ).json()) as { period?: number; pods: Record<string, PodView> };
-  const nextPeriod = async (period: number) => {
-    for (;;) {
-      const r = await report();
-      if ((r.period ?? 0) > period) return r;
-      await sleep(50);
-    }
-  };
+  const next = (period: number) => nextPeriod(gateway.url, period, PERIOD_S * 3 + 10);
 
   console.log(
     `truth alpha ${TRUTH.alpha} beta ${TRUTH.beta} gamma ${TRUTH.gamma}, N ${MAX_BATCH}, ` +
@@ -172,7 +149,7 @@ async function main() {
   const random = createRandom();
   const learned = await learnPhase(
     sims.map((sim) => sim.url),
-    nextPeriod,
+    next,
     random,
   );
   const measured = await sweepPhase(sims[0]!.url, random);

@@ -4,7 +4,7 @@
  * replicas to two fairgate-sim pods, and what the tuner learned against the sims' truth.
  *
  *   npm run bench:tuner-traffic -w @fairgate/loadtest -- [--shape below,peaks,overload]
- *     [--seed 1] [--periods 13] [--period-s 10] [--slowdown]
+ *     [--seed 1] [--periods 13] [--period-s 10]
  *
  * Per shape: one redis-server, 2 sims (TRAFFIC_TRUTH, max-num-seqs 32, a KV pool that never
  * preempts) and 2 gateway processes sharing the Redis (budget 64, scrape every 100 ms, tuner
@@ -14,10 +14,8 @@
  * switches when the tuner's period (GET /admin/capacity) increments. Printed per period: the
  * offered rate, the answers, each pod's event and estimates; at the end per pod the errors of
  * alpha, beta, gamma and lambda* against the truth, the share of observed periods the filter
- * took, and a verdict against the bounds.
- *
- * --slowdown (shape `below`): after period 6 sim 0 restarts on the same port with alpha, beta
- * and gamma doubled; pod-0's estimates are checked against the new truth 3 periods later.
+ * took, and a verdict against the bounds. (A pod that restarts slower is studied in virtual
+ * time: bench:tuner-harness --shapes.)
  */
 import { maxRate, type PodParams } from '@fairgate/control';
 import { createRng, deriveSeed, type Rng, uniformInt } from '@fairgate/runtime';
@@ -45,34 +43,18 @@ import {
   totalRates,
 } from '../../test/support/tuner-study/shapes.js';
 import { pct } from './harness/report.js';
-import { flag, runBench, sleep, startBenchRedis } from './harness/stack.js';
+import { flag, runBench, startBenchRedis } from './harness/stack.js';
+import { type CapacityReport, nextPeriod } from './harness/tuner.js';
 
 const SHAPES = (flag('shape') ?? TRAFFIC_SHAPES.join(',')).split(',') as TrafficShape[];
 for (const s of SHAPES) if (!TRAFFIC_SHAPES.includes(s)) throw new Error(`unknown shape ${s}`);
 const SEED = Number(flag('seed') ?? 1);
 const PERIODS = Number(flag('periods') ?? TRAFFIC_PERIODS);
 const PERIOD_S = Number(flag('period-s') ?? TRAFFIC_PERIOD_S);
-const SLOWDOWN = process.argv.includes('--slowdown');
-const SLOWDOWN_AFTER = 6;
-const RECOVERY_PERIODS = 3;
 const MODEL = 'sim-model';
 /** Tokens per KV block (the sim's default --block-size). */
 const BLOCK = 16;
 const BOUNDS = { alpha: 0.1, beta: 0.15, lambda: 0.15, taken: 0.8 };
-
-interface PodView {
-  alpha_ms: number | null;
-  beta_ms: number | null;
-  gamma_ms: number | null;
-  event: string | null;
-  capacity_rps: number | null;
-  observation: { rate: number } | null;
-}
-interface CapacityBody {
-  period?: number;
-  desired_pods: number | null;
-  pods: Record<string, PodView>;
-}
 
 /** One period: what was offered, what the clients got, and the report after it. */
 interface PeriodRow {
@@ -81,16 +63,11 @@ interface PeriodRow {
   ok: number;
   throttled: number;
   other: number;
-  report: CapacityBody;
+  report: CapacityReport;
 }
 
 const num = (v: number | null | undefined, digits = 3) =>
   v === null || v === undefined ? '-' : Number(v.toPrecision(digits)).toString();
-const scaled = (truth: PodParams, k: number): PodParams => ({
-  alpha: truth.alpha * k,
-  beta: truth.beta * k,
-  gamma: truth.gamma * k,
-});
 
 function simArgs(truth: PodParams, seed: number) {
   return {
@@ -147,24 +124,8 @@ async function startShapeStack() {
   const gateways = await Promise.all(
     [0, 1].map((i) => startGatewayProcess({ config, replicaId: `gw-${i}` })),
   );
-  const report = async (): Promise<CapacityBody> =>
-    (await (
-      await fetch(`${gateways[0]!.url}/admin/capacity`, {
-        headers: { authorization: `Bearer ${TEST_KEYS.admin}` },
-        signal: AbortSignal.timeout(5_000),
-      })
-    ).json()) as CapacityBody;
-  /** The report once the tuner's period exceeds `period` (at most 3 periods). */
-  const nextPeriod = async (period: number) => {
-    const until = performance.now() + PERIOD_S * 3_000 + 10_000;
-    while (performance.now() < until) {
-      const r = await report().catch(() => null);
-      if (r && (r.period ?? 0) > period) return r;
-      await sleep(50);
-    }
-    throw new Error(`the tuner's period did not pass ${period}`);
-  };
-  return { redis, sims, gateways, nextPeriod };
+  const next = (period: number) => nextPeriod(gateways[0]!.url, period, PERIOD_S * 3 + 10);
+  return { redis, sims, gateways, next };
 }
 
 /**
@@ -234,7 +195,7 @@ function poissonLoad(gatewayUrls: string[], rows: PeriodRow[], rates: number[], 
   return { setPeriod, run, settled: () => Promise.allSettled([...pending]) };
 }
 
-/** Runs the periods; returns each period's row and the truth of pod-0 after a slowdown. */
+/** Runs the periods; returns each period's row. */
 async function runPeriods(shape: TrafficShape, stack: Awaited<ReturnType<typeof startShapeStack>>) {
   const rates = totalRates(shape, createRng(deriveSeed('rates', shape, SEED)), PERIODS);
   console.log(`offered total rates: ${rates.map((r) => r.toFixed(1)).join(' ')}`);
@@ -246,15 +207,14 @@ async function runPeriods(shape: TrafficShape, stack: Awaited<ReturnType<typeof 
     createRng(deriveSeed('requests', shape, SEED)),
   );
   let generator: Promise<void> = Promise.resolve();
-  let slowTruth: PodParams | null = null;
   try {
-    let r = await stack.nextPeriod(0);
+    let r = await stack.next(0);
     for (let k = 0; k < PERIODS; k++) {
       const row: PeriodRow = { rate: rates[k]!, sent: 0, ok: 0, throttled: 0, other: 0, report: r };
       rows.push(row);
       load.setPeriod(k);
       if (k === 0) generator = load.run();
-      r = row.report = await stack.nextPeriod(r.period ?? 0);
+      r = row.report = await stack.next(r.period ?? 0);
       const pods = Object.entries(r.pods).map(
         ([name, p]) =>
           `${name} ${p.event ?? 'none'} a ${num(p.alpha_ms)} b ${num(p.beta_ms)} g ${num(p.gamma_ms)} l* ${num(p.capacity_rps)} obs ${num(p.observation?.rate)}/s`,
@@ -263,32 +223,21 @@ async function runPeriods(shape: TrafficShape, stack: Awaited<ReturnType<typeof 
         `period ${String(k + 1).padStart(2)} offered ${row.rate.toFixed(1).padStart(5)}/s sent ${row.sent} ` +
           `(so far 200 ${row.ok} 429 ${row.throttled} other ${row.other}) desired ${r.desired_pods ?? '-'} | ${pods.join(' | ')}`,
       );
-      if (SLOWDOWN && shape === 'below' && k + 1 === SLOWDOWN_AFTER) {
-        slowTruth = scaled(TRAFFIC_TRUTH, 2);
-        const port = stack.sims[0]!.port;
-        await stack.sims[0]!.stop();
-        stack.sims[0] = await startSim({ port, args: simArgs(slowTruth, 11) });
-        console.log(`  slowdown: sim 0 restarted on port ${port} with alpha, beta, gamma doubled`);
-      }
     }
   } finally {
     load.setPeriod(PERIODS);
     await generator;
     await load.settled(); // the answers still in flight count when they end
   }
-  return { rows, slowTruth };
+  return rows;
 }
 
 /** Per pod: the errors against its truth, the periods taken and a verdict. */
-function podVerdicts(
-  shape: TrafficShape,
-  rows: PeriodRow[],
-  slowTruth: PodParams | null,
-): string[] {
+function podVerdicts(shape: TrafficShape, rows: PeriodRow[]): string[] {
   const verdicts: string[] = [];
   for (const [name, p] of Object.entries(rows.at(-1)!.report.pods)) {
     const events = rows.map((row) => row.report.pods[name]?.event ?? null);
-    const truth = name === 'pod-0' && slowTruth ? slowTruth : TRAFFIC_TRUTH;
+    const truth = TRAFFIC_TRUTH;
     const truthLambda = maxRate(truth, TRAFFIC_WORKLOAD, TRAFFIC_TARGETS);
     const observed = events.filter((e) => e !== null).length;
     const taken = events.filter((e) => e === 'updated' || e === 'bootstrapped').length;
@@ -302,7 +251,6 @@ function podVerdicts(
       alpha: learned.alpha / truth.alpha - 1,
       beta: learned.beta / truth.beta - 1,
       gamma: learned.gamma / truth.gamma - 1,
-      // A doubled pod's lambda* at the original targets is 0: only absolute values print.
       lambda:
         truthLambda > 0
           ? maxRate(learned, TRAFFIC_WORKLOAD, TRAFFIC_TARGETS) / truthLambda - 1
@@ -325,24 +273,6 @@ function podVerdicts(
   return verdicts;
 }
 
-/** Whether pod-0's estimate came within the bounds of its doubled truth in time. */
-function slowdownVerdict(rows: PeriodRow[], slow: PodParams): string {
-  let recoveredAt: number | null = null;
-  for (let k = SLOWDOWN_AFTER; k < rows.length; k++) {
-    const p = rows[k]!.report.pods['pod-0'];
-    if (!p || p.alpha_ms === null || p.beta_ms === null) continue;
-    const within =
-      Math.abs(p.alpha_ms / slow.alpha - 1) <= BOUNDS.alpha &&
-      Math.abs(p.beta_ms / slow.beta - 1) <= BOUNDS.beta;
-    console.log(
-      `  period ${k + 1}: ${p.event ?? 'none'} alpha ${pct(p.alpha_ms / slow.alpha - 1)} beta ${pct(p.beta_ms / slow.beta - 1)}`,
-    );
-    if (within && recoveredAt === null) recoveredAt = k + 1;
-  }
-  const inTime = recoveredAt !== null && recoveredAt - SLOWDOWN_AFTER <= RECOVERY_PERIODS;
-  return `VERDICT slowdown: pod-0 within 10%/15% of the new truth ${recoveredAt === null ? 'never' : `at period ${recoveredAt}`}: ${inTime ? 'PASS' : 'FAIL'} (bound ${RECOVERY_PERIODS} periods)`;
-}
-
 async function runShape(shape: TrafficShape): Promise<void> {
   const truthLambda = maxRate(TRAFFIC_TRUTH, TRAFFIC_WORKLOAD, TRAFFIC_TARGETS);
   console.log(
@@ -351,15 +281,14 @@ async function runShape(shape: TrafficShape): Promise<void> {
   );
   const stack = await startShapeStack();
   try {
-    const { rows, slowTruth } = await runPeriods(shape, stack);
+    const rows = await runPeriods(shape, stack);
     console.log(
       `answers per period (sent/200/429/other): ${rows.map((r, k) => `${k + 1}:${r.sent}/${r.ok}/${r.throttled}/${r.other}`).join(' ')}`,
     );
     console.log(
       `${shape} desired pods: ${rows.map((r) => r.report.desired_pods ?? '-').join(' ')}`,
     );
-    const verdicts = podVerdicts(shape, rows, slowTruth);
-    if (slowTruth) console.log(slowdownVerdict(rows, slowTruth));
+    const verdicts = podVerdicts(shape, rows);
     console.log(
       `VERDICT ${shape} seed ${SEED}: ${verdicts.join('; ')} (bounds: >= 80% of observed periods taken, alpha 10%, beta 15%, lambda* 15%)`,
     );

@@ -2,8 +2,6 @@ import { SpanNames } from '@fairgate/telemetry';
 import { startGatewayProcess, stopAll, TEST_KEYS, writeGatewayConfig } from '@fairgate/testkit';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { workloadBody } from '../bench/harness/load.js';
-import { startStaticUpstream, type Upstream } from '../bench/harness/stack.js';
 import {
   nanosToMs,
   type OtlpReceiver,
@@ -12,6 +10,8 @@ import {
   releaseToGrantMs,
   startOtlpReceiver,
 } from '../../test/support/otlp-receiver.js';
+import { workloadBody } from '../bench/harness/load.js';
+import { startStaticUpstream, type Upstream } from '../bench/harness/stack.js';
 
 describe('releaseToGrantMs', () => {
   it.each([
