@@ -3,34 +3,26 @@
  *
  *   npm run bench:overhead -w @fairgate/loadtest
  *
- * A zero-latency OpenAI-shaped upstream (harness/static-upstream.ts, its own process) is
- * reached directly (the baseline), through a gateway replica with Redis and through one on
- * the embedded scheduler, at concurrency 1 and 16, for three workloads: plain (1 token),
- * stream16 and stream256 (streamed chat completions of 16 / 256 content chunks, checked once
- * per workload and path before measuring). Every process first serves BENCH_JIT_WARMUP plain
- * requests (a quarter of that stream16, a sixteenth stream256): V8 optimises the gateway's
- * hot path over its first ~10,000 requests.
+ * A zero-latency upstream (harness/static-upstream.ts, its own process) reached directly (the
+ * baseline), through a replica with Redis and through one on the embedded scheduler, at c=1
+ * and c=16, for plain requests (1 token) and streams of 16 and 256 chunks (each path checked
+ * for the token count first). Every process first serves BENCH_JIT_WARMUP plain requests (/4
+ * stream16, /16 stream256): V8 optimises the hot path over the first ~10,000. The phases run
+ * in rounds; per row the median over rounds of p50/p99 to the last byte, req/s, the added
+ * latency and ratio to the direct row of the same round, and the CPU µs per request of each
+ * process (/proc); then the goals, each met / NOT met.
  *
- * The phases run in rounds (per workload and concurrency, every path) and the summary takes
- * the median over rounds of each path's figures and of its ratios to the direct row of the
- * same round. Printed per row: p50/p99 to the last byte, req/s, the added latency, the ratio
- * to direct and the CPU µs per request of each process (/proc: the gateway, the upstream,
- * Redis, and the load client when it is this process); then the goals, each met / NOT met.
+ * BENCH_COMPARE_WITH=<another built checkout> adds its two gateways to every round, each next
+ * to its twin of this tree, first in turn (harness/rounds.ts): a before/after in one run.
+ * Load: wrk when on the PATH (BENCH_WRK_SECONDS per phase after 1 s of warm-up), else (or with
+ * BENCH_CLIENT=undici) the in-process undici client (BENCH_REQUESTS per phase after
+ * BENCH_WARMUP, /4 stream16, /16 stream256).
  *
- * BENCH_COMPARE_WITH=<another built checkout> adds that checkout's two gateways (same upstream
- * and Redis) to every round, each next to its twin of this tree, first in turn
- * (harness/rounds.ts): a before/after comparison under the same conditions.
- *
- * Load: wrk when it is on the PATH (BENCH_WRK_SECONDS per phase after 1 s of warm-up), else
- * (or with BENCH_CLIENT=undici) the in-process undici client (BENCH_REQUESTS per phase after
- * BENCH_WARMUP, divided by 4 for stream16 and 16 for stream256).
- *
- * Environment: BENCH_WORKLOADS (comma list; default plain,stream16,stream256), BENCH_ROUNDS
- * (3), BENCH_JIT_WARMUP (12000), BENCH_WRK_SECONDS (4), BENCH_REQUESTS (6000), BENCH_WARMUP
- * (1000), BENCH_CLIENT (wrk|undici), BENCH_COMPARE_WITH, BENCH_PIN (1: the gateways on CPU 0,
- * everything else on CPU 1), BENCH_TRACES (1: adds a replica with Redis that exports every
- * span over OTLP/HTTP protobuf with the SDK's default batching to a receiver that only counts
- * the bytes, and a line of what tracing costs a request).
+ * Environment: BENCH_WORKLOADS (plain,stream16,stream256), BENCH_ROUNDS (3), BENCH_JIT_WARMUP
+ * (12000), BENCH_WRK_SECONDS (4), BENCH_REQUESTS (6000), BENCH_WARMUP (1000), BENCH_CLIENT,
+ * BENCH_COMPARE_WITH, BENCH_PIN (1: the gateways on CPU 0, the rest on CPU 1), BENCH_TRACES
+ * (1: adds a replica with Redis exporting every span as OTLP protobuf, SDK-default batching,
+ * and a line of what tracing costs a request).
  */
 import { findExecutable, startGatewayProcess, writeGatewayConfig } from '@fairgate/testkit';
 import { type OtlpReceiver, startOtlpReceiver } from '../../test/support/otlp-receiver.js';

@@ -1,21 +1,15 @@
 /**
- * Scheduler benchmark: one private redis-server on this machine, RedisScheduler
- * through ioredis. Bounded in count and time; prints each result next to its goal and ratios
- * against baselines measured in the same run.
+ * Scheduler benchmark: RedisScheduler on a private redis-server, each result next to its goal
+ * and ratios against baselines measured in the same run.
  *
  *   npm run bench:scheduler -w @fairgate/loadtest
  *
- * 1. enqueue+release pairs per second, every request granted at once (goal >= 10,000/s)
- * 2. p50/p99 of an enqueue that is granted at once (sequential, one connection)
- * 3. Redis calls per unqueued request, from INFO commandstats deltas (goal 2)
- * 4. dispatch rate with 10,000 idle tenants vs 10, and with 10,000 requests waiting vs ~400
- *    (goal: each within 20%; the pass's cost does not grow with the queue)
- * 5. dispatch cost with prefix-aware pod choice on vs off, requests of 64 prompt blocks over
- *    4 pods (goal: Redis time per dispatch within 1.5x)
- * 6. the prefix index after PREFIX_DISTINCT distinct prefixes (default 1,000,000; 16 blocks
- *    each; at most PREFIX_INDEX_SECONDS, 300; 0 leaves it out): entries and MEMORY USAGE of
- *    the index keys against the configured bound (pods x entriesPerPod, plus one request's
- *    blocks per pod)
+ * 1. enqueue+release pairs/s, every request granted at once (goal >= 10,000/s); 2. p50/p99 of
+ * such an enqueue; 3. Redis calls per request (goal 2); 4. a dispatch with 10,000 idle tenants
+ * and with 10,000 waiting against ~400 waiting (goal: within 20%); 5. a dispatch's Redis time
+ * with prefix scoring on vs off, 64 blocks over 4 pods (goal <= 1.5x); 6. the prefix index
+ * after PREFIX_DISTINCT (1,000,000; 0 skips it) distinct prefixes, at most
+ * PREFIX_INDEX_SECONDS (300): entries and MEMORY USAGE against the configured bound.
  */
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';

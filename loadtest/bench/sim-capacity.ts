@@ -1,24 +1,15 @@
 /**
- * Benchmark: does fairgate-sim deliver the throughput its queueing model predicts, and does
- * it keep up with 256 concurrent streams on this machine?
+ * Benchmark: does fairgate-sim deliver the throughput its queueing model predicts, and keep up
+ * with 256 concurrent streams on this machine?
  *
  *   npm run bench:sim-capacity -w @fairgate/loadtest [-- config...]
  *
- * For each config it starts a sim (testkit, 127.0.0.1), drives closed-loop load with C real
- * streaming HTTP clients (each sends its next request as soon as the previous one ends;
- * unique prompts, so no prefix-cache hits), and after a warm-up measures for a fixed window:
- * completed requests/s and streamed tokens/s, against the closed-form prediction of the
- * same model. It also reads the sim's own iteration metrics: mean model iteration time
- * against the prediction, and how late iterations completed against the model schedule
- * (fairgate_sim_iteration_lag_seconds; p99 interpolated from buckets like histogram_quantile).
- *
- * Prediction (prefill emits token 1, decode steps k = 1..o-1 emit the rest):
- *   work of one request W = (beta+gamma)*i + sum_{k=1}^{o-1} (beta + gamma*(i+k))
- *   C <= N (every client in the batch): a client's cycle is o+1 iterations (o in the batch,
- *     one waiting for the iteration in flight when it re-submits); in one cycle every client
- *     adds W once, so cycle = (o+1)*alpha + C*W and X = C / cycle.
- *   C > N (queue never empty): a seat's cycle is o iterations, X = N / (o*alpha + N*W).
- * tokens/s = X * o. Bounded in time: warm-up + window per config (about 70 s in all).
+ * Per config: a sim, C closed-loop streaming clients (unique prompts: no prefix-cache hits),
+ * then after a warm-up a fixed window: requests/s and tokens/s against the model's prediction,
+ * the sim's mean iteration time, and how late iterations completed (the lag histogram, p99
+ * interpolated as histogram_quantile). Prediction, W the work of one request
+ * = (beta+gamma)*i + sum_{k=1}^{o-1} (beta + gamma*(i+k)): with C <= N a client's cycle is o+1
+ * iterations, X = C / ((o+1)*alpha + C*W); with C > N, X = N / (o*alpha + N*W); tokens/s = X*o.
  */
 import http from 'node:http';
 import { cpus } from 'node:os';
@@ -33,36 +24,33 @@ import { type AppHandle, startSim } from '@fairgate/testkit';
 import { table } from './harness/report.js';
 import { runBench } from './harness/stack.js';
 
-interface BenchConfig {
-  name: string;
-  alphaMs: number;
-  betaMs: number;
-  gammaMs: number;
-  maxNumSeqs: number;
-  clients: number;
-  promptTokens: number;
-  outputTokens: number;
-}
-
-/** name, alpha/beta/gamma ms, max-num-seqs N, clients C, prompt and output tokens. */
-const CONFIGS: BenchConfig[] = (
-  [
-    ['light', 10, 0.02, 0.0005, 64, 8, 512, 64],
-    ['full-batch', 10, 0.02, 0.0005, 64, 64, 512, 64],
-    ['queued', 10, 0.02, 0.0005, 16, 48, 256, 64],
-    ['prefill-heavy', 20, 0.05, 0.001, 32, 16, 2000, 16],
-    ['256-streams', 8, 0.01, 0.0002, 256, 256, 256, 128],
-  ] as const
-).map(([name, alphaMs, betaMs, gammaMs, maxNumSeqs, clients, promptTokens, outputTokens]) => ({
-  name,
-  alphaMs,
-  betaMs,
-  gammaMs,
-  maxNumSeqs,
-  clients,
-  promptTokens,
-  outputTokens,
-}));
+/** alpha/beta/gamma in ms, N = max-num-seqs, C clients, i prompt and o output tokens. */
+const CONFIGS = [
+  { name: 'light', alphaMs: 10, betaMs: 0.02, gammaMs: 0.0005, n: 64, c: 8, i: 512, o: 64 },
+  { name: 'full-batch', alphaMs: 10, betaMs: 0.02, gammaMs: 0.0005, n: 64, c: 64, i: 512, o: 64 },
+  { name: 'queued', alphaMs: 10, betaMs: 0.02, gammaMs: 0.0005, n: 16, c: 48, i: 256, o: 64 },
+  {
+    name: 'prefill-heavy',
+    alphaMs: 20,
+    betaMs: 0.05,
+    gammaMs: 0.001,
+    n: 32,
+    c: 16,
+    i: 2000,
+    o: 16,
+  },
+  {
+    name: '256-streams',
+    alphaMs: 8,
+    betaMs: 0.01,
+    gammaMs: 0.0002,
+    n: 256,
+    c: 256,
+    i: 256,
+    o: 128,
+  },
+];
+type BenchConfig = (typeof CONFIGS)[number];
 
 /** Warm-up and measuring window: at least 3 s / 8 s, and long enough for several cycles. */
 function phases(cycleMs: number): { warmupMs: number; windowMs: number } {
@@ -76,7 +64,7 @@ interface Prediction {
 }
 
 function predict(config: BenchConfig, promptTokens: number): Prediction {
-  const { alphaMs: a, betaMs: b, gammaMs: g, maxNumSeqs: n, clients: c, outputTokens: o } = config;
+  const { alphaMs: a, betaMs: b, gammaMs: g, n, c, o } = config;
   const i = promptTokens;
   const work = (b + g) * i + (o - 1) * b + g * ((o - 1) * i + (o * (o - 1)) / 2);
   const [seats, iterationsPerCycle] = c <= n ? [c, o + 1] : [n, o];
@@ -92,13 +80,13 @@ function predict(config: BenchConfig, promptTokens: number): Prediction {
 function chatRequest(config: BenchConfig, client: number, sequence: number): ChatCompletionRequest {
   // The unique salt leads the prompt, so the first KV block (and every later one) differs.
   const salt = `c${client}-r${sequence}-`;
-  const filler = 'lorem ipsum dolor sit amet '.repeat(Math.ceil((config.promptTokens * 4) / 27));
+  const filler = 'lorem ipsum dolor sit amet '.repeat(Math.ceil((config.i * 4) / 27));
   // The chat template adds ~5 tokens; trim the content so the prompt is close to the target.
-  const content = (salt + filler).slice(0, Math.max(1, config.promptTokens * 4 - 20));
+  const content = (salt + filler).slice(0, Math.max(1, config.i * 4 - 20));
   return {
     model: 'bench',
     messages: [{ role: 'user', content }],
-    max_tokens: config.outputTokens,
+    max_tokens: config.o,
     stream: true,
     stream_options: { include_usage: true },
   };
@@ -219,18 +207,15 @@ interface Row {
 }
 
 async function runConfig(config: BenchConfig): Promise<Row> {
-  const kvBlocks = Math.max(
-    8192,
-    config.clients * Math.ceil((config.promptTokens + config.outputTokens) / 16) + 64,
-  );
+  const kvBlocks = Math.max(8192, config.c * Math.ceil((config.i + config.o) / 16) + 64);
   const sim: AppHandle = await startSim({
     args: {
       'alpha-ms': config.alphaMs,
       'beta-ms': config.betaMs,
       'gamma-ms': config.gammaMs,
-      'max-num-seqs': config.maxNumSeqs,
+      'max-num-seqs': config.n,
       'kv-blocks': kvBlocks,
-      'max-waiting': config.clients + 16,
+      'max-waiting': config.c + 16,
       model: 'bench',
     },
   });
@@ -238,8 +223,7 @@ async function runConfig(config: BenchConfig): Promise<Row> {
   const prediction = predict(config, promptTokens);
   const agent = new http.Agent({ keepAlive: true, maxSockets: Number.POSITIVE_INFINITY });
   const live = new Set<http.ClientRequest>();
-  const cycleMs =
-    (1000 * Math.min(config.clients, config.maxNumSeqs)) / prediction.requestsPerSecond;
+  const cycleMs = (1000 * Math.min(config.c, config.n)) / prediction.requestsPerSecond;
   const { warmupMs, windowMs } = phases(cycleMs);
   const started = performance.now();
   const window: Window = {
@@ -273,7 +257,7 @@ async function runConfig(config: BenchConfig): Promise<Row> {
         return null;
       });
       if (completion === null) continue;
-      if (completion !== config.outputTokens) window.badUsage++;
+      if (completion !== config.o) window.badUsage++;
       if (inWindow()) window.requests++;
     }
   };
@@ -285,7 +269,7 @@ async function runConfig(config: BenchConfig): Promise<Row> {
       resolve();
     }, warmupMs),
   );
-  const clients = Array.from({ length: config.clients }, (_, id) => client(id));
+  const clients = Array.from({ length: config.c }, (_, id) => client(id));
   await new Promise((resolve) => setTimeout(resolve, warmupMs + windowMs));
   const after = await snapshot(sim.url);
   await snapshotAtStart;
@@ -316,10 +300,10 @@ function measured(row: Row) {
 const COLUMNS: Array<[title: string, cell: (row: Row, m: ReturnType<typeof measured>) => string]> =
   [
     ['config', (row) => row.config.name],
-    ['C', (row) => String(row.config.clients)],
-    ['N', (row) => String(row.config.maxNumSeqs)],
+    ['C', (row) => String(row.config.c)],
+    ['N', (row) => String(row.config.n)],
     ['i', (row) => String(row.promptTokens)],
-    ['o', (row) => String(row.config.outputTokens)],
+    ['o', (row) => String(row.config.o)],
     ['model req/s', (row) => row.prediction.requestsPerSecond.toFixed(1)],
     ['sim req/s', (_, m) => m.requestsPerSecond.toFixed(1)],
     ['ratio', (row, m) => (m.requestsPerSecond / row.prediction.requestsPerSecond).toFixed(3)],
@@ -353,9 +337,7 @@ async function main(): Promise<void> {
   if (unknown.length > 0) throw new Error(`unknown config(s): ${unknown.join(', ')}`);
   const rows: Row[] = [];
   for (const config of CONFIGS.filter((c) => only.length === 0 || only.includes(c.name))) {
-    process.stderr.write(
-      `running ${config.name} (C=${config.clients}, N=${config.maxNumSeqs}) ...\n`,
-    );
+    process.stderr.write(`running ${config.name} (C=${config.c}, N=${config.n}) ...\n`);
     const row = await runConfig(config);
     rows.push(row);
     if (row.window.errors > 0) process.stderr.write(`  ${row.window.errors} failed requests!\n`);

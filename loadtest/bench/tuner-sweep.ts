@@ -1,24 +1,16 @@
 /**
- * Benchmark of the capacity tuner's accuracy bounds (docs/tuner.md): learned parameters against the
- * sim's known ones, and the predicted lambda* against the highest rate at which the sim
- * actually kept mean TTFT and mean ITL within the targets (a sweep).
+ * The capacity tuner's accuracy with real processes (docs/tuner.md): learned parameters against
+ * the sim's known ones, and the predicted lambda* against a measured one.
  *
  *   npm run bench:tuner -w @fairgate/loadtest -- [--period-s 60] [--sweep-s 10] [--pods 2]
  *
- * 1. Learning: `pods` sims with known alpha, beta, gamma behind one embedded gateway whose
- *    leader scrapes them every 100 ms and runs the tuner every period. Open-loop Poisson load
- *    straight to the sims, one operating point per tuner period (aligned on /admin/capacity):
- *    1 light period (the bootstrap), then 9 fixed ones (TUNER_DESIGN in @fairgate/testkit:
- *    input 150..1000, output 40..128, 15..50% of mu(N); each request +-50% around them).
- *    Prints the learned parameters per pod after 10 periods, their errors, and lambda* from
- *    them.
- * 2. Sweep: on one sim, the acceptance workload (input 500, output 64 tokens) at rising rates
- *    for `sweep-s` each (after a 3 s warm-up); mean TTFT and mean ITL from the sim's own
- *    histograms (the definitions the tuner fits). The highest rate within both targets,
- *    interpolated between the lowest realized rate that missed a target and the highest one
- *    below it that met both, is the measured lambda*. Targets: twice the unloaded TTFT and ITL of that workload.
- * Same generator and sim as test/tuner.test.ts (which runs step 1 with 5 s periods) and as
- * the virtual-time study bench:tuner-harness.
+ * 1. Learning: `pods` sims behind one embedded gateway that scrapes them every 100 ms and tunes
+ *    every period; open-loop Poisson load straight to the sims, one operating point per period
+ *    (tunerPhases in @fairgate/testkit, the same as test/tuner.test.ts). Prints each pod's
+ *    learned parameters after 10 periods, their errors and lambda* from them.
+ * 2. Sweep: one sim at rising rates of the acceptance workload (input 500, output 64) for
+ *    `sweep-s` each after 3 s of warm-up; mean TTFT and ITL from the sim's histograms. The
+ *    measured lambda* is where the binding latency crosses its target (twice the unloaded one).
  */
 import { maxRate } from '@fairgate/control';
 import { parseVllmMetrics } from '@fairgate/openai';

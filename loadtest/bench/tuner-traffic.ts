@@ -1,21 +1,15 @@
 /**
  * The capacity tuner on production-like traffic with real processes: the traffic shapes of
- * the virtual-time study (test/support/tuner-study/shapes.ts) sent through two gateway
- * replicas to two fairgate-sim pods, and what the tuner learned against the sims' truth.
+ * test/support/tuner-study/shapes.ts through two gateway replicas (one Redis) to two sims.
  *
  *   npm run bench:tuner-traffic -w @fairgate/loadtest -- [--shape below,peaks,overload]
  *     [--seed 1] [--periods 13] [--period-s 10]
  *
- * Per shape: one redis-server, 2 sims (TRAFFIC_TRUTH, max-num-seqs 32, a KV pool that never
- * preempts) and 2 gateway processes sharing the Redis (budget 64, scrape every 100 ms, tuner
- * period `period-s`, explicit TRAFFIC_TARGETS). Open-loop Poisson arrivals at
- * totalRates(shape) per period, sent alternately to the two replicas (/v1/completions,
- * prompts of 20..320 one-token words, no shared cached prefix, max_tokens 16..128); the rate
- * switches when the tuner's period (GET /admin/capacity) increments. Printed per period: the
- * offered rate, the answers, each pod's event and estimates; at the end per pod the errors of
- * alpha, beta, gamma and lambda* against the truth, the share of observed periods the filter
- * took, and a verdict against the bounds. (A pod that restarts slower is studied in virtual
- * time: bench:tuner-harness --shapes.)
+ * Open-loop Poisson arrivals at totalRates(shape), switched when the tuner's period increments
+ * (GET /admin/capacity), sent alternately to the replicas (/v1/completions, 20..320 one-token
+ * words with no shared cached prefix, max_tokens 16..128). Printed per period: the offered
+ * rate, the answers, each pod's event and estimates; then per pod the errors of alpha, beta,
+ * gamma and lambda* against the truth, the share of periods the filter took, and a verdict.
  */
 import { maxRate, type PodParams } from '@fairgate/control';
 import { createRng, deriveSeed, type Rng, uniformInt } from '@fairgate/runtime';

@@ -1,47 +1,19 @@
 /**
- * bench:waiting's client: one streaming request per raw TCP connection (thousands at once,
- * each read just enough to know how it ended), and the gateway's waiting/in-flight gauges.
+ * bench:waiting's client: one streaming request per connection (thousands at once, each read
+ * just enough to know how it ended), and the gateway's waiting/in-flight gauges.
  */
-import { connect, type Socket } from 'node:net';
+import { type ClientRequest, request } from 'node:http';
 import { TEST_KEYS } from '@fairgate/testkit';
 
-/** One streaming request on its own connection. */
+/** One streaming chat request numbered `seq` (the upstream reads it from `user`). */
 export class Stream {
   status = 0;
-  done = false;
   sawDone = false;
   error: string | undefined;
   readonly finished: Promise<void>;
-  #resolve!: () => void;
-  #socket: Socket | undefined;
-  #head = '';
-  #tail = '';
-  #contentLength = -1;
-  #bodyBytes = 0;
-  #chunked = false;
+  #request: ClientRequest;
 
-  constructor() {
-    this.finished = new Promise((resolve) => {
-      this.#resolve = resolve;
-    });
-  }
-
-  open(port: number): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const socket = connect({ host: '127.0.0.1', port }, () => resolve());
-      this.#socket = socket;
-      socket.setNoDelay(true);
-      socket.once('error', (error) => {
-        this.#end(error.message);
-        reject(error);
-      });
-      socket.on('data', (data: Buffer) => this.#onData(data));
-      socket.once('close', () => this.#end(this.done ? undefined : 'closed'));
-    });
-  }
-
-  /** Writes the streaming chat request numbered `seq` (the upstream reads it from `user`). */
-  send(port: number, seq: number): void {
+  constructor(port: number, seq: number) {
     const body = JSON.stringify({
       model: 'bench-model',
       messages: [{ role: 'user', content: 'hi' }],
@@ -49,11 +21,30 @@ export class Stream {
       stream: true,
       user: `seq-${seq}`,
     });
-    this.#socket?.write(
-      `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n` +
-        `authorization: Bearer ${TEST_KEYS.paying}\r\ncontent-type: application/json\r\n` +
-        `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
-    );
+    let done!: () => void;
+    this.finished = new Promise((resolve) => {
+      done = resolve;
+    });
+    const headers = {
+      authorization: `Bearer ${TEST_KEYS.paying}`,
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(body),
+    };
+    const options = { host: '127.0.0.1', port, method: 'POST', agent: false, headers };
+    this.#request = request({ ...options, path: '/v1/chat/completions' }, (response) => {
+      this.status = response.statusCode ?? 0;
+      let tail = '';
+      response.setEncoding('latin1');
+      response.on('data', (text: string) => {
+        tail = (tail + text).slice(-32);
+        if (tail.includes('[DONE]')) this.sawDone = true;
+      });
+      response.once('end', done);
+      response.once('error', (error) => this.#fail(error, done));
+    });
+    this.#request.setNoDelay(true);
+    this.#request.once('error', (error) => this.#fail(error, done));
+    this.#request.end(body);
   }
 
   get served(): boolean {
@@ -61,47 +52,18 @@ export class Stream {
   }
 
   close(): void {
-    this.#socket?.destroy();
+    this.#request.destroy();
   }
 
-  #onData(data: Buffer): void {
-    let text = data.toString('latin1');
-    if (!this.status) {
-      this.#head += text;
-      const end = this.#head.indexOf('\r\n\r\n');
-      if (end < 0) return;
-      const head = this.#head.slice(0, end);
-      this.status = Number(head.slice(9, 12));
-      const length = /\r\ncontent-length:\s*(\d+)/i.exec(head);
-      if (length) this.#contentLength = Number(length[1]);
-      this.#chunked = /\r\ntransfer-encoding:\s*chunked/i.test(head);
-      text = this.#head.slice(end + 4);
-      this.#head = '';
-    }
-    if (text.includes('[DONE]')) this.sawDone = true;
-    this.#bodyBytes += text.length;
-    this.#tail = (this.#tail + text).slice(-16);
-    if (
-      (this.#contentLength >= 0 && this.#bodyBytes >= this.#contentLength) ||
-      (this.#chunked && this.#tail.endsWith('\r\n0\r\n\r\n'))
-    ) {
-      this.done = true;
-      this.#end(undefined);
-    }
-  }
-
-  #end(error: string | undefined): void {
-    if (this.error === undefined && !this.done && error) this.error = error;
-    this.#resolve();
+  #fail(error: Error, done: () => void): void {
+    this.error ??= error.message;
+    done();
   }
 }
 
-/** Opens `count` streams and sends them in order, numbered from `first`. */
-export async function sendStreams(port: number, first: number, count: number): Promise<Stream[]> {
-  const streams = Array.from({ length: count }, () => new Stream());
-  await Promise.all(streams.map((s) => s.open(port)));
-  for (const [j, s] of streams.entries()) s.send(port, first + j);
-  return streams;
+/** Sends `count` streams in order, numbered from `first`. */
+export function sendStreams(port: number, first: number, count: number): Stream[] {
+  return Array.from({ length: count }, (_, j) => new Stream(port, first + j));
 }
 
 /** The gateway's fairgate_waiting and fairgate_inflight gauges. */

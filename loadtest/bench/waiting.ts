@@ -127,7 +127,7 @@ async function startStack(): Promise<Stack> {
 async function warmUp({ gateway }: Stack): Promise<void> {
   let errors = 0;
   for (let i = 0; i < WARMUP; i += 16) {
-    const batch = await sendStreams(gateway.port, -1_000_000 - i, Math.min(16, WARMUP - i));
+    const batch = sendStreams(gateway.port, -1_000_000 - i, Math.min(16, WARMUP - i));
     await Promise.race([Promise.all(batch.map((s) => s.finished)), sleep(10_000)]);
     for (const s of batch) {
       if (!s.served) errors++;
@@ -143,7 +143,7 @@ async function idleBaseline({
   upstream,
 }: Stack): Promise<{ blockers: Stream[]; rss: number; cpu: number }> {
   upstream.send({ mode: 'hold', reset: true });
-  const blockers = await sendStreams(gateway.port, -BUDGET, BUDGET);
+  const blockers = sendStreams(gateway.port, -BUDGET, BUDGET);
   await waitFor(
     'blockers in flight',
     async () => (await gauges(gateway.url)).inflight >= BUDGET,
@@ -160,7 +160,7 @@ async function idleBaseline({
 async function ramp({ gateway }: Stack, streams: Stream[]): Promise<number> {
   const started = performance.now();
   for (let first = 0; first < WAITING; first += BATCH) {
-    const batch = await sendStreams(gateway.port, first, Math.min(BATCH, WAITING - first));
+    const batch = sendStreams(gateway.port, first, Math.min(BATCH, WAITING - first));
     streams.push(...batch);
     await waitFor(
       `batch at ${first} enqueued`,

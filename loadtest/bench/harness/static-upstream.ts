@@ -91,37 +91,30 @@ function send(res: ServerResponse, status: number, body: Buffer | string, type: 
   res.end(body);
 }
 
-function sendError(res: ServerResponse, status: number, message: string): void {
-  const type = status === 404 ? 'NotFoundError' : 'BadRequestError';
-  const body = { object: 'error', message, type, param: null, code: status };
-  send(res, status, JSON.stringify(body), 'application/json');
-}
-
 interface CompletionRequest {
   max_tokens?: unknown;
   stream?: unknown;
   stream_options?: { include_usage?: unknown } | null;
 }
 
+/** The answer to a chat completion: max_tokens (default 16) tokens, streamed or not. */
 function answer(raw: string, res: ServerResponse): void {
   let request: CompletionRequest;
   try {
     request = JSON.parse(raw) as CompletionRequest;
   } catch {
-    sendError(res, 400, 'The request body is not valid JSON.');
+    send(
+      res,
+      400,
+      '{"object":"error","message":"The body is not valid JSON."}',
+      'application/json',
+    );
     return;
   }
-  const tokens = request?.max_tokens ?? 16;
-  if (
-    !Number.isInteger(tokens) ||
-    (tokens as number) < 1 ||
-    (tokens as number) > MAX_TOKENS_LIMIT
-  ) {
-    sendError(res, 400, `max_tokens must be an integer in 1..${MAX_TOKENS_LIMIT}.`);
-    return;
-  }
+  const asked = Number(request?.max_tokens ?? 16);
+  const tokens = Number.isInteger(asked) ? Math.min(Math.max(asked, 1), MAX_TOKENS_LIMIT) : 16;
   if (request.stream !== true) {
-    send(res, 200, cachedBody(false, tokens as number, false), 'application/json');
+    send(res, 200, cachedBody(false, tokens, false), 'application/json');
     return;
   }
   const includeUsage = request.stream_options?.include_usage === true;
@@ -129,7 +122,7 @@ function answer(raw: string, res: ServerResponse): void {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache',
   });
-  res.end(cachedBody(true, tokens as number, includeUsage));
+  res.end(cachedBody(true, tokens, includeUsage));
 }
 
 function handle(req: IncomingMessage, res: ServerResponse): void {
@@ -147,7 +140,7 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
   else if (req.method === 'GET' && req.url === '/v1/models')
     send(res, 200, MODELS, 'application/json');
   else if (req.method === 'GET' && req.url === '/metrics') send(res, 200, METRICS, 'text/plain');
-  else sendError(res, 404, `Not found: ${req.method} ${req.url}`);
+  else send(res, 404, `Not found: ${req.method} ${req.url}`, 'text/plain');
 }
 
 const server = createServer({ keepAliveTimeout: 60_000 }, handle);
