@@ -18,7 +18,7 @@ import { startRedis } from '@fairgate/testkit';
 import { Redis } from 'ioredis';
 import { commandDelta as delta, redisCommandStats } from './harness/proc.js';
 import { fmt, median, quantile } from './harness/report.js';
-import { runBench } from './harness/stack.js';
+import { envNumber, runBench } from './harness/stack.js';
 
 const PAIRS_SECONDS = 5;
 const PAIRS_MAX = 200_000;
@@ -33,8 +33,8 @@ const DEEP_QUEUED = 10_000;
 const DISPATCH_ROUNDS = 5;
 const DISPATCHES_PER_ROUND = 1_000;
 const PREFIX_BLOCKS = 64;
-const PREFIX_DISTINCT = Number(process.env.PREFIX_DISTINCT ?? 1_000_000);
-const PREFIX_INDEX_SECONDS = Number(process.env.PREFIX_INDEX_SECONDS ?? 300);
+const PREFIX_DISTINCT = envNumber('PREFIX_DISTINCT', 1_000_000);
+const PREFIX_INDEX_SECONDS = envNumber('PREFIX_INDEX_SECONDS', 300);
 const PREFIX_ENTRIES_PER_POD = 65_536;
 
 const redisHandle = await startRedis();
@@ -62,8 +62,7 @@ async function preparePool(
   tenants: number,
   settings: { queueTtlMs?: number; prefix?: boolean; pods?: number; queueDepth?: number } = {},
 ): Promise<string[]> {
-  // queueDepth: room for that many waiting requests in the pool (and in one tenant's queue).
-  const depth = settings.queueDepth;
+  const depth = settings.queueDepth; // room for that many waiting in the pool and one tenant
   await scheduler.configure({
     initialBudget: budget,
     queueTtlMs: settings.queueTtlMs ?? 60_000,
@@ -82,9 +81,7 @@ async function preparePool(
   return ids;
 }
 
-/** Redis's `INFO commandstats` now (proc.ts). */
 const commandStats = () => redisCommandStats(url);
-
 const report = (line: string) => console.log(line);
 
 /**
@@ -112,8 +109,7 @@ async function grantedPairs(
       const tenant = tenants[n % tenants.length]!;
       const request = { id, tenant, band: 3, replica, ...(prefix ? { prefix: prefix(n) } : {}) };
       const result = await scheduler.enqueue(request);
-      if (result.status !== 'granted')
-        throw new Error(`${pool}: expected a grant, got ${result.status}`);
+      if (result.status !== 'granted') throw new Error(`${pool}: ${result.status}, not granted`);
       await scheduler.release(id, { outcome: 'completed' });
       done++;
     }
@@ -134,12 +130,7 @@ async function grantLatency(): Promise<{ p50: number; p99: number }> {
   for (let i = 0; i < LATENCY_SAMPLES + 200; i += 1) {
     const id = `l${i}`;
     const started = performance.now();
-    const result = await scheduler.enqueue({
-      id,
-      tenant: tenants[i % 4] as string,
-      band: 3,
-      replica: 'lat',
-    });
+    const result = await scheduler.enqueue({ id, tenant: tenants[i % 4]!, band: 3, replica: 'l' });
     const elapsed = performance.now() - started;
     if (result.status !== 'granted') throw new Error('latency run: expected a grant');
     if (i >= 200) samples.push(elapsed);
@@ -211,14 +202,7 @@ async function dispatchPool(
       }),
     );
   }
-  const pool: DispatchPool = {
-    name,
-    scheduler,
-    held: [],
-    tenantOf: new Map(),
-    serial: 0,
-    prefix: prefix !== undefined,
-  };
+  const pool = { name, scheduler, held: [], tenantOf: new Map(), serial: 0, prefix: !!prefix };
   for (let round = 0; round < queuedPerTenant; round += 1) {
     await Promise.all(tenants.slice(0, ACTIVE_TENANTS).map((tenant) => enqueueFor(pool, tenant)));
   }
@@ -230,13 +214,8 @@ async function enqueueFor(pool: DispatchPool, tenant: string): Promise<void> {
   pool.serial += 1;
   const id = `${tenant}-${pool.serial}`;
   pool.tenantOf.set(id, tenant);
-  const result = await pool.scheduler.enqueue({
-    id,
-    tenant,
-    band: 3,
-    replica: 'disp',
-    ...(pool.prefix ? { prefix: promptBlocks(pool.serial % 8, pool.serial, PREFIX_BLOCKS) } : {}),
-  });
+  const blocks = pool.prefix ? { prefix: promptBlocks(pool.serial % 8, pool.serial) } : {};
+  const result = await pool.scheduler.enqueue({ id, tenant, band: 3, replica: 'disp', ...blocks });
   if (result.status === 'granted') pool.held.push(id);
 }
 
@@ -244,10 +223,11 @@ async function enqueueFor(pool: DispatchPool, tenant: string): Promise<void> {
  * Block hashes of a request in conversation `family`: the family's shared first three
  * quarters (a system prompt), then blocks of its own (`serial`).
  */
-function promptBlocks(family: number, serial: number, blocks: number): string[] {
-  const shared = Math.floor((blocks * 3) / 4);
-  return Array.from({ length: blocks }, (_, i) =>
-    i < shared ? `f${family}b${i}` : `s${serial}b${i}`,
+function promptBlocks(family: number, serial: number): string[] {
+  const shared = Math.floor((PREFIX_BLOCKS * 3) / 4);
+  return Array.from(
+    { length: PREFIX_BLOCKS },
+    (_, i) => `${i < shared ? `f${family}` : `s${serial}`}b${i}`,
   );
 }
 
@@ -275,9 +255,7 @@ async function prefixIndexBound() {
 }
 
 /** Frees one slot at a time; each release runs the dispatch pass that grants the next. */
-async function dispatchRound(
-  pool: DispatchPool,
-): Promise<{ perSecond: number; redisUsecPerDispatch: number }> {
+async function dispatchRound(pool: DispatchPool) {
   const before = await commandStats();
   const started = performance.now();
   for (let made = 0; made < DISPATCHES_PER_ROUND; made += 1) {
@@ -289,12 +267,9 @@ async function dispatchRound(
     await enqueueFor(pool, pool.tenantOf.get(granted.id) as string);
     pool.tenantOf.delete(granted.id);
   }
-  const seconds = (performance.now() - started) / 1000;
-  const after = await commandStats();
-  return {
-    perSecond: DISPATCHES_PER_ROUND / seconds,
-    redisUsecPerDispatch: delta(before, after, 'fcall').usec / DISPATCHES_PER_ROUND,
-  };
+  const perSecond = (DISPATCHES_PER_ROUND * 1000) / (performance.now() - started);
+  const fcall = delta(before, await commandStats(), 'fcall');
+  return { perSecond, redisUsecPerDispatch: fcall.usec / DISPATCHES_PER_ROUND };
 }
 
 const load = () =>

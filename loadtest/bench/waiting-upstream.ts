@@ -6,11 +6,7 @@
  */
 import { Worker } from 'node:worker_threads';
 
-/**
- * The worker (CommonJS, evaluated). Messages in: {mode: 'serve' | 'hold'}, {reset}, {go}
- * (finish what is held, serve from now on), {report}, {close}. Out: {port}, {report:
- * {arrivals, finishes}} as flat [seq, ms, seq, ms, ...].
- */
+/** The worker (CommonJS). In: {mode}, {reset}, {go}, {report}, {close}; out: {port}, {report}. */
 const SOURCE = String.raw`
 const { parentPort, workerData } = require('node:worker_threads');
 const http = require('node:http');

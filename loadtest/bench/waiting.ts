@@ -3,39 +3,23 @@
  *
  *   npm run bench:waiting -w @fairgate/loadtest
  *
- * One gateway process with Redis (budget BENCH_BUDGET; queue TTL 10 minutes; one tenant whose
- * queue and the pool's queue admit them all) in front of waiting-upstream.ts, which answers
- * a short stream BENCH_HOLD_MS after each request and records arrivals and finishes.
+ * One gateway with Redis (budget BENCH_BUDGET, queue TTL 10 min, queues that admit them all)
+ * in front of waiting-upstream.ts. 1. Warm-up: BENCH_WARMUP streams. 2. `budget` blockers take
+ * every slot; the idle gateway's RSS and CPU over BENCH_WINDOW_S. 3. Ramp: BENCH_WAITING
+ * streams in batches of BENCH_BATCH, each batch once the `fairgate_waiting` gauge counts the
+ * last. 4. Everything waits: RSS growth and CPU. 5. Drain: the order requests reach the
+ * upstream in against the client's, the next-grant latency (the k-th finish frees the slot of
+ * the (k+budget)-th arrival), and per request the gateway's CPU and system calls and Redis's
+ * CPU, FCALLs and BLMPOPs.
  *
- * 1. Warm-up: BENCH_WARMUP streams (JIT, pools, connections).
- * 2. `budget` blocker streams take every slot (the upstream holds them); idle baseline: the
- *    gateway's VmRSS and CPU over BENCH_WINDOW_S.
- * 3. Ramp: BENCH_WAITING streaming requests, one per connection, in batches of BENCH_BATCH,
- *    each batch sent once the `fairgate_waiting` gauge counts the previous one (order across
- *    batches is exact; inside a batch enqueue order may race).
- * 4. Everything waits: RSS growth over idle and CPU over BENCH_WINDOW_S.
- * 5. Drain: the upstream serves everything. The order requests reach it in against the
- *    client's, and the next-grant latency (the k-th finish frees the slot of the
- *    (k+budget)-th arrival: release, dispatch, forward). Per request in the drain: the
- *    gateway's CPU and read/write system calls, Redis's CPU, FCALLs and BLMPOPs.
- *
- * BENCH_TRACES=1: the replica exports its spans (OTLP/HTTP JSON) to otlp-receiver.ts, and the
- * next grant is also read on the replica's own clock: the j-th release (the end of a CLIENT
- * span) against the j-th grant (the end of a `fairgate.queue` span). BENCH_PIN=1: the gateway
- * and its redis-server on CPU 0, this process (client, upstream thread, receiver) on CPU 1.
- *
- * Environment: BENCH_WAITING (10000), BENCH_BUDGET (2), BENCH_HOLD_MS (5), BENCH_BATCH (50),
- * BENCH_WARMUP (300), BENCH_WINDOW_S (10), BENCH_TRACES (0), BENCH_PIN (0). Needs Linux
- * (/proc), `npm run build` and redis-server (or REDIS_URL).
+ * Environment: BENCH_WAITING (10000), BENCH_BUDGET (2), BENCH_HOLD_MS (5: the upstream's time
+ * per answer), BENCH_BATCH (50), BENCH_WARMUP (300), BENCH_WINDOW_S (10), BENCH_TRACES (1: the
+ * replica exports its spans, and the next grant is also read on its own clock: the j-th
+ * release, the end of a CLIENT span, against the j-th grant, the end of a `fairgate.queue`
+ * span), BENCH_PIN (1: the gateway and its redis-server on CPU 0, this process on CPU 1).
  */
 import { SpanNames } from '@fairgate/telemetry';
-import {
-  type AppHandle,
-  sha256Hex,
-  startGatewayProcess,
-  TEST_KEYS,
-  writeGatewayConfig,
-} from '@fairgate/testkit';
+import { sha256Hex, startGatewayProcess, TEST_KEYS, writeGatewayConfig } from '@fairgate/testkit';
 import {
   type OtlpReceiver,
   OtlpSpanKind,
@@ -66,12 +50,7 @@ const PIN = process.env.BENCH_PIN === '1';
 const DRAIN_LIMIT_MS = 300_000;
 const GOALS = { rssMb: 150, cpuPercent: 10, nextGrantP99Ms: 2 };
 
-interface Stack {
-  redis: Awaited<ReturnType<typeof startBenchRedis>>;
-  upstream: WaitingUpstream;
-  receiver: OtlpReceiver | undefined;
-  gateway: AppHandle;
-}
+type Stack = Awaited<ReturnType<typeof startStack>>;
 
 /** Percent of one core the process used over `seconds`, with its RSS sampled each second. */
 async function cpuWindow(pid: number, seconds: number): Promise<{ cpu: number; rss: number }> {
@@ -85,7 +64,7 @@ async function cpuWindow(pid: number, seconds: number): Promise<{ cpu: number; r
   return { cpu: ((cpuMicros(pid) - start) / 1_000 / (performance.now() - t0)) * 100, rss };
 }
 
-async function startStack(): Promise<Stack> {
+async function startStack() {
   const redis = await startBenchRedis();
   const upstream = await startWaitingUpstream(HOLD_MS);
   const receiver = TRACES ? await startOtlpReceiver() : undefined;

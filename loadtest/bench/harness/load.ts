@@ -13,16 +13,9 @@ import { type Dispatcher, Pool } from 'undici';
 export type WorkloadName = 'plain' | 'stream16' | 'stream256';
 
 /** Tokens a workload asks for: a stream's content chunks. */
-export const WORKLOAD_TOKENS: Record<WorkloadName, number> = {
-  plain: 1,
-  stream16: 16,
-  stream256: 256,
-};
+const WORKLOAD_TOKENS: Record<WorkloadName, number> = { plain: 1, stream16: 16, stream256: 256 };
 
-/**
- * The chat completion a workload sends: `max_tokens` tokens, streamed or not. ignore_eos:
- * the sim generates exactly max_tokens whatever its --output-len-mode.
- */
+/** The chat completion a workload sends (ignore_eos: a sim generates exactly max_tokens). */
 export function workloadBody(name: string): string {
   const tokens = WORKLOAD_TOKENS[name as WorkloadName];
   if (tokens === undefined)
@@ -41,15 +34,12 @@ export function requestHeaders(auth: boolean): Record<string, string> {
   return headers;
 }
 
-/** What one load run measured. */
+/** What one load run measured: requests completed, latency to the last byte (ms), errors. */
 export interface LoadResult {
-  /** Requests completed. */
   count: number;
   rps: number;
-  /** Latency to the last byte, ms. */
   p50: number;
   p99: number;
-  /** Non-2xx answers plus socket errors. */
   errors: number;
 }
 
@@ -101,7 +91,7 @@ export async function runWrk(
       code === 0 ? resolve(text) : reject(new Error(`wrk exited ${code}: ${text}`)),
     );
   });
-  const number = (re: RegExp) => Number(re.exec(output)?.[1] ?? Number.NaN);
+  const number = (re: RegExp, none = Number.NaN) => Number(re.exec(output)?.[1] ?? none);
   const socket = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(
     output,
   );
@@ -113,7 +103,7 @@ export async function runWrk(
     p50: percentile('50'),
     p99: percentile('99'),
     errors:
-      Number(/Non-2xx or 3xx responses: (\d+)/.exec(output)?.[1] ?? 0) +
+      number(/Non-2xx or 3xx responses: (\d+)/, 0) +
       (socket ? socket.slice(1).reduce((sum, n) => sum + Number(n), 0) : 0),
   };
 }

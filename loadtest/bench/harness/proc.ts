@@ -30,15 +30,8 @@ export function rssMb(pid: number): number {
   return Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? Number.NaN) / 1024;
 }
 
-export interface SyscallCounts {
-  /** read-like system calls (read, readv, recv...): syscr. */
-  reads: number;
-  /** write-like system calls (write, writev, send...): syscw. */
-  writes: number;
-}
-
-/** The read and write system calls a process has made (/proc/<pid>/io); NaN when unreadable. */
-export function syscallCounts(pid: number | undefined): SyscallCounts {
+/** The read- and write-like system calls a process made (/proc/<pid>/io syscr, syscw), or NaN. */
+export function syscallCounts(pid: number | undefined): { reads: number; writes: number } {
   if (pid === undefined) return { reads: Number.NaN, writes: Number.NaN };
   try {
     const io = readFileSync(`/proc/${pid}/io`, 'utf8');
@@ -74,10 +67,7 @@ export async function redisPid(url: string): Promise<number | undefined> {
 }
 
 /** What a redis-server ran of one command (`INFO commandstats`): its calls, Redis's µs in them. */
-export interface RedisCommandStat {
-  calls: number;
-  usec: number;
-}
+export type RedisCommandStat = { calls: number; usec: number };
 
 /** The redis-server at `url`'s `INFO commandstats`, by command name. */
 export async function redisCommandStats(url: string): Promise<Map<string, RedisCommandStat>> {

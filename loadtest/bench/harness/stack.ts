@@ -81,13 +81,11 @@ export async function startCheckoutGateway(
   if (!existsSync(entry)) throw new Error(`${entry} is missing: build that checkout first`);
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
+  const listen = ['--host', '127.0.0.1', '--port', String(port)];
   const child = spawnManaged({
     name: `compare-gateway:${port}`,
     command: process.execPath,
-    args: [entry, '--config', config, '--host', '127.0.0.1', '--port', String(port)].concat([
-      '--replica-id',
-      replica,
-    ]),
+    args: [entry, '--config', config, '--replica-id', replica, ...listen],
     exitWithStdin: true,
   });
   await waitUntil(
