@@ -113,14 +113,9 @@ function streamOnce(
   live: Set<http.ClientRequest>,
 ): Promise<number | null> {
   return new Promise((resolve, reject) => {
-    const request = http.request({
-      host: '127.0.0.1',
-      port,
-      path: '/v1/chat/completions',
-      method: 'POST',
-      agent,
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-    });
+    const headers = { 'content-type': 'application/json', 'content-length': body.length };
+    const path = '/v1/chat/completions';
+    const request = http.request({ host: '127.0.0.1', port, path, method: 'POST', agent, headers });
     live.add(request);
     request.on('close', () => live.delete(request));
     request.on('error', reject);

@@ -11,7 +11,7 @@
  * rate, the answers, each pod's event and estimates; then per pod the errors of alpha, beta,
  * gamma and lambda* against the truth, the share of periods the filter took, and a verdict.
  */
-import { maxRate, type PodParams } from '@fairgate/control';
+import { maxRate } from '@fairgate/control';
 import { createRng, deriveSeed, type Rng, uniformInt } from '@fairgate/runtime';
 import {
   type AppHandle,
@@ -63,19 +63,18 @@ interface PeriodRow {
 const num = (v: number | null | undefined, digits = 3) =>
   v === null || v === undefined ? '-' : Number(v.toPrecision(digits)).toString();
 
-function simArgs(truth: PodParams, seed: number) {
-  return {
-    model: MODEL,
-    seed,
-    'alpha-ms': truth.alpha,
-    'beta-ms': truth.beta,
-    'gamma-ms': truth.gamma,
-    'max-num-seqs': TRAFFIC_MAX_BATCH,
-    'kv-blocks': 8_192, // 32 sequences x ceil((320 + 128) / 16) = 896 blocks at most
-    'block-size': BLOCK,
-    'max-model-len': 4_096,
-  };
-}
+/** A sim of TRAFFIC_TRUTH whose KV pool never preempts (32 x ceil((320 + 128) / 16) blocks). */
+const simArgs = (seed: number) => ({
+  model: MODEL,
+  seed,
+  'alpha-ms': TRAFFIC_TRUTH.alpha,
+  'beta-ms': TRAFFIC_TRUTH.beta,
+  'gamma-ms': TRAFFIC_TRUTH.gamma,
+  'max-num-seqs': TRAFFIC_MAX_BATCH,
+  'kv-blocks': 8_192,
+  'block-size': BLOCK,
+  'max-model-len': 4_096,
+});
 
 /** `tokens` one-token words; a random 4-hex-digit token opens every KV block (no shared prefix). */
 function trafficPrompt(tokens: number, rng: Rng): string {
@@ -94,9 +93,7 @@ function trafficPrompt(tokens: number, rng: Rng): string {
 async function startShapeStack() {
   const redis = await startBenchRedis();
   const sims: AppHandle[] = await Promise.all(
-    Array.from({ length: TRAFFIC_PODS }, (_, i) =>
-      startSim({ args: simArgs(TRAFFIC_TRUTH, i + 1) }),
-    ),
+    Array.from({ length: TRAFFIC_PODS }, (_, i) => startSim({ args: simArgs(i + 1) })),
   );
   const targets = { target_ttft_ms: TRAFFIC_TARGETS.ttftMs, target_itl_ms: TRAFFIC_TARGETS.itlMs };
   const config = writeGatewayConfig({
@@ -231,8 +228,7 @@ function podVerdicts(shape: TrafficShape, rows: PeriodRow[]): string[] {
   const verdicts: string[] = [];
   for (const [name, p] of Object.entries(rows.at(-1)!.report.pods)) {
     const events = rows.map((row) => row.report.pods[name]?.event ?? null);
-    const truth = TRAFFIC_TRUTH;
-    const truthLambda = maxRate(truth, TRAFFIC_WORKLOAD, TRAFFIC_TARGETS);
+    const truthLambda = maxRate(TRAFFIC_TRUTH, TRAFFIC_WORKLOAD, TRAFFIC_TARGETS);
     const observed = events.filter((e) => e !== null).length;
     const taken = events.filter((e) => e === 'updated' || e === 'bootstrapped').length;
     if (p.alpha_ms === null || p.beta_ms === null || p.gamma_ms === null) {
@@ -241,27 +237,18 @@ function podVerdicts(shape: TrafficShape, rows: PeriodRow[]): string[] {
       continue;
     }
     const learned = { alpha: p.alpha_ms, beta: p.beta_ms, gamma: p.gamma_ms };
-    const e = {
-      alpha: learned.alpha / truth.alpha - 1,
-      beta: learned.beta / truth.beta - 1,
-      gamma: learned.gamma / truth.gamma - 1,
-      lambda:
-        truthLambda > 0
-          ? maxRate(learned, TRAFFIC_WORKLOAD, TRAFFIC_TARGETS) / truthLambda - 1
-          : Number.NaN,
-    };
+    const error = (k: keyof typeof learned) => learned[k] / TRAFFIC_TRUTH[k] - 1;
+    const lambda = maxRate(learned, TRAFFIC_WORKLOAD, TRAFFIC_TARGETS) / truthLambda - 1;
+    const e = { alpha: error('alpha'), beta: error('beta'), gamma: error('gamma'), lambda };
     const share = observed > 0 ? taken / observed : 0;
     console.log(
       `SUMMARY ${shape} seed ${SEED} ${name}: alpha ${pct(e.alpha)} beta ${pct(e.beta)} gamma ${pct(e.gamma)}; ` +
         `lambda* gateway ${num(p.capacity_rps)}, learned@mean-mix ${pct(e.lambda)} vs truth ${truthLambda.toFixed(2)}/s; ` +
         `taken ${taken}/${observed}; events ${events.map((x) => x ?? '-').join(',')}`,
     );
-    const misses = [
-      share < BOUNDS.taken ? 'taken' : '',
-      Math.abs(e.alpha) > BOUNDS.alpha ? 'alpha' : '',
-      Math.abs(e.beta) > BOUNDS.beta ? 'beta' : '',
-      Math.abs(e.lambda) > BOUNDS.lambda ? 'lambda*' : '',
-    ].filter(Boolean);
+    const misses: string[] = share < BOUNDS.taken ? ['taken'] : [];
+    for (const k of ['alpha', 'beta', 'lambda'] as const)
+      if (Math.abs(e[k]) > BOUNDS[k]) misses.push(k);
     verdicts.push(`${name} ${misses.length === 0 ? 'PASS' : `FAIL (${misses.join(', ')})`}`);
   }
   return verdicts;
