@@ -58,7 +58,7 @@ const CONCURRENCY = [1, 16];
 /** BENCH_PIN's cores: the gateways', and everything else's. */
 const [PROXY_CPU, REST_CPU] = ['0', '1'];
 
-/** A workload and by how much the undici client divides its request counts. */
+/** Each workload, and by how much the undici client divides its request counts. */
 const ALL_WORKLOADS = { plain: 1, stream16: 4, stream256: 16 } as const;
 type Workload = keyof typeof ALL_WORKLOADS;
 const WORKLOADS = (process.env.BENCH_WORKLOADS ?? 'plain,stream16,stream256')
@@ -89,10 +89,9 @@ interface Target {
   redis?: number;
 }
 
-interface PhaseResult extends LoadResult {
-  /** CPU µs per request, per process (NaN where not measured). */
-  cpu: { proxy: number; pod: number; redis: number; client: number };
-}
+/** A phase's load figures and CPU µs per request of each process (NaN where not measured). */
+type Cpu = { proxy: number; pod: number; redis: number; client: number };
+type PhaseResult = LoadResult & { cpu: Cpu };
 
 /** The upstream, Redis, and the gateways of this tree (and of BENCH_COMPARE_WITH). */
 async function startTargets(): Promise<{ targets: Map<Path, Target>; receiver?: OtlpReceiver }> {

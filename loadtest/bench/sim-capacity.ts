@@ -57,24 +57,16 @@ function phases(cycleMs: number): { warmupMs: number; windowMs: number } {
   return { warmupMs: Math.max(3_000, 1.5 * cycleMs), windowMs: Math.max(8_000, 4 * cycleMs) };
 }
 
-interface Prediction {
-  requestsPerSecond: number;
-  tokensPerSecond: number;
-  meanIterationMs: number;
-}
-
-function predict(config: BenchConfig, promptTokens: number): Prediction {
+/** The closed-form throughput of the header and the mean iteration time. */
+function predict(config: BenchConfig, promptTokens: number) {
   const { alphaMs: a, betaMs: b, gammaMs: g, n, c, o } = config;
   const i = promptTokens;
   const work = (b + g) * i + (o - 1) * b + g * ((o - 1) * i + (o * (o - 1)) / 2);
   const [seats, iterationsPerCycle] = c <= n ? [c, o + 1] : [n, o];
   const cycleMs = iterationsPerCycle * a + seats * work;
   const requestsPerSecond = (1000 * seats) / cycleMs;
-  return {
-    requestsPerSecond,
-    tokensPerSecond: requestsPerSecond * o,
-    meanIterationMs: cycleMs / iterationsPerCycle,
-  };
+  const meanIterationMs = cycleMs / iterationsPerCycle;
+  return { requestsPerSecond, tokensPerSecond: requestsPerSecond * o, meanIterationMs };
 }
 
 function chatRequest(config: BenchConfig, client: number, sequence: number): ChatCompletionRequest {
@@ -195,7 +187,7 @@ function quantile(q: number, before: Snapshot, after: Snapshot): number {
 interface Row {
   config: BenchConfig;
   promptTokens: number;
-  prediction: Prediction;
+  prediction: ReturnType<typeof predict>;
   window: Window;
   before: Snapshot;
   after: Snapshot;
@@ -279,16 +271,16 @@ async function runConfig(config: BenchConfig): Promise<Row> {
 function measured(row: Row) {
   const { window, before, after } = row;
   const seconds = windowSeconds(window);
-  const delta = (pick: (snapshot: Snapshot) => number) => pick(after) - pick(before);
+  const delta = (key: keyof typeof SNAPSHOT_METRICS) => after[key] - before[key];
   return {
     seconds,
     requestsPerSecond: window.requests / seconds,
     tokensPerSecond: window.tokens / seconds,
-    iterationMs: (1000 * delta((s) => s.iterationSum)) / delta((s) => s.iterationCount),
-    lagMeanMs: (1000 * delta((s) => s.lagSum)) / delta((s) => s.lagCount),
+    iterationMs: (1000 * delta('iterationSum')) / delta('iterationCount'),
+    lagMeanMs: (1000 * delta('lagSum')) / delta('lagCount'),
     // Interpolation inside a bucket can overshoot the largest value actually seen.
     lagP99Ms: 1000 * Math.min(quantile(0.99, before, after), after.lagMax),
-    cpuPercent: (100 * delta((s) => s.cpuSeconds)) / seconds,
+    cpuPercent: (100 * delta('cpuSeconds')) / seconds,
   };
 }
 

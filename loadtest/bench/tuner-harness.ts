@@ -1,16 +1,14 @@
 /**
  * The capacity tuner against the sim's own engine in virtual time (test/support/tuner-study/):
- * no processes and no clocks, so a study of many seeds takes seconds.
+ * no processes, no clocks, many seeds in seconds.
  *
  *   npm run bench:tuner-harness -w @fairgate/loadtest -- [--seeds 20] [--period-s 10,30,60] [--pods 2]
  *   npm run bench:tuner-harness -w @fairgate/loadtest -- --shapes below,peaks,overload --seeds 40
  *
- * Default: the benchmark's periods (tunerPhases in @fairgate/testkit: a light bootstrap
- * period, then 9 operating points), open loop; prints per period length how many pods meet the
- * accuracy bounds after those 10 periods (alpha within 10%, beta and gamma within 15%, lambda*
- * within 15% of the true-parameter lambda*) and the error ranges. With --shapes:
- * production-like traffic (the gateway's cap and queue in front of each pod, rates changing
- * every 10 s period, mixed lengths), 13 periods per pod, and a pod that restarts 2x slower.
+ * Default: the periods of bench:tuner, open loop; per period length, how many pods meet the
+ * bounds after 10 periods (alpha within 10%, beta, gamma and lambda* within 15%) and the error
+ * ranges. --shapes: production-like traffic (the gateway's cap and queue in front of each pod,
+ * rates changing every 10 s period), 13 periods per pod, and a pod that restarts 2x slower.
  */
 import { createRng } from '@fairgate/runtime';
 import { TUNER_TRUTH as TRUTH, tunerPhases } from '@fairgate/testkit';

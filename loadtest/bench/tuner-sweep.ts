@@ -41,11 +41,6 @@ type Random = () => number;
 type NextPeriod = (period: number) => Promise<CapacityReport>;
 const pending: Promise<unknown>[] = [];
 
-function createRandom(): Random {
-  const rng = createRng(SEED);
-  return () => rng.next();
-}
-
 /** Step 1: one operating point per tuner period; lambda* from each pod's learned parameters. */
 async function learnPhase(simUrls: string[], nextPeriod: NextPeriod, random: Random) {
   let r = await nextPeriod(0);
@@ -112,19 +107,11 @@ async function sweepPhase(simUrl: string, random: Random): Promise<number> {
 }
 
 async function main() {
+  const args = { model: 'sim-model', 'max-num-seqs': MAX_BATCH, 'kv-blocks': 65_536 };
+  const truth = { 'alpha-ms': TRUTH.alpha, 'beta-ms': TRUTH.beta, 'gamma-ms': TRUTH.gamma };
   const sims = await Promise.all(
     Array.from({ length: PODS }, () =>
-      startSim({
-        args: {
-          model: 'sim-model',
-          'alpha-ms': TRUTH.alpha,
-          'beta-ms': TRUTH.beta,
-          'gamma-ms': TRUTH.gamma,
-          'max-num-seqs': MAX_BATCH,
-          'kv-blocks': 65_536,
-          'max-model-len': 8_192,
-        },
-      }),
+      startSim({ args: { ...args, ...truth, 'max-model-len': 8_192 } }),
     ),
   );
   const config = writeGatewayConfig({
@@ -138,7 +125,8 @@ async function main() {
     `truth alpha ${TRUTH.alpha} beta ${TRUTH.beta} gamma ${TRUTH.gamma}, N ${MAX_BATCH}, ` +
       `${PODS} pods, period ${PERIOD_S} s; targets TTFT ${TARGETS.ttftMs} ms ITL ${TARGETS.itlMs} ms`,
   );
-  const random = createRandom();
+  const rng = createRng(SEED);
+  const random = () => rng.next();
   const learned = await learnPhase(
     sims.map((sim) => sim.url),
     next,

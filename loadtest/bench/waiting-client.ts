@@ -1,7 +1,4 @@
-/**
- * bench:waiting's client: one streaming request per connection (thousands at once, each read
- * just enough to know how it ended), and the gateway's waiting/in-flight gauges.
- */
+/** bench:waiting's client: one streaming request per connection, and the gateway's gauges. */
 import { type ClientRequest, request } from 'node:http';
 import { TEST_KEYS } from '@fairgate/testkit';
 

@@ -5,6 +5,7 @@
  * request its arrival, its finish and the sequence number the client put in `user`.
  */
 import { Worker } from 'node:worker_threads';
+import { timeLimit } from './harness/stack.js';
 
 /** The worker (CommonJS). In: {mode}, {reset}, {go}, {report}, {close}; out: {port}, {report}. */
 const SOURCE = String.raw`
@@ -69,19 +70,11 @@ parentPort.on('message', (m) => {
 });
 `;
 
-export interface Arrivals {
-  arrivals: number[];
-  finishes: number[];
-}
+/** Arrivals and finishes as flat [seq, ms, seq, ms, ...]. */
+type Arrivals = { arrivals: number[]; finishes: number[] };
+export type WaitingUpstream = Awaited<ReturnType<typeof startWaitingUpstream>>;
 
-export interface WaitingUpstream {
-  url: string;
-  send(message: Record<string, unknown>): void;
-  report(): Promise<Arrivals>;
-  close(): Promise<void>;
-}
-
-export async function startWaitingUpstream(holdMs: number): Promise<WaitingUpstream> {
+export async function startWaitingUpstream(holdMs: number) {
   // No loader flags: the worker runs plain CommonJS.
   const worker = new Worker(SOURCE, { eval: true, workerData: { holdMs }, execArgv: [] });
   const port = await new Promise<number>((resolve, reject) => {
@@ -90,9 +83,9 @@ export async function startWaitingUpstream(holdMs: number): Promise<WaitingUpstr
   });
   return {
     url: `http://127.0.0.1:${port}`,
-    send: (message) => worker.postMessage(message),
+    send: (message: Record<string, unknown>) => worker.postMessage(message),
     report: () =>
-      new Promise((resolve) => {
+      new Promise<Arrivals>((resolve) => {
         const onMessage = (m: { report?: Arrivals }) => {
           if (!m.report) return;
           worker.off('message', onMessage);
@@ -104,7 +97,7 @@ export async function startWaitingUpstream(holdMs: number): Promise<WaitingUpstr
     close: async () => {
       worker.postMessage({ close: true });
       const exited = new Promise((resolve) => worker.once('exit', resolve));
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 2_000).unref())]);
+      await Promise.race([exited, timeLimit(2_000)]);
       await worker.terminate();
     },
   };

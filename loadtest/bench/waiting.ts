@@ -35,7 +35,7 @@ import {
   syscallCounts,
 } from './harness/proc.js';
 import { quantile, verdict } from './harness/report.js';
-import { envNumber, runBench, sleep, startBenchRedis } from './harness/stack.js';
+import { envNumber, runBench, sleep, startBenchRedis, timeLimit } from './harness/stack.js';
 import { gauges, type Stream, sendStreams, waitFor } from './waiting-client.js';
 import { startWaitingUpstream, type WaitingUpstream } from './waiting-upstream.js';
 
@@ -107,7 +107,7 @@ async function warmUp({ gateway }: Stack): Promise<void> {
   let errors = 0;
   for (let i = 0; i < WARMUP; i += 16) {
     const batch = sendStreams(gateway.port, -1_000_000 - i, Math.min(16, WARMUP - i));
-    await Promise.race([Promise.all(batch.map((s) => s.finished)), sleep(10_000)]);
+    await Promise.race([Promise.all(batch.map((s) => s.finished)), timeLimit(10_000)]);
     for (const s of batch) {
       if (!s.served) errors++;
       s.close();
@@ -163,25 +163,25 @@ async function drain(stack: Stack, streams: Stream[]) {
   const { gateway, redis, upstream } = stack;
   const startedAt = performance.now();
   const unixMs = Date.now();
-  const before = {
-    cpu: cpuMicros(gateway.pid),
-    io: syscallCounts(gateway.pid),
-    redis: cpuMicros(redis.pid),
-  };
+  const [cpu, io, redisCpu] = [
+    cpuMicros(gateway.pid),
+    syscallCounts(gateway.pid),
+    cpuMicros(redis.pid),
+  ];
   const beforeCalls = await redisCommandStats(redis.url);
   upstream.send({ go: true });
-  await Promise.race([Promise.all(streams.map((s) => s.finished)), sleep(DRAIN_LIMIT_MS)]);
+  await Promise.race([Promise.all(streams.map((s) => s.finished)), timeLimit(DRAIN_LIMIT_MS)]);
   const seconds = (performance.now() - startedAt) / 1_000;
-  const io = syscallCounts(gateway.pid);
+  const ioAfter = syscallCounts(gateway.pid);
   const calls = await redisCommandStats(redis.url);
   return {
     seconds,
     unixMs,
     timedOut: seconds * 1_000 >= DRAIN_LIMIT_MS,
-    cpuMicros: cpuMicros(gateway.pid) - before.cpu,
-    reads: io.reads - before.io.reads,
-    writes: io.writes - before.io.writes,
-    redisMicros: cpuMicros(redis.pid) - before.redis,
+    cpuMicros: cpuMicros(gateway.pid) - cpu,
+    reads: ioAfter.reads - io.reads,
+    writes: ioAfter.writes - io.writes,
+    redisMicros: cpuMicros(redis.pid) - redisCpu,
     fcall: commandDelta(beforeCalls, calls, 'fcall'),
     blmpop: commandDelta(beforeCalls, calls, 'blmpop').calls,
   };
@@ -245,14 +245,8 @@ async function arrivalOrder(upstream: WaitingUpstream) {
   }
   gaps.sort((a, b) => a - b);
   const order = waiting.map(([seq]) => seq);
-  return {
-    reached: order.length,
-    inversions: countInversions(order),
-    displaced,
-    crossBatch,
-    forwardRaces,
-    gaps,
-  };
+  const inversions = countInversions(order);
+  return { reached: order.length, inversions, displaced, crossBatch, forwardRaces, gaps };
 }
 
 /** Release -> next grant from the replica's exported spans, once the drain's have arrived. */

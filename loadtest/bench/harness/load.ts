@@ -1,7 +1,6 @@
 /**
- * The HTTP load clients of the benches, against POST /v1/chat/completions: wrk (Debian
- * package `wrk`, a C client that leaves the cores to the processes measured), timed; or, when
- * wrk is missing, a lean in-process undici client (dispatch, no response stream), counted.
+ * The benches' HTTP load on POST /v1/chat/completions: wrk (a C client that leaves the cores to
+ * the processes measured), timed; or a lean in-process undici client, counted.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';

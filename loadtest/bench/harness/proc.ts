@@ -1,7 +1,6 @@
 /**
- * What the benches read of a process from Linux's /proc (CPU time, resident memory, read and
- * write system calls), of a redis-server (its pid, its command counts) and how they pin a
- * process to cores with util-linux's `taskset` (BENCH_PIN).
+ * What the benches read from Linux's /proc (a process's CPU, RSS, system calls) and from a
+ * redis-server (its pid, its command counts), and pinning to cores with `taskset` (BENCH_PIN).
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';

@@ -26,14 +26,11 @@ export function perRound<R>(
   return a && b ? median(a.map((x, i) => f(x, b[i]!))) : Number.NaN;
 }
 
-export function verdict(met: boolean): string {
-  return met ? 'met' : 'NOT met';
-}
+export const verdict = (met: boolean) => (met ? 'met' : 'NOT met');
 
 /** A signed percentage: +1.5%, -12.0%; n/a when not finite. */
-export function pct(v: number, digits = 1): string {
-  return Number.isFinite(v) ? `${v >= 0 ? '+' : ''}${(v * 100).toFixed(digits)}%` : 'n/a';
-}
+export const pct = (v: number, digits = 1) =>
+  Number.isFinite(v) ? `${v >= 0 ? '+' : ''}${(v * 100).toFixed(digits)}%` : 'n/a';
 
 /** A number with thousands separators. */
 export function fmt(n: number, digits = 0): string {

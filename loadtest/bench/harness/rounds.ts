@@ -1,9 +1,8 @@
 /**
- * The order a bench measures its paths in, per round. On a shared machine the phase that runs
- * right after the baseline tends to come out ahead, so a path and its twin (the same path of
- * the BENCH_COMPARE_WITH checkout) run back to back and swap places every other round: over an
- * even number of rounds each runs first equally often. The baseline stays first (every ratio is
- * to it), and paths without a twin keep their place.
+ * The order of a round's paths. On a shared machine the phase right after the baseline tends to
+ * come out ahead, so a path and its BENCH_COMPARE_WITH twin run back to back and swap places
+ * every other round (an even BENCH_ROUNDS puts each first equally often). The baseline stays
+ * first; paths without a twin keep their place.
  */
 export function roundOrder<P extends string>(
   paths: readonly P[],

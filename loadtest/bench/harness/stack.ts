@@ -1,8 +1,7 @@
 /**
- * Starting what the benches measure: a private Redis (with its pid when it is this
- * machine's redis-server), the static upstream in its own process, a gateway replica of
- * another built checkout (BENCH_COMPARE_WITH); and running a bench so that every process it
- * started stops with it. Gateways of this tree and sims come from @fairgate/testkit.
+ * Starting what the benches measure (a private Redis, the static upstream, a gateway of another
+ * built checkout) and running a bench so that every process it started stops with it. Gateways
+ * of this tree and sims come from @fairgate/testkit.
  */
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -18,18 +17,18 @@ import {
 import { redisPid } from './proc.js';
 
 export const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
+/** A time limit to race against: unlike `sleep`, it does not keep the process alive. */
+export const timeLimit = (ms: number) => new Promise<void>((done) => setTimeout(done, ms).unref());
 
 /** `--name value` from the command line. */
-export function flag(name: string): string | undefined {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 ? process.argv[at + 1] : undefined;
-}
+export const flag = (name: string) =>
+  process.argv.includes(`--${name}`)
+    ? process.argv[process.argv.indexOf(`--${name}`) + 1]
+    : undefined;
 
 /** A numeric BENCH_* knob. */
-export function envNumber(name: string, fallback: number): number {
-  const raw = process.env[name];
-  return raw === undefined || raw === '' ? fallback : Number(raw);
-}
+export const envNumber = (name: string, fallback: number) =>
+  process.env[name] ? Number(process.env[name]) : fallback;
 
 /** A private Redis; `pid` only for a redis-server started here (a REDIS_URL's may be anyone's). */
 export async function startBenchRedis(): Promise<RedisHandle & { pid: number | undefined }> {

@@ -1,20 +1,12 @@
 /**
- * A zero-latency, near-zero-cost OpenAI-shaped upstream: the baseline of bench:overhead, run
- * as its own process (stack.ts, startStaticUpstream) so its CPU is measured apart.
- *
- * It answers like vLLM's OpenAI server (the chunk shapes of apps/vllm-sim/src/format.ts) but
- * does no work per token: each body is built once per (tokens, stream, include_usage) and
- * kept, so a request costs parsing its small body plus one write.
- * - POST /v1/chat/completions: max_tokens (default 16) tokens of " tok"; with "stream": true
- *   the role chunk and one content chunk per token, the whole stream sent with one end()
- *   (chunked, as vLLM streams), with stream_options.include_usage a usage chunk before
- *   `data: [DONE]`; a plain answer has a content-length;
- * - GET /health, /v1/models (the one model) and /metrics with vLLM's load gauges at 0 (an idle
- *   pod); anything else 404.
- *
- * Port: --port, else a free one. Once listening it prints `static-upstream listening on
- * http://127.0.0.1:<port>`; it exits on SIGTERM, SIGINT and when its stdin ends with
- * FAIRGATE_EXIT_WITH_STDIN=1 (@fairgate/runtime's onShutdownRequest).
+ * A zero-latency, near-zero-cost OpenAI-shaped upstream, the baseline of bench:overhead, run as
+ * its own process (stack.ts) so its CPU is measured apart. It answers like vLLM (the chunk
+ * shapes of apps/vllm-sim/src/format.ts) with each body built once and kept: a request costs
+ * parsing its body plus one write. POST /v1/chat/completions: max_tokens (16) tokens of " tok";
+ * a stream is the role chunk, one chunk per token (and a usage chunk with include_usage) and
+ * `data: [DONE]`, sent with one end(). GET /health, /v1/models, and /metrics with vLLM's load
+ * gauges at 0 (an idle pod). --port (else a free one); once listening it prints
+ * `static-upstream listening on <url>`; it exits on SIGTERM, SIGINT or the end of its stdin.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { onShutdownRequest } from '@fairgate/runtime';
