@@ -61,7 +61,7 @@ describe('tuner harness', () => {
 });
 
 /**
- * Production-like traffic (issue 16, docs/tuner.md "Traffic shapes"): the gateway's cap and
+ * Production-like traffic (docs/tuner.md "Traffic shapes"): the gateway's cap and
  * queue in front of each pod, the rate changing every 10 s period, mixed lengths. A few
  * deterministic seeds of the study `npm run bench:tuner-harness -- --shapes ...` runs on 40.
  */
