@@ -97,7 +97,8 @@ export async function startCheckoutGateway(
 
 /**
  * Runs a bench: every child process stops when it ends, fails or is interrupted (testkit
- * kills them on SIGINT); `cleanup` runs first. A failure sets the exit code.
+ * kills them on SIGINT), `cleanup` first; then the bench exits (tsx's esbuild service, a child
+ * of this process, can otherwise keep it alive). A failure sets the exit code.
  */
 export async function runBench(
   main: () => Promise<void>,
@@ -112,4 +113,5 @@ export async function runBench(
     await cleanup().catch(() => {});
     await stopAll();
   }
+  process.exit();
 }
