@@ -18,24 +18,10 @@ import { runScenario } from '../src/load/runner.js';
 import { DEV_ADMIN_TOKEN, loadScenario, type Scenario } from '../src/load/scenario.js';
 import { type Infra, SIM_MODEL, startGateways, startInfra } from '../src/load/stack.js';
 import { percentile } from '../src/load/stats.js';
+import { fmt } from './harness/report.js';
+import { runBench } from './harness/stack.js';
 
 const DURATION_S = Number(process.env.PREFIX_BENCH_SECONDS ?? 0) || undefined;
-
-interface Measured {
-  label: string;
-  hitRate: number;
-  hits: number;
-  queries: number;
-  ttftP50Ms: number;
-  ttftP99Ms: number;
-  completedPerS: number;
-  ok: number;
-  failed: number;
-  perPod: number[];
-  maxOffMean: number;
-  /** Most requests open at once at each pod (the sim's /debug/requests intervals). */
-  peakPerPod: number[];
-}
 
 /** Sum of every sample of `name` in a Prometheus text. */
 function sum(text: string, name: string): number {
@@ -46,7 +32,8 @@ function sum(text: string, name: string): number {
   return total;
 }
 
-async function measure(base: Scenario, prefix: 'on' | 'off'): Promise<Measured> {
+/** One run of the scenario with prefix routing `on` or `off`, from the sims' own counters. */
+async function measure(base: Scenario, prefix: 'on' | 'off') {
   const scenario: Scenario = {
     ...base,
     gateway: { ...base.gateway, routing: { ...base.gateway.routing, prefix } },
@@ -81,7 +68,6 @@ async function measure(base: Scenario, prefix: 'on' | 'off'): Promise<Measured> 
       const ok = result.requests.filter((r) => r.outcome === 'ok');
       const ttft = ok.flatMap((r) => (r.ttftMs === undefined ? [] : [r.ttftMs]));
       return {
-        label: prefix,
         hits,
         queries,
         hitRate: queries > 0 ? hits / queries : 0,
@@ -102,19 +88,23 @@ async function measure(base: Scenario, prefix: 'on' | 'off'): Promise<Measured> 
   }
 }
 
-const scenario = loadScenario('shared_prefix');
-console.log(
-  `prefix-routing benchmark: scenario ${scenario.name}, ${scenario.stack.pods} sims x ${scenario.stack.replicas} replicas, ${DURATION_S ?? scenario.duration_s} s each, off then on`,
-);
-const off = await measure(scenario, 'off');
-const on = await measure(scenario, 'on');
-const fmt = (n: number, d = 0) =>
-  n.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d });
-for (const m of [off, on]) {
+await runBench(async () => {
+  const scenario = loadScenario('shared_prefix');
+  const { pods, replicas, pod_cap: cap } = scenario.stack;
   console.log(
-    `routing.prefix ${m.label.padEnd(3)}  hit rate ${fmt(m.hitRate * 100, 1)}% (${fmt(m.hits)} of ${fmt(m.queries)} tokens)  TTFT p50 ${fmt(m.ttftP50Ms, 1)} ms p99 ${fmt(m.ttftP99Ms, 1)} ms  ${fmt(m.completedPerS, 2)} completed/s (${m.ok} ok, ${m.failed} not)  per pod ${m.perPod.map((n) => fmt(n)).join(' / ')} (max ${fmt(m.maxOffMean * 100, 1)}% off the mean), peak open per pod ${m.peakPerPod.join(' / ')} (cap ${scenario.stack.pod_cap})`,
+    `prefix-routing benchmark: scenario ${scenario.name}, ${pods} sims x ${replicas} replicas, ${DURATION_S ?? scenario.duration_s} s each, off then on`,
   );
-}
-console.log(
-  `on / off: hit rate x${fmt(on.hitRate / off.hitRate, 2)} (goal >= 2), TTFT p50 ${fmt((1 - on.ttftP50Ms / off.ttftP50Ms) * 100, 1)}% lower (goal >= 30%), throughput x${fmt(on.completedPerS / off.completedPerS, 3)} (goal >= 1), pods within ${fmt(on.maxOffMean * 100, 1)}% of the mean with routing on (goal <= 25%)`,
-);
+  const off = await measure(scenario, 'off');
+  const on = await measure(scenario, 'on');
+  for (const [label, m] of [
+    ['off', off],
+    ['on ', on],
+  ] as const) {
+    console.log(
+      `routing.prefix ${label}  hit rate ${fmt(m.hitRate * 100, 1)}% (${fmt(m.hits)} of ${fmt(m.queries)} tokens)  TTFT p50 ${fmt(m.ttftP50Ms, 1)} ms p99 ${fmt(m.ttftP99Ms, 1)} ms  ${fmt(m.completedPerS, 2)} completed/s (${m.ok} ok, ${m.failed} not)  per pod ${m.perPod.map((n) => fmt(n)).join(' / ')} (max ${fmt(m.maxOffMean * 100, 1)}% off the mean), peak open per pod ${m.peakPerPod.join(' / ')} (cap ${cap})`,
+    );
+  }
+  console.log(
+    `on / off: hit rate x${fmt(on.hitRate / off.hitRate, 2)} (goal >= 2), TTFT p50 ${fmt((1 - on.ttftP50Ms / off.ttftP50Ms) * 100, 1)}% lower (goal >= 30%), throughput x${fmt(on.completedPerS / off.completedPerS, 3)} (goal >= 1), pods within ${fmt(on.maxOffMean * 100, 1)}% of the mean with routing on (goal <= 25%)`,
+  );
+});

@@ -1,27 +1,24 @@
 /**
- * Scheduler benchmark: one private redis-server on this machine, RedisScheduler
- * through ioredis. Bounded in count and time; prints each result next to its goal and ratios
- * against baselines measured in the same run.
+ * Scheduler benchmark: RedisScheduler on a private redis-server, each result next to its goal
+ * and ratios against baselines measured in the same run.
  *
- *   cd loadtest && node --conditions=@fairgate/source --import tsx bench/scheduler.ts
+ *   npm run bench:scheduler -w @fairgate/loadtest
  *
- * 1. enqueue+release pairs per second, every request granted at once (goal >= 10,000/s)
- * 2. p50/p99 of an enqueue that is granted at once (sequential, one connection)
- * 3. Redis calls per unqueued request, from INFO commandstats deltas (goal 2)
- * 4. dispatch rate with 10,000 idle tenants vs 10, and with 10,000 requests waiting vs ~400
- *    (goal: each within 20%; the pass's cost does not grow with the queue)
- * 5. dispatch cost with prefix-aware pod choice on vs off, requests of 64 prompt blocks over
- *    4 pods (goal: Redis time per dispatch within 1.5x)
- * 6. the prefix index after PREFIX_DISTINCT distinct prefixes (default 1,000,000; 16 blocks
- *    each): entries and MEMORY USAGE of the index keys against the configured bound
- *    (pods x entriesPerPod, plus one request's blocks per pod)
+ * 1. enqueue+release pairs/s, every request granted at once (goal >= 10,000/s); 2. p50/p99 of
+ * such an enqueue; 3. Redis calls per request (goal 2); 4. a dispatch with 10,000 idle tenants
+ * and with 10,000 waiting against ~400 waiting (goal: within 20%); 5. a dispatch's Redis time
+ * with prefix scoring on vs off, 64 blocks over 4 pods (goal <= 1.5x); 6. the prefix index
+ * after PREFIX_DISTINCT (1,000,000; 0 skips it) distinct prefixes, at most
+ * PREFIX_INDEX_SECONDS (300): entries and MEMORY USAGE against the configured bound.
  */
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { RedisScheduler } from '@fairgate/scheduler';
 import { startRedis } from '@fairgate/testkit';
 import { Redis } from 'ioredis';
-import { type RedisCommandStat, redisCommandStats } from './proc.js';
+import { commandDelta as delta, redisCommandStats } from './harness/proc.js';
+import { fmt, median, quantile } from './harness/report.js';
+import { envNumber, runBench } from './harness/stack.js';
 
 const PAIRS_SECONDS = 5;
 const PAIRS_MAX = 200_000;
@@ -36,8 +33,8 @@ const DEEP_QUEUED = 10_000;
 const DISPATCH_ROUNDS = 5;
 const DISPATCHES_PER_ROUND = 1_000;
 const PREFIX_BLOCKS = 64;
-const PREFIX_DISTINCT = Number(process.env.PREFIX_DISTINCT ?? 1_000_000);
-const PREFIX_INDEX_SECONDS = Number(process.env.PREFIX_INDEX_SECONDS ?? 300);
+const PREFIX_DISTINCT = envNumber('PREFIX_DISTINCT', 1_000_000);
+const PREFIX_INDEX_SECONDS = envNumber('PREFIX_INDEX_SECONDS', 300);
 const PREFIX_ENTRIES_PER_POD = 65_536;
 
 const redisHandle = await startRedis();
@@ -65,8 +62,7 @@ async function preparePool(
   tenants: number,
   settings: { queueTtlMs?: number; prefix?: boolean; pods?: number; queueDepth?: number } = {},
 ): Promise<string[]> {
-  // queueDepth: room for that many waiting requests in the pool (and in one tenant's queue).
-  const depth = settings.queueDepth;
+  const depth = settings.queueDepth; // room for that many waiting in the pool and one tenant
   await scheduler.configure({
     initialBudget: budget,
     queueTtlMs: settings.queueTtlMs ?? 60_000,
@@ -85,59 +81,45 @@ async function preparePool(
   return ids;
 }
 
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
-}
-
-/** Redis's `INFO commandstats` now (proc.ts). */
 const commandStats = () => redisCommandStats(url);
-
-function delta(
-  before: Map<string, RedisCommandStat>,
-  after: Map<string, RedisCommandStat>,
-  name: string,
-): RedisCommandStat {
-  const a = after.get(name) ?? { calls: 0, usec: 0 };
-  const b = before.get(name) ?? { calls: 0, usec: 0 };
-  return { calls: a.calls - b.calls, usec: a.usec - b.usec };
-}
-
-const fmt = (n: number, digits = 0) =>
-  n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const report = (line: string) => console.log(line);
 
-// 1. Pairs per second --------------------------------------------------------------------
-async function pairsPerSecond(): Promise<number> {
-  const schedulers = Array.from({ length: CONNECTIONS }, () =>
-    open('pairs', pipelinedConnection()),
-  );
-  const tenants = await preparePool(schedulers[0] as RedisScheduler, 1_000_000, 16);
-  let done = 0;
+/**
+ * Enqueue + release pairs, every one granted at once, from CONNECTIONS pipelined connections
+ * with WORKERS_PER_CONNECTION each in flight, until `max` pairs or `seconds`; `prefix` gives
+ * the n-th request its block hashes. Returns the pairs made and the seconds they took.
+ */
+async function grantedPairs(
+  pool: string,
+  max: number,
+  seconds: number,
+  settings: { prefix?: boolean; pods?: number } = {},
+  prefix?: (n: number) => string[],
+): Promise<{ done: number; seconds: number }> {
+  const schedulers = Array.from({ length: CONNECTIONS }, () => open(pool, pipelinedConnection()));
+  const tenants = await preparePool(schedulers[0]!, 1_000_000, 16, settings);
   let serial = 0;
-  const deadline = performance.now() + PAIRS_SECONDS * 1000;
+  let done = 0;
+  const started = performance.now();
+  const deadline = started + seconds * 1_000;
   const worker = async (scheduler: RedisScheduler, replica: string) => {
-    while (done < PAIRS_MAX && performance.now() < deadline) {
-      serial += 1;
-      const id = `p${serial}`;
-      const result = await scheduler.enqueue({
-        id,
-        tenant: tenants[serial % tenants.length] as string,
-        band: 3,
-        replica,
-      });
-      if (result.status !== 'granted') throw new Error(`expected a grant, got ${result.status}`);
+    while (serial < max && performance.now() < deadline) {
+      const n = ++serial;
+      const id = `${pool}-${n}`;
+      const tenant = tenants[n % tenants.length]!;
+      const request = { id, tenant, band: 3, replica, ...(prefix ? { prefix: prefix(n) } : {}) };
+      const result = await scheduler.enqueue(request);
+      if (result.status !== 'granted') throw new Error(`${pool}: ${result.status}, not granted`);
       await scheduler.release(id, { outcome: 'completed' });
-      done += 1;
+      done++;
     }
   };
-  const started = performance.now();
   await Promise.all(
     schedulers.flatMap((scheduler, c) =>
       Array.from({ length: WORKERS_PER_CONNECTION }, () => worker(scheduler, `bench-${c}`)),
     ),
   );
-  const seconds = (performance.now() - started) / 1000;
-  return done / seconds;
+  return { done, seconds: (performance.now() - started) / 1_000 };
 }
 
 // 2. Latency of an enqueue granted at once ------------------------------------------------
@@ -148,19 +130,14 @@ async function grantLatency(): Promise<{ p50: number; p99: number }> {
   for (let i = 0; i < LATENCY_SAMPLES + 200; i += 1) {
     const id = `l${i}`;
     const started = performance.now();
-    const result = await scheduler.enqueue({
-      id,
-      tenant: tenants[i % 4] as string,
-      band: 3,
-      replica: 'lat',
-    });
+    const result = await scheduler.enqueue({ id, tenant: tenants[i % 4]!, band: 3, replica: 'l' });
     const elapsed = performance.now() - started;
     if (result.status !== 'granted') throw new Error('latency run: expected a grant');
     if (i >= 200) samples.push(elapsed);
     await scheduler.release(id, { outcome: 'completed' });
   }
   samples.sort((a, b) => a - b);
-  return { p50: percentile(samples, 50), p99: percentile(samples, 99) };
+  return { p50: quantile(samples, 0.5), p99: quantile(samples, 0.99) };
 }
 
 // 3. Redis calls per unqueued request -----------------------------------------------------
@@ -225,14 +202,7 @@ async function dispatchPool(
       }),
     );
   }
-  const pool: DispatchPool = {
-    name,
-    scheduler,
-    held: [],
-    tenantOf: new Map(),
-    serial: 0,
-    prefix: prefix !== undefined,
-  };
+  const pool = { name, scheduler, held: [], tenantOf: new Map(), serial: 0, prefix: !!prefix };
   for (let round = 0; round < queuedPerTenant; round += 1) {
     await Promise.all(tenants.slice(0, ACTIVE_TENANTS).map((tenant) => enqueueFor(pool, tenant)));
   }
@@ -244,13 +214,8 @@ async function enqueueFor(pool: DispatchPool, tenant: string): Promise<void> {
   pool.serial += 1;
   const id = `${tenant}-${pool.serial}`;
   pool.tenantOf.set(id, tenant);
-  const result = await pool.scheduler.enqueue({
-    id,
-    tenant,
-    band: 3,
-    replica: 'disp',
-    ...(pool.prefix ? { prefix: promptBlocks(pool.serial % 8, pool.serial, PREFIX_BLOCKS) } : {}),
-  });
+  const blocks = pool.prefix ? { prefix: promptBlocks(pool.serial % 8, pool.serial) } : {};
+  const result = await pool.scheduler.enqueue({ id, tenant, band: 3, replica: 'disp', ...blocks });
   if (result.status === 'granted') pool.held.push(id);
 }
 
@@ -258,57 +223,24 @@ async function enqueueFor(pool: DispatchPool, tenant: string): Promise<void> {
  * Block hashes of a request in conversation `family`: the family's shared first three
  * quarters (a system prompt), then blocks of its own (`serial`).
  */
-function promptBlocks(family: number, serial: number, blocks: number): string[] {
-  const shared = Math.floor((blocks * 3) / 4);
-  return Array.from({ length: blocks }, (_, i) =>
-    i < shared ? `f${family}b${i}` : `s${serial}b${i}`,
+function promptBlocks(family: number, serial: number): string[] {
+  const shared = Math.floor((PREFIX_BLOCKS * 3) / 4);
+  return Array.from(
+    { length: PREFIX_BLOCKS },
+    (_, i) => `${i < shared ? `f${family}` : `s${serial}`}b${i}`,
   );
 }
 
-// 6. The prefix index stays bounded ---------------------------------------------------------
-async function prefixIndexBound(): Promise<{
-  distinct: number;
-  entries: number;
-  bound: number;
-  bytes: number;
-  seconds: number;
-}> {
+/** The prefix index after PREFIX_DISTINCT requests, each its own prefix from the first block. */
+async function prefixIndexBound() {
   const pods = 4;
-  const schedulers = Array.from({ length: CONNECTIONS }, () =>
-    open('prefix-index', pipelinedConnection()),
+  const run = await grantedPairs(
+    'prefix-index',
+    PREFIX_DISTINCT,
+    PREFIX_INDEX_SECONDS,
+    { prefix: true, pods },
+    (n) => Array.from({ length: 16 }, (_, i) => `u${n}b${i}`),
   );
-  const tenants = await preparePool(schedulers[0] as RedisScheduler, 1_000_000, 16, {
-    prefix: true,
-    pods,
-  });
-  let done = 0;
-  let serial = 0;
-  const started = performance.now();
-  const deadline = started + PREFIX_INDEX_SECONDS * 1_000;
-  const worker = async (scheduler: RedisScheduler) => {
-    while (serial < PREFIX_DISTINCT && performance.now() < deadline) {
-      serial += 1;
-      const id = `x${serial}`;
-      // Every request its own prefix from the first block: PREFIX_DISTINCT distinct ones.
-      const prefix = Array.from({ length: 16 }, (_, i) => `u${serial}b${i}`);
-      const result = await scheduler.enqueue({
-        id,
-        tenant: tenants[serial % tenants.length] as string,
-        band: 3,
-        replica: 'idx',
-        prefix,
-      });
-      if (result.status !== 'granted') throw new Error('prefix index run: expected a grant');
-      await scheduler.release(id, { outcome: 'completed' });
-      done += 1;
-    }
-  };
-  await Promise.all(
-    schedulers.flatMap((scheduler) =>
-      Array.from({ length: WORKERS_PER_CONNECTION }, () => worker(scheduler)),
-    ),
-  );
-  const seconds = (performance.now() - started) / 1_000;
   let entries = 0;
   let bytes = 0;
   for (let pod = 0; pod < pods; pod += 1) {
@@ -318,13 +250,12 @@ async function prefixIndexBound(): Promise<{
       bytes += Number((await admin.memory('USAGE', key, 'SAMPLES', '0')) ?? 0);
     }
   }
-  return { distinct: done, entries, bound: pods * (PREFIX_ENTRIES_PER_POD + 16), bytes, seconds };
+  const bound = pods * (PREFIX_ENTRIES_PER_POD + 16);
+  return { distinct: run.done, entries, bound, bytes, seconds: run.seconds };
 }
 
 /** Frees one slot at a time; each release runs the dispatch pass that grants the next. */
-async function dispatchRound(
-  pool: DispatchPool,
-): Promise<{ perSecond: number; redisUsecPerDispatch: number }> {
+async function dispatchRound(pool: DispatchPool) {
   const before = await commandStats();
   const started = performance.now();
   for (let made = 0; made < DISPATCHES_PER_ROUND; made += 1) {
@@ -336,93 +267,97 @@ async function dispatchRound(
     await enqueueFor(pool, pool.tenantOf.get(granted.id) as string);
     pool.tenantOf.delete(granted.id);
   }
-  const seconds = (performance.now() - started) / 1000;
-  const after = await commandStats();
-  return {
-    perSecond: DISPATCHES_PER_ROUND / seconds,
-    redisUsecPerDispatch: delta(before, after, 'fcall').usec / DISPATCHES_PER_ROUND,
-  };
+  const perSecond = (DISPATCHES_PER_ROUND * 1000) / (performance.now() - started);
+  const fcall = delta(before, await commandStats(), 'fcall');
+  return { perSecond, redisUsecPerDispatch: fcall.usec / DISPATCHES_PER_ROUND };
 }
 
-const median = (values: number[]) =>
-  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
 const load = () =>
   loadavg()
     .map((n) => n.toFixed(2))
     .join(' ');
 
-try {
-  console.log(`scheduler benchmark: redis-server ${url}`);
-  console.log(`machine load average at start: ${load()} (2 cores shared with other work)\n`);
-  const pairs = await pairsPerSecond();
+/** 1-3: pairs per second, the latency of a grant, Redis calls per request. */
+async function reportUnqueued(): Promise<void> {
+  const run = await grantedPairs('pairs', PAIRS_MAX, PAIRS_SECONDS);
+  const pairs = run.done / run.seconds;
   report(
     `enqueue+release pairs/s      ${fmt(pairs)}  (${CONNECTIONS} connections x ${WORKERS_PER_CONNECTION} in flight; goal >= 10,000, ratio ${fmt(pairs / 10_000, 2)})`,
   );
-
   const latency = await grantLatency();
   report(
     `granted-at-once enqueue      p50 ${fmt(latency.p50 * 1000)} us  p99 ${fmt(latency.p99 * 1000)} us  (sequential, one connection)`,
   );
-
   const calls = await callsPerRequest();
   report(
     `Redis calls per request      ${fmt(calls.clientCalls, 2)}  (goal 2: enqueue + release; commands run inside the two scripts: ${fmt(calls.scriptCommands, 1)})`,
   );
+}
 
-  const baseline = await dispatchPool('dispatch-10', 0);
-  const crowded = await dispatchPool('dispatch-10k', IDLE_TENANTS);
-  const deep = await dispatchPool('dispatch-deep', 0, undefined, DEEP_QUEUED / ACTIVE_TENANTS);
-  // Alternating rounds and medians, so background load hits every configuration alike.
-  const pools = { baseline, crowded, deep };
-  const rates = { baseline: [] as number[], crowded: [] as number[], deep: [] as number[] };
-  const costs = { baseline: [] as number[], crowded: [] as number[], deep: [] as number[] };
+/** Rounds of `dispatchRound` over `pools`, alternating, so background load hits each alike. */
+async function alternate<K extends string>(pools: Record<K, DispatchPool>) {
+  const rates = {} as Record<K, number[]>;
+  const costs = {} as Record<K, number[]>;
+  const keys = Object.keys(pools) as K[];
+  for (const key of keys) [rates[key], costs[key]] = [[], []];
   for (let round = 0; round < DISPATCH_ROUNDS; round += 1) {
-    for (const key of ['baseline', 'crowded', 'deep'] as const) {
+    for (const key of keys) {
       const result = await dispatchRound(pools[key]);
       rates[key].push(result.perSecond);
       costs[key].push(result.redisUsecPerDispatch);
     }
   }
-  const base = median(rates.baseline);
-  const baseCost = median(costs.baseline);
+  return { rate: (key: K) => median(rates[key]), cost: (key: K) => median(costs[key]) };
+}
+
+/** 4: the dispatch rate with idle tenants and a deep queue against the baseline. */
+async function reportDispatch(): Promise<void> {
+  const { rate, cost } = await alternate({
+    baseline: await dispatchPool('dispatch-10', 0),
+    crowded: await dispatchPool('dispatch-10k', IDLE_TENANTS),
+    deep: await dispatchPool('dispatch-deep', 0, undefined, DEEP_QUEUED / ACTIVE_TENANTS),
+  });
   report(
-    `dispatch rate, 10 tenants    ${fmt(base)} dispatches/s, ${fmt(baseCost, 1)} us Redis time per dispatch  (baseline: ~${fmt(ACTIVE_TENANTS * QUEUED_PER_TENANT)} waiting; release + poll + enqueue each, sequential)`,
+    `dispatch rate, 10 tenants    ${fmt(rate('baseline'))} dispatches/s, ${fmt(cost('baseline'), 1)} us Redis time per dispatch  (baseline: ~${fmt(ACTIVE_TENANTS * QUEUED_PER_TENANT)} waiting; release + poll + enqueue each, sequential)`,
   );
   for (const [key, label] of [
     ['crowded', 'dispatch rate, +10,000 idle '],
     ['deep', 'dispatch rate, 10,000 wait  '],
   ] as const) {
-    const [rate, cost] = [median(rates[key]), median(costs[key])];
     report(
-      `${label} ${fmt(rate)} dispatches/s, ${fmt(cost, 1)} us Redis time per dispatch  (rate ratio ${fmt(rate / base, 3)}, Redis-time ratio ${fmt(cost / baseCost, 3)}; goal 0.80-1.20)`,
+      `${label} ${fmt(rate(key))} dispatches/s, ${fmt(cost(key), 1)} us Redis time per dispatch  (rate ratio ${fmt(rate(key) / rate('baseline'), 3)}, Redis-time ratio ${fmt(cost(key) / cost('baseline'), 3)}; goal 0.80-1.20)`,
     );
   }
-  // 5. Prefix scoring: the same dispatch loop, requests of 64 blocks over 4 pods, on vs off.
-  const prefixOff = await dispatchPool('dispatch-px-off', 0, { enabled: false });
-  const prefixOn = await dispatchPool('dispatch-px-on', 0, { enabled: true });
-  const prefixCosts = { off: [] as number[], on: [] as number[] };
-  for (let round = 0; round < DISPATCH_ROUNDS; round += 1) {
-    for (const [key, pool] of [
-      ['off', prefixOff],
-      ['on', prefixOn],
-    ] as const) {
-      prefixCosts[key].push((await dispatchRound(pool)).redisUsecPerDispatch);
-    }
-  }
-  const [offCost, onCost] = [median(prefixCosts.off), median(prefixCosts.on)];
-  report(
-    `dispatch with prefix scoring ${fmt(onCost, 1)} us Redis time per dispatch, ${fmt(offCost, 1)} us without  (${PREFIX_BLOCKS} blocks, 4 pods; ratio ${fmt(onCost / offCost, 3)}; goal <= 1.5)`,
-  );
-
-  if (PREFIX_DISTINCT > 0) {
-    const index = await prefixIndexBound();
-    report(
-      `prefix index after ${fmt(index.distinct)} distinct prefixes (16 blocks each, ${fmt(index.seconds, 0)} s): ${fmt(index.entries)} entries of at most ${fmt(index.bound)} (4 pods x ${fmt(PREFIX_ENTRIES_PER_POD)} + one request's blocks each), ${fmt(index.bytes / 1_048_576, 1)} MiB by MEMORY USAGE (${fmt(index.bytes / Math.max(1, index.entries), 1)} bytes per entry; ratio to the bound ${fmt(index.entries / index.bound, 3)})`,
-    );
-  }
-  console.log(`\nmachine load average at end: ${load()}`);
-} finally {
-  await Promise.all(opened.map((scheduler) => scheduler.close().catch(() => {})));
-  for (const connection of connections) connection.disconnect();
-  await redisHandle.stop();
 }
+
+/** 5-6: prefix scoring's cost per dispatch, and the prefix index's bound. */
+async function reportPrefix(): Promise<void> {
+  const { cost } = await alternate({
+    off: await dispatchPool('dispatch-px-off', 0, { enabled: false }),
+    on: await dispatchPool('dispatch-px-on', 0, { enabled: true }),
+  });
+  report(
+    `dispatch with prefix scoring ${fmt(cost('on'), 1)} us Redis time per dispatch, ${fmt(cost('off'), 1)} us without  (${PREFIX_BLOCKS} blocks, 4 pods; ratio ${fmt(cost('on') / cost('off'), 3)}; goal <= 1.5)`,
+  );
+  if (PREFIX_DISTINCT <= 0 || PREFIX_INDEX_SECONDS <= 0) return;
+  const index = await prefixIndexBound();
+  report(
+    `prefix index after ${fmt(index.distinct)} distinct prefixes (16 blocks each, ${fmt(index.seconds, 0)} s): ${fmt(index.entries)} entries of at most ${fmt(index.bound)} (4 pods x ${fmt(PREFIX_ENTRIES_PER_POD)} + one request's blocks each), ${fmt(index.bytes / 1_048_576, 1)} MiB by MEMORY USAGE (${fmt(index.bytes / Math.max(1, index.entries), 1)} bytes per entry; ratio to the bound ${fmt(index.entries / index.bound, 3)})`,
+  );
+}
+
+await runBench(
+  async () => {
+    console.log(`scheduler benchmark: redis-server ${url}`);
+    console.log(`machine load average at start: ${load()} (2 cores shared with other work)\n`);
+    await reportUnqueued();
+    await reportDispatch();
+    await reportPrefix();
+    console.log(`\nmachine load average at end: ${load()}`);
+  },
+  async () => {
+    await Promise.all(opened.map((scheduler) => scheduler.close().catch(() => {})));
+    for (const connection of connections) connection.disconnect();
+    await redisHandle.stop();
+  },
+);

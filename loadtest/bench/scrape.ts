@@ -3,27 +3,25 @@
  *
  *   npm run bench:scrape -w @fairgate/loadtest
  *
- * The leader scrapes every pod every `scrape.interval_ms` (100 ms by default), so a
- * gateway leading a pool of 20 pods makes 200 scrapes a second, each a stall of the event
- * loop every request of that replica may wait behind. This measures one scrape of a
- * simulated vLLM pod (apps/vllm-sim in its own process, its real /metrics text) as the
- * gateway makes it (`fetchMetrics`: undici's request()) against the same scrape with the
- * global fetch() (what the scraper used before), in alternating rounds of the same run:
- * this process's CPU (user + system, /proc via process.cpuUsage) and the wall time per
- * scrape, sequential, after a warm-up; the ratio is the summary.
+ * The leader scrapes every pod every `scrape.interval_ms` (100 ms by default): with 20 pods,
+ * 200 scrapes a second, each a stall of the event loop. This measures one scrape of a sim's
+ * /metrics as the gateway makes it (`fetchMetrics`: undici's request()) against the global
+ * fetch(), in alternating rounds: this process's CPU and wall time per scrape, sequential,
+ * after a warm-up, and the ratio of the medians.
  *
- * Environment: BENCH_SCRAPES (per round, default 2,000), BENCH_ROUNDS (default 3).
+ * Environment: BENCH_SCRAPES (per round, 2000), BENCH_ROUNDS (3).
  */
 import { fetchMetrics, type MetricsFetcher } from '@fairgate/gateway';
 import { startSim } from '@fairgate/testkit';
-import { percentile } from '../src/load/stats.js';
+import { median } from './harness/report.js';
+import { envNumber, runBench } from './harness/stack.js';
 
-const SCRAPES = Number(process.env.BENCH_SCRAPES ?? 2_000);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const SCRAPES = envNumber('BENCH_SCRAPES', 2_000);
+const ROUNDS = envNumber('BENCH_ROUNDS', 3);
 const WARMUP = 300;
 const TIMEOUT_MS = 500;
 
-/** The scrape as it was made before: the global fetch(), its web Response and stream. */
+/** The same scrape through the global fetch(), its web Response and stream. */
 const viaFetch: MetricsFetcher = async (url, timeoutMs) => {
   const response = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
   if (!response.ok) {
@@ -33,60 +31,51 @@ const viaFetch: MetricsFetcher = async (url, timeoutMs) => {
   return response.text();
 };
 
-const ways: Array<[string, MetricsFetcher]> = [
+const WAYS: Array<[string, MetricsFetcher]> = [
   ['fetchMetrics (undici request)', fetchMetrics],
   ['global fetch()', viaFetch],
 ];
 
-const sim = await startSim();
-try {
+/** CPU and wall µs per scrape over SCRAPES sequential scrapes. */
+async function timeScrapes(url: string, scrape: MetricsFetcher) {
+  const cpu = process.cpuUsage();
+  const started = performance.now();
+  for (let i = 0; i < SCRAPES; i++) await scrape(url, TIMEOUT_MS);
+  const used = process.cpuUsage(cpu);
+  return {
+    cpuUs: (used.user + used.system) / SCRAPES,
+    wallUs: ((performance.now() - started) * 1_000) / SCRAPES,
+  };
+}
+
+await runBench(async () => {
+  const sim = await startSim();
   const url = new URL('/metrics', sim.url).href;
   const bytes = (await fetchMetrics(url, TIMEOUT_MS)).length;
-  const results = new Map<string, Array<{ cpuUs: number; wallUs: number }>>();
-  for (const [name, scrape] of ways) {
-    for (let i = 0; i < WARMUP; i++) await scrape(url, TIMEOUT_MS);
-    results.set(name, []);
-  }
+  for (const [, scrape] of WAYS) for (let i = 0; i < WARMUP; i++) await scrape(url, TIMEOUT_MS);
+  const runs = new Map<string, Array<{ cpuUs: number; wallUs: number }>>();
   for (let round = 1; round <= ROUNDS; round++) {
-    for (const [name, scrape] of ways) {
-      const cpu = process.cpuUsage();
-      const started = performance.now();
-      for (let i = 0; i < SCRAPES; i++) await scrape(url, TIMEOUT_MS);
-      const wallUs = ((performance.now() - started) * 1_000) / SCRAPES;
-      const used = process.cpuUsage(cpu);
-      const cpuUs = (used.user + used.system) / SCRAPES;
-      results.get(name)?.push({ cpuUs, wallUs });
-      console.log(
-        `round ${round}/${ROUNDS} ${name}: ${cpuUs.toFixed(0)} µs CPU, ${wallUs.toFixed(0)} µs wall per scrape`,
-      );
+    for (const [name, scrape] of WAYS) {
+      const run = await timeScrapes(url, scrape);
+      runs.set(name, [...(runs.get(name) ?? []), run]);
+      const figures = `${run.cpuUs.toFixed(0)} µs CPU, ${run.wallUs.toFixed(0)} µs wall`;
+      console.log(`round ${round}/${ROUNDS} ${name}: ${figures} per scrape`);
     }
   }
   console.log(
     `\nscrape of one pod's /metrics (${bytes} bytes, vllm-sim), ${SCRAPES} sequential scrapes per round, median of ${ROUNDS} rounds`,
   );
-  const summary = ways.map(([name]) => {
-    const rows = results.get(name) ?? [];
-    return {
-      name,
-      cpuUs: percentile(
-        rows.map((r) => r.cpuUs),
-        0.5,
-      ),
-      wallUs: percentile(
-        rows.map((r) => r.wallUs),
-        0.5,
-      ),
-    };
-  });
-  for (const row of summary) {
-    console.log(
-      `  ${row.name.padEnd(30)} ${row.cpuUs.toFixed(0).padStart(5)} µs CPU  ${row.wallUs.toFixed(0).padStart(5)} µs wall`,
-    );
+  const summary = WAYS.map(([name]) => ({
+    name,
+    cpuUs: median(runs.get(name)!.map((r) => r.cpuUs)),
+    wallUs: median(runs.get(name)!.map((r) => r.wallUs)),
+  }));
+  for (const { name, cpuUs, wallUs } of summary) {
+    const cpu = cpuUs.toFixed(0).padStart(5);
+    console.log(`  ${name.padEnd(30)} ${cpu} µs CPU  ${wallUs.toFixed(0).padStart(5)} µs wall`);
   }
-  const [used, before] = summary as [(typeof summary)[0], (typeof summary)[0]];
+  const ratio = (summary[0]!.cpuUs / summary[1]!.cpuUs).toFixed(2);
   console.log(
-    `CPU per scrape, fetchMetrics / fetch(): ${(used.cpuUs / before.cpuUs).toFixed(2)} (this process only; the sim runs in its own)`,
+    `CPU per scrape, fetchMetrics / fetch(): ${ratio} (this process only; the sim runs in its own)`,
   );
-} finally {
-  await sim.stop();
-}
+});

@@ -1,24 +1,15 @@
 /**
- * Benchmark: does fairgate-sim deliver the throughput its queueing model predicts, and does
- * it keep up with 256 concurrent streams on this machine?
+ * Benchmark: does fairgate-sim deliver the throughput its queueing model predicts, and keep up
+ * with 256 concurrent streams on this machine?
  *
- *   cd loadtest && node --conditions=@fairgate/source --import tsx bench/sim-capacity.ts [config...]
+ *   npm run bench:sim-capacity -w @fairgate/loadtest [-- config...]
  *
- * For each config it starts a sim (testkit, 127.0.0.1), drives closed-loop load with C real
- * streaming HTTP clients (each sends its next request as soon as the previous one ends;
- * unique prompts, so no prefix-cache hits), and after a warm-up measures for a fixed window:
- * completed requests/s and streamed tokens/s, against the closed-form prediction of the
- * same model. It also reads the sim's own iteration metrics: mean model iteration time
- * against the prediction, and how late iterations completed against the model schedule
- * (fairgate_sim_iteration_lag_seconds; p99 interpolated from buckets like histogram_quantile).
- *
- * Prediction (prefill emits token 1, decode steps k = 1..o-1 emit the rest):
- *   work of one request W = (beta+gamma)*i + sum_{k=1}^{o-1} (beta + gamma*(i+k))
- *   C <= N (every client in the batch): a client's cycle is o+1 iterations (o in the batch,
- *     one waiting for the iteration in flight when it re-submits); in one cycle every client
- *     adds W once, so cycle = (o+1)*alpha + C*W and X = C / cycle.
- *   C > N (queue never empty): a seat's cycle is o iterations, X = N / (o*alpha + N*W).
- * tokens/s = X * o. Bounded in time: warm-up + window per config (about 70 s in all).
+ * Per config: a sim, C closed-loop streaming clients (unique prompts: no prefix-cache hits),
+ * then after a warm-up a fixed window: requests/s and tokens/s against the model's prediction,
+ * the sim's mean iteration time, and how late iterations completed (the lag histogram, p99
+ * interpolated as histogram_quantile). Prediction, W the work of one request
+ * = (beta+gamma)*i + sum_{k=1}^{o-1} (beta + gamma*(i+k)): with C <= N a client's cycle is o+1
+ * iterations, X = C / ((o+1)*alpha + C*W); with C > N, X = N / (o*alpha + N*W); tokens/s = X*o.
  */
 import http from 'node:http';
 import { cpus } from 'node:os';
@@ -29,112 +20,71 @@ import {
   estimatePromptTokens,
   type StreamChunk,
 } from '@fairgate/openai';
-import { type AppHandle, startSim, stopAll } from '@fairgate/testkit';
+import { type AppHandle, startSim } from '@fairgate/testkit';
+import { table } from './harness/report.js';
+import { runBench } from './harness/stack.js';
 
-interface BenchConfig {
-  name: string;
-  alphaMs: number;
-  betaMs: number;
-  gammaMs: number;
-  maxNumSeqs: number;
-  clients: number;
-  promptTokens: number;
-  outputTokens: number;
-}
-
-const CONFIGS: BenchConfig[] = [
-  {
-    name: 'light',
-    alphaMs: 10,
-    betaMs: 0.02,
-    gammaMs: 0.0005,
-    maxNumSeqs: 64,
-    clients: 8,
-    promptTokens: 512,
-    outputTokens: 64,
-  },
-  {
-    name: 'full-batch',
-    alphaMs: 10,
-    betaMs: 0.02,
-    gammaMs: 0.0005,
-    maxNumSeqs: 64,
-    clients: 64,
-    promptTokens: 512,
-    outputTokens: 64,
-  },
-  {
-    name: 'queued',
-    alphaMs: 10,
-    betaMs: 0.02,
-    gammaMs: 0.0005,
-    maxNumSeqs: 16,
-    clients: 48,
-    promptTokens: 256,
-    outputTokens: 64,
-  },
+/** alpha/beta/gamma in ms, N = max-num-seqs, C clients, i prompt and o output tokens. */
+const CONFIGS = [
+  { name: 'light', alphaMs: 10, betaMs: 0.02, gammaMs: 0.0005, n: 64, c: 8, i: 512, o: 64 },
+  { name: 'full-batch', alphaMs: 10, betaMs: 0.02, gammaMs: 0.0005, n: 64, c: 64, i: 512, o: 64 },
+  { name: 'queued', alphaMs: 10, betaMs: 0.02, gammaMs: 0.0005, n: 16, c: 48, i: 256, o: 64 },
   {
     name: 'prefill-heavy',
     alphaMs: 20,
     betaMs: 0.05,
     gammaMs: 0.001,
-    maxNumSeqs: 32,
-    clients: 16,
-    promptTokens: 2000,
-    outputTokens: 16,
+    n: 32,
+    c: 16,
+    i: 2000,
+    o: 16,
   },
   {
     name: '256-streams',
     alphaMs: 8,
     betaMs: 0.01,
     gammaMs: 0.0002,
-    maxNumSeqs: 256,
-    clients: 256,
-    promptTokens: 256,
-    outputTokens: 128,
+    n: 256,
+    c: 256,
+    i: 256,
+    o: 128,
   },
 ];
+type BenchConfig = (typeof CONFIGS)[number];
 
 /** Warm-up and measuring window: at least 3 s / 8 s, and long enough for several cycles. */
 function phases(cycleMs: number): { warmupMs: number; windowMs: number } {
   return { warmupMs: Math.max(3_000, 1.5 * cycleMs), windowMs: Math.max(8_000, 4 * cycleMs) };
 }
 
-interface Prediction {
-  requestsPerSecond: number;
-  tokensPerSecond: number;
-  meanIterationMs: number;
-}
-
-function predict(config: BenchConfig, promptTokens: number): Prediction {
-  const { alphaMs: a, betaMs: b, gammaMs: g, maxNumSeqs: n, clients: c, outputTokens: o } = config;
+/** The closed-form throughput of the header and the mean iteration time. */
+function predict(config: BenchConfig, promptTokens: number) {
+  const { alphaMs: a, betaMs: b, gammaMs: g, n, c, o } = config;
   const i = promptTokens;
   const work = (b + g) * i + (o - 1) * b + g * ((o - 1) * i + (o * (o - 1)) / 2);
   const [seats, iterationsPerCycle] = c <= n ? [c, o + 1] : [n, o];
   const cycleMs = iterationsPerCycle * a + seats * work;
   const requestsPerSecond = (1000 * seats) / cycleMs;
-  return {
-    requestsPerSecond,
-    tokensPerSecond: requestsPerSecond * o,
-    meanIterationMs: cycleMs / iterationsPerCycle,
-  };
+  const meanIterationMs = cycleMs / iterationsPerCycle;
+  return { requestsPerSecond, tokensPerSecond: requestsPerSecond * o, meanIterationMs };
 }
 
 function chatRequest(config: BenchConfig, client: number, sequence: number): ChatCompletionRequest {
   // The unique salt leads the prompt, so the first KV block (and every later one) differs.
   const salt = `c${client}-r${sequence}-`;
-  const filler = 'lorem ipsum dolor sit amet '.repeat(Math.ceil((config.promptTokens * 4) / 27));
+  const filler = 'lorem ipsum dolor sit amet '.repeat(Math.ceil((config.i * 4) / 27));
   // The chat template adds ~5 tokens; trim the content so the prompt is close to the target.
-  const content = (salt + filler).slice(0, Math.max(1, config.promptTokens * 4 - 20));
+  const content = (salt + filler).slice(0, Math.max(1, config.i * 4 - 20));
   return {
     model: 'bench',
     messages: [{ role: 'user', content }],
-    max_tokens: config.outputTokens,
+    max_tokens: config.o,
     stream: true,
     stream_options: { include_usage: true },
   };
 }
 
+/** The measuring window and what the clients counted in it. */
 interface Window {
   start: number;
   end: number;
@@ -144,9 +94,7 @@ interface Window {
   errors: number;
 }
 
-function windowSeconds(window: Window): number {
-  return (window.end - window.start) / 1000;
-}
+const windowSeconds = (window: Window) => (window.end - window.start) / 1000;
 
 /** One streaming request over node:http; calls onToken per content chunk. */
 function streamOnce(
@@ -157,14 +105,9 @@ function streamOnce(
   live: Set<http.ClientRequest>,
 ): Promise<number | null> {
   return new Promise((resolve, reject) => {
-    const request = http.request({
-      host: '127.0.0.1',
-      port,
-      path: '/v1/chat/completions',
-      method: 'POST',
-      agent,
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-    });
+    const headers = { 'content-type': 'application/json', 'content-length': body.length };
+    const path = '/v1/chat/completions';
+    const request = http.request({ host: '127.0.0.1', port, path, method: 'POST', agent, headers });
     live.add(request);
     request.on('close', () => live.delete(request));
     request.on('error', reject);
@@ -192,50 +135,33 @@ function streamOnce(
   });
 }
 
-interface Snapshot {
-  iterationSum: number;
-  iterationCount: number;
-  lagSum: number;
-  lagCount: number;
+/** The sim's own metrics read at the window's ends (one sample each, by metric name). */
+const SNAPSHOT_METRICS = {
+  iterationSum: 'fairgate_sim_iteration_duration_seconds_sum',
+  iterationCount: 'fairgate_sim_iteration_duration_seconds_count',
+  lagSum: 'fairgate_sim_iteration_lag_seconds_sum',
+  lagCount: 'fairgate_sim_iteration_lag_seconds_count',
+  lagMax: 'fairgate_sim_iteration_lag_max_seconds',
+  resyncs: 'fairgate_sim_engine_resyncs_total',
+  runningMax: 'fairgate_sim_num_requests_running_max',
+  preemptions: 'vllm:num_preemptions_total',
+  cpuSeconds: 'process_cpu_seconds_total',
+};
+type Snapshot = Record<keyof typeof SNAPSHOT_METRICS, number> & {
   lagBuckets: Array<{ le: number; count: number }>;
-  lagMax: number;
-  resyncs: number;
-  runningMax: number;
-  preemptions: number;
-  cpuSeconds: number;
-}
-
-function sample(text: string, name: string, labelFilter = ''): number[] {
-  const values: number[] = [];
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`) || !line.includes(labelFilter)) continue;
-    values.push(Number(line.slice(line.lastIndexOf(' ') + 1)));
-  }
-  return values;
-}
+};
 
 async function snapshot(url: string): Promise<Snapshot> {
   const text = await (await fetch(`${url}/metrics`)).text();
-  const one = (name: string) => sample(text, name)[0] ?? Number.NaN;
-  const lagBuckets: Snapshot['lagBuckets'] = [];
-  for (const line of text.split('\n')) {
-    const match = /^fairgate_sim_iteration_lag_seconds_bucket\{.*le="([^"]+)".*\} (\S+)$/.exec(
-      line,
-    );
-    if (match) lagBuckets.push({ le: Number(match[1]), count: Number(match[2]) });
-  }
-  return {
-    iterationSum: one('fairgate_sim_iteration_duration_seconds_sum'),
-    iterationCount: one('fairgate_sim_iteration_duration_seconds_count'),
-    lagSum: one('fairgate_sim_iteration_lag_seconds_sum'),
-    lagCount: one('fairgate_sim_iteration_lag_seconds_count'),
-    lagBuckets,
-    lagMax: one('fairgate_sim_iteration_lag_max_seconds'),
-    resyncs: one('fairgate_sim_engine_resyncs_total'),
-    runningMax: one('fairgate_sim_num_requests_running_max'),
-    preemptions: one('vllm:num_preemptions_total'),
-    cpuSeconds: Number(/^process_cpu_seconds_total (\S+)$/m.exec(text)?.[1]),
-  };
+  const one = (name: string) =>
+    Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+  const values = Object.fromEntries(
+    Object.entries(SNAPSHOT_METRICS).map(([key, name]) => [key, one(name)]),
+  ) as Record<keyof typeof SNAPSHOT_METRICS, number>;
+  const lagBuckets = [
+    ...text.matchAll(/^fairgate_sim_iteration_lag_seconds_bucket\{.*le="([^"]+)".*\} (\S+)$/gm),
+  ].map((m) => ({ le: Number(m[1]), count: Number(m[2]) }));
+  return { ...values, lagBuckets };
 }
 
 /** histogram_quantile over the bucket increase between two snapshots (seconds). */
@@ -244,15 +170,14 @@ function quantile(q: number, before: Snapshot, after: Snapshot): number {
     le: bucket.le,
     count: bucket.count - (before.lagBuckets[index]?.count ?? 0),
   }));
-  const total = buckets.at(-1)?.count ?? 0;
-  if (total === 0) return Number.NaN;
-  const rank = q * total;
+  const rank = q * (buckets.at(-1)?.count ?? 0);
+  if (rank === 0) return Number.NaN;
   let previous = { le: 0, count: 0 };
   for (const bucket of buckets) {
     if (bucket.count >= rank) {
       if (!Number.isFinite(bucket.le)) return previous.le;
-      const inBucket = bucket.count - previous.count;
-      return previous.le + ((bucket.le - previous.le) * (rank - previous.count)) / (inBucket || 1);
+      const inBucket = bucket.count - previous.count || 1;
+      return previous.le + ((bucket.le - previous.le) * (rank - previous.count)) / inBucket;
     }
     previous = bucket;
   }
@@ -262,25 +187,22 @@ function quantile(q: number, before: Snapshot, after: Snapshot): number {
 interface Row {
   config: BenchConfig;
   promptTokens: number;
-  prediction: Prediction;
+  prediction: ReturnType<typeof predict>;
   window: Window;
   before: Snapshot;
   after: Snapshot;
 }
 
 async function runConfig(config: BenchConfig): Promise<Row> {
-  const kvBlocks = Math.max(
-    8192,
-    config.clients * Math.ceil((config.promptTokens + config.outputTokens) / 16) + 64,
-  );
+  const kvBlocks = Math.max(8192, config.c * Math.ceil((config.i + config.o) / 16) + 64);
   const sim: AppHandle = await startSim({
     args: {
       'alpha-ms': config.alphaMs,
       'beta-ms': config.betaMs,
       'gamma-ms': config.gammaMs,
-      'max-num-seqs': config.maxNumSeqs,
+      'max-num-seqs': config.n,
       'kv-blocks': kvBlocks,
-      'max-waiting': config.clients + 16,
+      'max-waiting': config.c + 16,
       model: 'bench',
     },
   });
@@ -288,8 +210,7 @@ async function runConfig(config: BenchConfig): Promise<Row> {
   const prediction = predict(config, promptTokens);
   const agent = new http.Agent({ keepAlive: true, maxSockets: Number.POSITIVE_INFINITY });
   const live = new Set<http.ClientRequest>();
-  const cycleMs =
-    (1000 * Math.min(config.clients, config.maxNumSeqs)) / prediction.requestsPerSecond;
+  const cycleMs = (1000 * Math.min(config.c, config.n)) / prediction.requestsPerSecond;
   const { warmupMs, windowMs } = phases(cycleMs);
   const started = performance.now();
   const window: Window = {
@@ -323,7 +244,7 @@ async function runConfig(config: BenchConfig): Promise<Row> {
         return null;
       });
       if (completion === null) continue;
-      if (completion !== config.outputTokens) window.badUsage++;
+      if (completion !== config.o) window.badUsage++;
       if (inWindow()) window.requests++;
     }
   };
@@ -335,7 +256,7 @@ async function runConfig(config: BenchConfig): Promise<Row> {
       resolve();
     }, warmupMs),
   );
-  const clients = Array.from({ length: config.clients }, (_, id) => client(id));
+  const clients = Array.from({ length: config.c }, (_, id) => client(id));
   await new Promise((resolve) => setTimeout(resolve, warmupMs + windowMs));
   const after = await snapshot(sim.url);
   await snapshotAtStart;
@@ -350,26 +271,26 @@ async function runConfig(config: BenchConfig): Promise<Row> {
 function measured(row: Row) {
   const { window, before, after } = row;
   const seconds = windowSeconds(window);
-  const delta = (pick: (snapshot: Snapshot) => number) => pick(after) - pick(before);
+  const delta = (key: keyof typeof SNAPSHOT_METRICS) => after[key] - before[key];
   return {
     seconds,
     requestsPerSecond: window.requests / seconds,
     tokensPerSecond: window.tokens / seconds,
-    iterationMs: (1000 * delta((s) => s.iterationSum)) / delta((s) => s.iterationCount),
-    lagMeanMs: (1000 * delta((s) => s.lagSum)) / delta((s) => s.lagCount),
+    iterationMs: (1000 * delta('iterationSum')) / delta('iterationCount'),
+    lagMeanMs: (1000 * delta('lagSum')) / delta('lagCount'),
     // Interpolation inside a bucket can overshoot the largest value actually seen.
     lagP99Ms: 1000 * Math.min(quantile(0.99, before, after), after.lagMax),
-    cpuPercent: (100 * delta((s) => s.cpuSeconds)) / seconds,
+    cpuPercent: (100 * delta('cpuSeconds')) / seconds,
   };
 }
 
 const COLUMNS: Array<[title: string, cell: (row: Row, m: ReturnType<typeof measured>) => string]> =
   [
     ['config', (row) => row.config.name],
-    ['C', (row) => String(row.config.clients)],
-    ['N', (row) => String(row.config.maxNumSeqs)],
+    ['C', (row) => String(row.config.c)],
+    ['N', (row) => String(row.config.n)],
     ['i', (row) => String(row.promptTokens)],
-    ['o', (row) => String(row.config.outputTokens)],
+    ['o', (row) => String(row.config.o)],
     ['model req/s', (row) => row.prediction.requestsPerSecond.toFixed(1)],
     ['sim req/s', (_, m) => m.requestsPerSecond.toFixed(1)],
     ['ratio', (row, m) => (m.requestsPerSecond / row.prediction.requestsPerSecond).toFixed(3)],
@@ -387,21 +308,13 @@ const COLUMNS: Array<[title: string, cell: (row: Row, m: ReturnType<typeof measu
   ];
 
 function format(rows: Row[]): string {
-  const header = COLUMNS.map(([title]) => title);
-  const lines = rows.map((row) => {
-    const m = measured(row);
-    return COLUMNS.map(([, cell]) => cell(row, m));
-  });
-  const widths = header.map((title, column) =>
-    Math.max(title.length, ...lines.map((line) => line[column]!.length)),
+  return table(
+    COLUMNS.map(([title]) => title),
+    rows.map((row) => {
+      const m = measured(row);
+      return COLUMNS.map(([, cell]) => cell(row, m));
+    }),
   );
-  const render = (cells: string[]) =>
-    `| ${cells.map((cell, column) => cell.padStart(widths[column]!)).join(' | ')} |`;
-  return [
-    render(header),
-    `|${widths.map((width) => '-'.repeat(width + 2)).join('|')}|`,
-    ...lines.map(render),
-  ].join('\n');
 }
 
 async function main(): Promise<void> {
@@ -411,9 +324,7 @@ async function main(): Promise<void> {
   if (unknown.length > 0) throw new Error(`unknown config(s): ${unknown.join(', ')}`);
   const rows: Row[] = [];
   for (const config of CONFIGS.filter((c) => only.length === 0 || only.includes(c.name))) {
-    process.stderr.write(
-      `running ${config.name} (C=${config.clients}, N=${config.maxNumSeqs}) ...\n`,
-    );
+    process.stderr.write(`running ${config.name} (C=${config.c}, N=${config.n}) ...\n`);
     const row = await runConfig(config);
     rows.push(row);
     if (row.window.errors > 0) process.stderr.write(`  ${row.window.errors} failed requests!\n`);
@@ -435,11 +346,4 @@ async function main(): Promise<void> {
   );
 }
 
-main()
-  .catch((error: unknown) => {
-    process.stderr.write(
-      `${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-    );
-    process.exitCode = 1;
-  })
-  .finally(() => stopAll());
+await runBench(main);

@@ -1,24 +1,16 @@
 /**
- * Benchmark of the capacity tuner's accuracy bounds (docs/tuner.md): learned parameters against the
- * sim's known ones, and the predicted lambda* against the highest rate at which the sim
- * actually kept mean TTFT and mean ITL within the targets (a sweep).
+ * The capacity tuner's accuracy with real processes (docs/tuner.md): learned parameters against
+ * the sim's known ones, and the predicted lambda* against a measured one.
  *
  *   npm run bench:tuner -w @fairgate/loadtest -- [--period-s 60] [--sweep-s 10] [--pods 2]
  *
- * 1. Learning: `pods` sims with known alpha, beta, gamma behind one embedded gateway whose
- *    leader scrapes them every 100 ms and runs the tuner every period. Open-loop Poisson load
- *    straight to the sims, one operating point per tuner period (aligned on /admin/capacity):
- *    1 light period (the bootstrap), then 9 fixed ones (TUNER_DESIGN in @fairgate/testkit:
- *    input 150..1000, output 40..128, 15..50% of mu(N); each request +-50% around them).
- *    Prints the learned parameters per pod after 10 periods, their errors, and lambda* from
- *    them.
- * 2. Sweep: on one sim, the acceptance workload (input 500, output 64 tokens) at rising rates
- *    for `sweep-s` each (after a 3 s warm-up); mean TTFT and mean ITL from the sim's own
- *    histograms (the definitions the tuner fits). The highest rate within both targets,
- *    interpolated between the lowest realized rate that missed a target and the highest one
- *    below it that met both, is the measured lambda*. Targets: twice the unloaded TTFT and ITL of that workload.
- * Same generator and sim as test/tuner.test.ts (which runs step 1 with 5 s periods) and as
- * the virtual-time study bench/tuner-harness.ts.
+ * 1. Learning: `pods` sims behind one embedded gateway that scrapes them every 100 ms and tunes
+ *    every period; open-loop Poisson load straight to the sims, one operating point per period
+ *    (tunerPhases in @fairgate/testkit, the same as test/tuner.test.ts). Prints each pod's
+ *    learned parameters after 10 periods, their errors and lambda* from them.
+ * 2. Sweep: one sim at rising rates of the acceptance workload (input 500, output 64) for
+ *    `sweep-s` each after 3 s of warm-up; mean TTFT and ITL from the sim's histograms. The
+ *    measured lambda* is where the binding latency crosses its target (twice the unloaded one).
  */
 import { maxRate } from '@fairgate/control';
 import { parseVllmMetrics } from '@fairgate/openai';
@@ -29,79 +21,28 @@ import {
   TUNER_SWEEP_WORKLOAD as SWEEP,
   startGatewayProcess,
   startSim,
-  stopAll,
   TUNER_TARGETS as TARGETS,
-  TEST_KEYS,
   TUNER_TRUTH as TRUTH,
   type TunerPhase,
   tunerGatewaySections,
   tunerPhases,
   writeGatewayConfig,
 } from '@fairgate/testkit';
+import { pct } from './harness/report.js';
+import { flag, runBench } from './harness/stack.js';
+import { type CapacityReport, nextPeriod } from './harness/tuner.js';
 
-function flag(name: string, fallback: number): number {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 ? Number(process.argv[at + 1]) : fallback;
-}
-const PERIOD_S = flag('period-s', 60);
-const SWEEP_S = flag('sweep-s', 10);
-const PODS = flag('pods', 2);
-const SEED = flag('seed', 20_240_607);
+const PERIOD_S = Number(flag('period-s') ?? 60);
+const SWEEP_S = Number(flag('sweep-s') ?? 10);
+const PODS = Number(flag('pods') ?? 2);
+const SEED = Number(flag('seed') ?? 20_240_607);
 
-interface PodView {
-  alpha_ms: number | null;
-  beta_ms: number | null;
-  gamma_ms: number | null;
-  relative_std: number[] | null;
-  updates: number;
-  rejected: number;
-  event: string | null;
-  nis: number | null;
-}
+type Random = () => number;
+type NextPeriod = (period: number) => Promise<CapacityReport>;
+const pending: Promise<unknown>[] = [];
 
-async function main() {
-  const sims = await Promise.all(
-    Array.from({ length: PODS }, () =>
-      startSim({
-        args: {
-          model: 'sim-model',
-          'alpha-ms': TRUTH.alpha,
-          'beta-ms': TRUTH.beta,
-          'gamma-ms': TRUTH.gamma,
-          'max-num-seqs': MAX_BATCH,
-          'kv-blocks': 65_536,
-          'max-model-len': 8_192,
-        },
-      }),
-    ),
-  );
-  const config = writeGatewayConfig({
-    pods: sims.map((sim, i) => ({ name: `pod-${i}`, url: sim.url })),
-    sections: tunerGatewaySections(PERIOD_S),
-  });
-  const gateway = await startGatewayProcess({ config, replicaId: 'bench' });
-  const report = async () =>
-    (await (
-      await fetch(`${gateway.url}/admin/capacity`, {
-        headers: { authorization: `Bearer ${TEST_KEYS.admin}` },
-      })
-    ).json()) as { period?: number; pods: Record<string, PodView> };
-  const nextPeriod = async (period: number) => {
-    for (;;) {
-      const r = await report();
-      if ((r.period ?? 0) > period) return r;
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  };
-
-  console.log(
-    `truth alpha ${TRUTH.alpha} beta ${TRUTH.beta} gamma ${TRUTH.gamma}, N ${MAX_BATCH}, ` +
-      `${PODS} pods, period ${PERIOD_S} s; targets TTFT ${TARGETS.ttftMs} ms ITL ${TARGETS.itlMs} ms`,
-  );
-  const rng = createRng(SEED);
-  const random = () => rng.next();
-  const pending: Promise<unknown>[] = [];
-  const simUrls = sims.map((sim) => sim.url);
+/** Step 1: one operating point per tuner period; lambda* from each pod's learned parameters. */
+async function learnPhase(simUrls: string[], nextPeriod: NextPeriod, random: Random) {
   let r = await nextPeriod(0);
   for (const [k, phase] of tunerPhases().entries()) {
     const load = offerPhase(simUrls, phase, PERIOD_S - 0.15, random, pending);
@@ -114,7 +55,6 @@ async function main() {
     );
   }
   await Promise.all(pending);
-  const pct = (v: number) => `${v >= 0 ? '+' : ''}${(v * 100).toFixed(1)}%`;
   const learned: Record<string, number> = {};
   for (const [name, p] of Object.entries(r.pods)) {
     const params = { alpha: p.alpha_ms!, beta: p.beta_ms!, gamma: p.gamma_ms! };
@@ -125,47 +65,75 @@ async function main() {
         `updates ${p.updates}, rejected ${p.rejected}); lambda* ${learned[name]!.toFixed(2)}/s`,
     );
   }
+  return learned;
+}
 
-  // The sweep, on pod-0's sim alone.
-  const sim = sims[0]!;
+/**
+ * Step 2: the acceptance workload at rising rates on one sim; the measured lambda*, where the
+ * binding latency crosses its target between the lowest realized rate that missed and the
+ * highest one below it that met both (realized rates differ from the offered ones: Poisson).
+ */
+async function sweepPhase(simUrl: string, random: Random): Promise<number> {
   const modelLambda = maxRate(TRUTH, SWEEP, TARGETS);
-  const scrape = async () => parseVllmMetrics(await (await fetch(`${sim.url}/metrics`)).text());
+  const scrape = async () => parseVllmMetrics(await (await fetch(`${simUrl}/metrics`)).text());
   const rows: { rate: number; ttft: number; itl: number; ok: boolean }[] = [];
   for (const factor of [0.5, 0.7, 0.8, 0.9, 0.95, 1, 1.05, 1.1, 1.2, 1.3, 1.45]) {
     const phase: TunerPhase = { rate: modelLambda * factor, input: 500, output: 64 };
-    await offerPhase([sim.url], phase, 3, random, pending);
+    await offerPhase([simUrl], phase, 3, random, pending);
     const before = await scrape();
-    await offerPhase([sim.url], phase, SWEEP_S, random, pending);
+    await offerPhase([simUrl], phase, SWEEP_S, random, pending);
     const after = await scrape();
     const n = after.ttft!.count - before.ttft!.count;
     const ttft = ((after.ttft!.sum - before.ttft!.sum) / n) * 1_000;
     const itl =
       ((after.itl!.sum - before.itl!.sum) / (after.itl!.count - before.itl!.count)) * 1_000;
-    const rate = n / SWEEP_S;
     const ok = ttft <= TARGETS.ttftMs && itl <= TARGETS.itlMs;
-    rows.push({ rate, ttft, itl, ok });
+    rows.push({ rate: n / SWEEP_S, ttft, itl, ok });
     console.log(
-      `sweep ${rate.toFixed(2)}/s: TTFT ${ttft.toFixed(1)} ms ITL ${itl.toFixed(2)} ms ${ok ? 'within' : 'MISSES'} targets`,
+      `sweep ${(n / SWEEP_S).toFixed(2)}/s: TTFT ${ttft.toFixed(1)} ms ITL ${itl.toFixed(2)} ms ${ok ? 'within' : 'MISSES'} targets`,
     );
     if (!ok && rows.filter((x) => !x.ok).length >= 2) break;
   }
   await Promise.all(pending);
-  // The realized rate of a step differs from the offered one (Poisson), so steps are taken in
-  // the order of their realized rates: the lowest rate that missed, and below it the highest
-  // that passed.
   const firstMiss = rows.filter((x) => !x.ok).sort((a, b) => a.rate - b.rate)[0];
   const lastOk = rows
     .filter((x) => x.ok && (!firstMiss || x.rate < firstMiss.rate))
     .sort((a, b) => b.rate - a.rate)[0];
-  let measured = lastOk?.rate ?? 0;
-  if (lastOk && firstMiss) {
-    // Interpolate where the binding latency crosses its target.
-    const slack = (x: typeof lastOk) =>
-      Math.min(TARGETS.ttftMs / x.ttft - 1, TARGETS.itlMs / x.itl - 1);
-    const a = slack(lastOk);
-    const b = slack(firstMiss);
-    measured = lastOk.rate + ((firstMiss.rate - lastOk.rate) * a) / (a - b);
-  }
+  if (!lastOk || !firstMiss) return lastOk?.rate ?? 0;
+  const slack = (x: typeof lastOk) =>
+    Math.min(TARGETS.ttftMs / x.ttft - 1, TARGETS.itlMs / x.itl - 1);
+  const [a, b] = [slack(lastOk), slack(firstMiss)];
+  return lastOk.rate + ((firstMiss.rate - lastOk.rate) * a) / (a - b);
+}
+
+async function main() {
+  const args = { model: 'sim-model', 'max-num-seqs': MAX_BATCH, 'kv-blocks': 65_536 };
+  const truth = { 'alpha-ms': TRUTH.alpha, 'beta-ms': TRUTH.beta, 'gamma-ms': TRUTH.gamma };
+  const sims = await Promise.all(
+    Array.from({ length: PODS }, () =>
+      startSim({ args: { ...args, ...truth, 'max-model-len': 8_192 } }),
+    ),
+  );
+  const config = writeGatewayConfig({
+    pods: sims.map((sim, i) => ({ name: `pod-${i}`, url: sim.url })),
+    sections: tunerGatewaySections(PERIOD_S),
+  });
+  const gateway = await startGatewayProcess({ config, replicaId: 'bench' });
+  const next = (period: number) => nextPeriod(gateway.url, period, PERIOD_S * 3 + 10);
+
+  console.log(
+    `truth alpha ${TRUTH.alpha} beta ${TRUTH.beta} gamma ${TRUTH.gamma}, N ${MAX_BATCH}, ` +
+      `${PODS} pods, period ${PERIOD_S} s; targets TTFT ${TARGETS.ttftMs} ms ITL ${TARGETS.itlMs} ms`,
+  );
+  const rng = createRng(SEED);
+  const random = () => rng.next();
+  const learned = await learnPhase(
+    sims.map((sim) => sim.url),
+    next,
+    random,
+  );
+  const measured = await sweepPhase(sims[0]!.url, random);
+  const modelLambda = maxRate(TRUTH, SWEEP, TARGETS);
   console.log(`measured lambda* (sweep): ${measured.toFixed(2)}/s`);
   console.log(
     `model lambda* with the true parameters: ${modelLambda.toFixed(2)}/s (${pct(modelLambda / measured - 1)})`,
@@ -175,11 +143,6 @@ async function main() {
       `${name} lambda* from learned parameters: ${lambda.toFixed(2)}/s (${pct(lambda / measured - 1)})`,
     );
   }
-  await stopAll();
 }
 
-main().catch(async (error) => {
-  console.error(error);
-  await stopAll();
-  process.exit(1);
-});
+await runBench(main);

@@ -1,25 +1,23 @@
 import { stopAll } from '@fairgate/testkit';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startNodeProxy, startStaticUpstream, type Upstream, workloadBody } from '../bench/wrk.js';
+import { workloadBody } from '../bench/harness/load.js';
+import { startStaticUpstream, type Upstream } from '../bench/harness/stack.js';
 
 /**
- * bench:overhead's own servers, over real HTTP: the static upstream and the node floor in
- * front of it (bench/node-proxy.ts) must answer the same bytes, or the floor row measures
- * something else than a proxy hop.
+ * bench:overhead's baseline upstream over real HTTP: each workload's answer has the tokens
+ * the bench checks every path for, in the shape vLLM sends.
  */
-describe('bench servers', () => {
+describe('static upstream', () => {
   let upstream: Upstream;
-  let floor: Upstream;
 
   beforeAll(async () => {
     upstream = await startStaticUpstream();
-    floor = await startNodeProxy(upstream.url);
   }, 30_000);
   afterAll(() => stopAll());
 
-  async function post(base: string, body: string) {
-    const res = await request(`${base}/v1/chat/completions`, {
+  async function post(body: string) {
+    const res = await request(`${upstream.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body,
@@ -31,26 +29,21 @@ describe('bench servers', () => {
     };
   }
 
-  it.each(['plain', 'stream16'])(
-    'the node floor relays a %s answer as the upstream sent it',
-    async (name) => {
-      const body = workloadBody(name);
-      const direct = await post(upstream.url, body);
-      const proxied = await post(floor.url, body);
-      expect(direct.status).toBe(200);
-      expect(proxied).toEqual(direct);
-      if (name === 'stream16') {
-        expect(proxied.type).toContain('text/event-stream');
-        // The role chunk, 16 content chunks and [DONE].
-        expect(proxied.text.match(/^data: /gm)).toHaveLength(18);
-      } else {
-        expect(JSON.parse(proxied.text).usage.completion_tokens).toBe(1);
-      }
-    },
-  );
+  it('answers a plain request with one completion token', async () => {
+    const answer = await post(workloadBody('plain'));
+    expect(answer.status).toBe(200);
+    expect(JSON.parse(answer.text).usage.completion_tokens).toBe(1);
+  });
 
-  it('the node floor answers 404 as the upstream does', async () => {
-    const res = await request(`${floor.url}/nope`, { method: 'POST', body: '{}' });
+  it('streams the role chunk, 16 content chunks and [DONE]', async () => {
+    const answer = await post(workloadBody('stream16'));
+    expect(answer.type).toContain('text/event-stream');
+    expect(answer.text.match(/^data: /gm)).toHaveLength(18);
+    expect(answer.text.endsWith('data: [DONE]\n\n')).toBe(true);
+  });
+
+  it('answers 404 off its routes', async () => {
+    const res = await request(`${upstream.url}/nope`, { method: 'POST', body: '{}' });
     expect(res.statusCode).toBe(404);
     await res.body.dump();
   });

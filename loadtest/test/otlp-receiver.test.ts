@@ -9,8 +9,9 @@ import {
   parseExport,
   releaseToGrantMs,
   startOtlpReceiver,
-} from '../bench/otlp-receiver.js';
-import { startStaticUpstream, type Upstream, workloadBody } from '../bench/wrk.js';
+} from '../../test/support/otlp-receiver.js';
+import { workloadBody } from '../bench/harness/load.js';
+import { startStaticUpstream, type Upstream } from '../bench/harness/stack.js';
 
 describe('releaseToGrantMs', () => {
   it.each([

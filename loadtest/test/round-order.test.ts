@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { roundOrder } from '../bench/round-order.js';
+import { roundOrder } from '../bench/harness/rounds.js';
 
 const twinOf = (path: string) =>
   path === 'redis' || path === 'embedded' ? `${path}@compare` : undefined;

@@ -2,9 +2,9 @@ import { analyze } from '@fairgate/control';
 import { createRng } from '@fairgate/runtime';
 import { TUNER_TRUTH, tunerPhases, tunerWorkload } from '@fairgate/testkit';
 import { describe, expect, it } from 'vitest';
-import { lambdaStar, learn, simulatePod } from '../bench/tuner-harness.js';
-import { TRAFFIC_SHAPES, TRAFFIC_TRUTH } from '../bench/tuner-study/shapes.js';
-import { BOUNDS, runPod } from '../bench/tuner-study/study.js';
+import { lambdaStar, learn, simulatePod } from '../../test/support/tuner-study/open-loop.js';
+import { TRAFFIC_SHAPES, TRAFFIC_TRUTH } from '../../test/support/tuner-study/shapes.js';
+import { BOUNDS, runPod } from '../../test/support/tuner-study/study.js';
 
 /**
  * The virtual-time study of the capacity tuner (bench/tuner-harness.ts): the sim's engine,
@@ -61,7 +61,7 @@ describe('tuner harness', () => {
 });
 
 /**
- * Production-like traffic (issue 16, docs/tuner.md "Traffic shapes"): the gateway's cap and
+ * Production-like traffic (docs/tuner.md "Traffic shapes"): the gateway's cap and
  * queue in front of each pod, the rate changing every 10 s period, mixed lengths. A few
  * deterministic seeds of the study `npm run bench:tuner-harness -- --shapes ...` runs on 40.
  */

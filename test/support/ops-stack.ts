@@ -19,7 +19,7 @@ import { parse, stringify } from 'yaml';
 import { type GenerateResult, generate, type Pool, sleep, startPool } from './pool.js';
 
 /**
- * The operations stack of test/ops/prometheus.test.ts and loadtest/bench/dashboard-snapshot.ts:
+ * The operations stack of test/ops/prometheus.test.ts and loadtest/snapshot/dashboard.ts:
  * a pool (Redis, two sims, two gateway replicas with the controller and the tuner on), a real
  * Prometheus scraping it with infra/prometheus.yml's jobs and infra/fairgate.rules.yml's
  * rules, a load that makes drops happen, and the dashboard's queries.

@@ -1,9 +1,9 @@
 /**
- * Production-like traffic for the capacity tuner (issue 16): the pods of the issue's table
- * (alpha 12 ms, beta 0.08 ms, gamma 0.0004 ms, max-num-seqs 32), 2 pods behind the
- * gateway, Poisson arrivals whose rate changes every period, prompts of 20..320 words
- * (the sim's words are one token each: tokens = words) and max_tokens 16..128. The same shapes drive the virtual-time study
- * (tuner-harness.ts) and the benchmark with real processes (tuner-traffic.ts).
+ * Production-like traffic for the capacity tuner: pods of alpha 12 ms, beta 0.08 ms, gamma
+ * 0.0004 ms, max-num-seqs 32, 2 pods behind the gateway, Poisson arrivals whose rate changes
+ * every period, prompts of 20..320 words (the sim's words are one token each) and max_tokens
+ * 16..128. The same shapes drive the virtual-time study (study.ts, bench:tuner-harness and
+ * loadtest/test/tuner-harness.test.ts) and the run with real processes (bench:tuner-traffic).
  */
 import { analyze, type PodParams, type Workload } from '@fairgate/control';
 import type { Rng } from '@fairgate/runtime';

@@ -118,7 +118,7 @@ export function runPod(
   };
 }
 
-/** The acceptance bounds of issue 16: alpha 10%, beta 15%, lambda* 15% (gamma reported apart). */
+/** The accuracy bounds: alpha 10%, beta 15%, lambda* 15% (gamma reported apart). */
 export const BOUNDS = { alpha: 0.1, beta: 0.15, gamma: 0.15, lambda: 0.15 };
 
 export function studyShape(shape: TrafficShape, seeds: number, pods = TRAFFIC_PODS): string {
@@ -151,7 +151,7 @@ export function studyShape(shape: TrafficShape, seeds: number, pods = TRAFFIC_PO
 }
 
 /**
- * Acceptance 3 in virtual time: the pod restarts with every parameter doubled at the start of
+ * A slowdown in virtual time: the pod restarts with every parameter doubled at the start of
  * period `at`; is the estimate within the bounds of the new parameters 3 periods later?
  */
 export function studySlowdown(

@@ -4,18 +4,14 @@ import { gunzipSync } from 'node:zlib';
 import protobuf from 'protobufjs';
 
 /**
- * An OTLP/HTTP trace receiver on 127.0.0.1 for benches: it takes what a gateway's
- * OpenTelemetry SDK exports (`POST /v1/traces`, the JSON encoding:
- * OTEL_EXPORTER_OTLP_PROTOCOL=http/json, gzip or not) and keeps the spans' names, kinds,
- * times and attributes in memory. bench:waiting reads the gateway's own release and grant
- * times from them (`releaseToGrantMs`). Only what the benches read is kept, and it is parsed
- * when read, not while the bench measures. Protobuf exports
- * (OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf, the SDK's default) are decoded too
- * (`parseProtobufExport`), unless the receiver was started with `keepSpans: false`: then
- * only their bytes are counted, so that a bench measuring what export costs the replica
- * (bench:overhead's and bench:profile's traced replicas) spends no CPU of its own decoding.
+ * An OTLP/HTTP trace receiver on 127.0.0.1 for tests and benches (loadtest/test/otlp-receiver.test.ts,
+ * bench:overhead, bench:waiting): it takes what a gateway's
+ * OpenTelemetry SDK exports (`POST /v1/traces`, JSON or protobuf, gzip or not) and keeps the
+ * spans' names, kinds, times and attributes, parsed when read rather than while a bench
+ * measures. With `keepSpans: false` it only counts the bytes (bench:overhead's traced replica:
+ * what exporting costs the replica, with no decoding here). bench:waiting reads the gateway's
+ * own release and grant times from the spans (`releaseToGrantMs`).
  */
-
 /** OTLP's SpanKind numbers (opentelemetry-proto trace.proto). */
 export const OtlpSpanKind = { internal: 1, server: 2, client: 3 } as const;
 
@@ -40,14 +36,9 @@ export interface OtlpReceiver {
    */
   readonly spans: readonly ReceivedSpan[];
   /**
-   * OTEL_* variables that send a process's spans here. `batching` (the batch span
-   * processor's OTEL_BSP_* settings):
-   * - `every-span` (default): promptly and without drops (every 200 ms, a queue of 65,536);
-   * - `at-shutdown`: all at once when the process stops (its SDK's shutdown flush), so the
-   *   export's work on its event loop falls outside what a bench measures before that;
-   * - `sdk-default`: none set, what an operator who only names the endpoint gets (batches
-   *   of 128, fairgate's EXPORT_BATCH_DEFAULT; the SDK's queue of 2,048, which drops spans
-   *   when full).
+   * OTEL_* variables that send a process's spans here. `batching`: `every-span` (default:
+   * every 200 ms, a queue of 65,536, no drops) or `sdk-default` (none set: batches of 128,
+   * the SDK's queue of 2,048, what an operator who only names the endpoint gets).
    */
   exportEnv(options?: {
     batching?: ExportBatching;
@@ -61,31 +52,19 @@ export interface OtlpReceiver {
 
 const PROTOBUF = 'application/x-protobuf';
 
-type ExportBatching = 'every-span' | 'at-shutdown' | 'sdk-default';
+type ExportBatching = 'every-span' | 'sdk-default';
 
 const BATCHING: Record<ExportBatching, Record<string, string>> = {
-  // The batch processor's defaults (a 2,048-span queue sent every 5 s) drop spans at a few
-  // hundred requests a second; the benches that read spans want every one.
   'every-span': {
     OTEL_BSP_SCHEDULE_DELAY: '200',
     OTEL_BSP_MAX_QUEUE_SIZE: '65536',
     OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '4096',
-  },
-  // No timer and no size trigger below the queue's bound: one export at shutdown, which may
-  // be tens of MB of JSON.
-  'at-shutdown': {
-    OTEL_BSP_SCHEDULE_DELAY: '3600000',
-    OTEL_BSP_MAX_QUEUE_SIZE: '131072',
-    OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '131072',
-    OTEL_EXPORTER_OTLP_TIMEOUT: '120000',
   },
   'sdk-default': {},
 };
 
 export async function startOtlpReceiver({ keepSpans = true } = {}): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
-  // Bodies taken and not parsed yet: parsing waits for a read of `spans`, so that the bench
-  // process spends no CPU on it while the processes it measures run.
   const unparsed: Array<{ body: Buffer; protobuf: boolean }> = [];
   const parseTaken = () => {
     for (const { body, protobuf } of unparsed.splice(0)) {
@@ -190,10 +169,7 @@ export function parseExport(request: {
   return out;
 }
 
-/**
- * The part of opentelemetry-proto's ExportTraceServiceRequest (collector/trace/v1 and
- * trace/v1, the same field numbers) that `parseExport` reads; protobuf skips the rest.
- */
+/** The part of opentelemetry-proto's ExportTraceServiceRequest that `parseExport` reads. */
 const EXPORT_TRACE_REQUEST = protobuf
   .parse(`
     syntax = "proto3";
@@ -257,14 +233,10 @@ export function nanosToMs(nanos: OtlpSpan['startTimeUnixNano']): number {
 }
 
 /**
- * Release -> next grant, on the gateway's own clock, from its spans: the j-th release
- * (the end of a CLIENT span `chat <model>`: the relay releases the slot right before it
- * ends that span, apps/gateway/src/request/relay.ts) against the j-th grant (the end of a
- * `fairgate.queue` span: t2, the waiting request resumed with its pod), both sorted by
- * time. That pairs each release with the grant its dispatch pass made while the budget is
- * full and requests wait: one grant per release, in the order the replica sent its
- * releases (one connection, calls in order) and FIFO among the waiting. Only the first
- * min(releases, grants) pairs exist. Times in ms; the result in the pairs' order.
+ * Release -> next grant on the gateway's own clock: the j-th release (the end of a CLIENT
+ * span: the relay releases the slot right before it ends that span) against the j-th grant
+ * (the end of a `fairgate.queue` span), both sorted by time. While the budget is full and
+ * requests wait, each release's dispatch pass makes one grant, FIFO. Times in ms.
  */
 export function releaseToGrantMs(releases: readonly number[], grants: readonly number[]): number[] {
   const r = [...releases].sort((a, b) => a - b);

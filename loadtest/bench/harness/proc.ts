@@ -1,59 +1,36 @@
 /**
- * What the benches read of a process from Linux's /proc: its CPU time, its resident memory,
- * its parent and how many read and write system calls it made. Every bench that prices a
- * request in a process's resources reads them here; and the helpers that find a
- * redis-server's pid, count the commands it ran and pin a process to cores (BENCH_PIN).
+ * What the benches read from Linux's /proc (a process's CPU, RSS, system calls) and from a
+ * redis-server (its pid, its command counts), and pinning to cores with `taskset` (BENCH_PIN).
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { Redis } from 'ioredis';
 
 /** USER_HZ: /proc/<pid>/stat counts CPU time in ticks of 1/100 s on Linux. */
 const TICKS_PER_SECOND = 100;
 
-/** The fields of /proc/<pid>/stat after the command name (field 3, the state, is [0]). */
-function statFields(pid: number): string[] {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // The command name is in parentheses and may hold spaces: read after its last ')'.
-  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-}
-
 /** utime + stime of a process in microseconds; NaN when it cannot be read (gone, not Linux). */
 export function cpuMicros(pid: number | undefined): number {
   if (pid === undefined) return Number.NaN;
   try {
-    const fields = statFields(pid);
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name is in parentheses and may hold spaces: read after its last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / TICKS_PER_SECOND;
   } catch {
     return Number.NaN;
   }
 }
 
-/** The parent's pid; throws when the process is gone. */
-export function parentPid(pid: number): number {
-  return Number(statFields(pid)[1]);
-}
-
 /** VmRSS of a process in MB. */
 export function rssMb(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? Number.NaN);
-  return kb / 1024;
+  return Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? Number.NaN) / 1024;
 }
 
-export interface SyscallCounts {
-  /** read-like system calls (read, readv, recv...): syscr. */
-  reads: number;
-  /** write-like system calls (write, writev, send...): syscw. */
-  writes: number;
-}
-
-/**
- * The read and write system calls a process has made (/proc/<pid>/io, readable by its owner
- * or root); NaN each when it cannot be read. A proxy on loopback pays most of its system time
- * in these: each socket write also runs the receiver's side of TCP and wakes it.
- */
-export function syscallCounts(pid: number | undefined): SyscallCounts {
+/** The read- and write-like system calls a process made (/proc/<pid>/io syscr, syscw), or NaN. */
+export function syscallCounts(pid: number | undefined): { reads: number; writes: number } {
   if (pid === undefined) return { reads: Number.NaN, writes: Number.NaN };
   try {
     const io = readFileSync(`/proc/${pid}/io`, 'utf8');
@@ -65,13 +42,13 @@ export function syscallCounts(pid: number | undefined): SyscallCounts {
   }
 }
 
-/**
- * Pins a process and all its threads to the CPUs of `cpuList` (taskset's list syntax, "0" or
- * "1-3"; util-linux's `taskset`, on every Debian). BENCH_PIN uses it to give the processes
- * measured a core of their own, as when Redis and the load run on other machines.
- */
-export function pinProcess(pid: number, cpuList: string): void {
-  execFileSync('taskset', ['-a', '-c', '-p', cpuList, String(pid)], { stdio: 'ignore' });
+/** Pins each process (all its threads) to the CPUs of `cpuList` (taskset's syntax, "0", "1-3"). */
+export function pinProcesses(cpuList: string, pids: Iterable<number | undefined>): void {
+  if (availableParallelism() < 2) throw new Error('BENCH_PIN=1 needs at least 2 CPUs');
+  for (const pid of pids) {
+    if (pid === undefined) continue;
+    execFileSync('taskset', ['-a', '-c', '-p', cpuList, String(pid)], { stdio: 'ignore' });
+  }
 }
 
 /** The pid of the redis-server at `url` (its `INFO server`), to pin or measure it. */
@@ -89,11 +66,7 @@ export async function redisPid(url: string): Promise<number | undefined> {
 }
 
 /** What a redis-server ran of one command (`INFO commandstats`): its calls, Redis's µs in them. */
-export interface RedisCommandStat {
-  calls: number;
-  /** Redis's own time inside the calls (its `usec`: no network, no queueing before them). */
-  usec: number;
-}
+export type RedisCommandStat = { calls: number; usec: number };
 
 /** The redis-server at `url`'s `INFO commandstats`, by command name. */
 export async function redisCommandStats(url: string): Promise<Map<string, RedisCommandStat>> {
@@ -110,4 +83,15 @@ export async function redisCommandStats(url: string): Promise<Map<string, RedisC
   } finally {
     client.disconnect();
   }
+}
+
+/** `after - before` of one command's calls and µs. */
+export function commandDelta(
+  before: Map<string, RedisCommandStat>,
+  after: Map<string, RedisCommandStat>,
+  name: string,
+): RedisCommandStat {
+  const a = after.get(name) ?? { calls: 0, usec: 0 };
+  const b = before.get(name) ?? { calls: 0, usec: 0 };
+  return { calls: a.calls - b.calls, usec: a.usec - b.usec };
 }
