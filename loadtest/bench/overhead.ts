@@ -33,7 +33,7 @@ import {
   runWrk,
   workloadBody,
 } from './harness/load.js';
-import { cpuMicros, pinProcesses } from './harness/proc.js';
+import { cpuMicros, pinProcesses, syscallCounts } from './harness/proc.js';
 import { median, perRound, verdict } from './harness/report.js';
 import { roundOrder } from './harness/rounds.js';
 import {
@@ -89,8 +89,11 @@ interface Target {
   redis?: number;
 }
 
-/** A phase's load figures and CPU µs per request of each process (NaN where not measured). */
-type Cpu = { proxy: number; pod: number; redis: number; client: number };
+/**
+ * A phase's load figures, CPU µs per request of each process and the proxy's read- and
+ * write-like system calls per request (NaN where not measured).
+ */
+type Cpu = Record<'proxy' | 'pod' | 'redis' | 'client' | 'proxyReads' | 'proxyWrites', number>;
 type PhaseResult = LoadResult & { cpu: Cpu };
 
 /** The upstream, Redis, and the gateways of this tree (and of BENCH_COMPARE_WITH). */
@@ -176,17 +179,26 @@ async function phase(target: Target, load: Workload, concurrency: number): Promi
       ? runWrk({ ...options, seconds, ...(PIN ? { cpus: REST_CPU } : {}) })
       : runUndici({ ...options, count: Math.ceil(count / ALL_WORKLOADS[load]), limitMs: 15_000 });
   await run(1, WARMUP);
-  const cpu = () => ({
-    proxy: cpuMicros(target.gateway),
-    pod: cpuMicros(target.pod),
-    redis: cpuMicros(target.redis),
-    client: CLIENT === 'wrk' ? Number.NaN : cpuMicros(process.pid),
-  });
+  const cpu = (): Cpu => {
+    const calls = syscallCounts(target.gateway);
+    return {
+      proxy: cpuMicros(target.gateway),
+      pod: cpuMicros(target.pod),
+      redis: cpuMicros(target.redis),
+      client: CLIENT === 'wrk' ? Number.NaN : cpuMicros(process.pid),
+      proxyReads: calls.reads,
+      proxyWrites: calls.writes,
+    };
+  };
   const before = cpu();
   const result = await run(WRK_SECONDS, REQUESTS);
   const after = cpu();
-  const per = (k: keyof PhaseResult['cpu']) => (after[k] - before[k]) / result.count;
-  const used = { proxy: per('proxy'), pod: per('pod'), redis: per('redis'), client: per('client') };
+  const used = Object.fromEntries(
+    Object.keys(before).map((k) => [
+      k,
+      (after[k as keyof Cpu] - before[k as keyof Cpu]) / result.count,
+    ]),
+  ) as Cpu;
   return { ...result, cpu: used };
 }
 
@@ -229,7 +241,7 @@ function printTable(results: Results, paths: Path[]): void {
   const num = (n: number, digits: number, width: number) =>
     (Number.isNaN(n) ? '-' : n.toFixed(digits)).padStart(width);
   const rows = [
-    'workload  | c  | path                   | p50 ms  | p99 ms  | added p50 | added p99 | req/s | vs direct | cpu us/req: proxy   pod redis client',
+    'workload  | c  | path                   | p50 ms  | p99 ms  | added p50 | added p99 | req/s | vs direct | cpu us/req: proxy   pod redis client | proxy syscalls/req: read write',
   ];
   for (const load of WORKLOADS) {
     for (const c of CONCURRENCY) {
@@ -238,18 +250,9 @@ function printTable(results: Results, paths: Path[]): void {
         const runs = results.get(key(load, c, path))!;
         const m = (pick: (r: PhaseResult) => number, digits = 0, width = 5) =>
           num(median(runs.map(pick)), digits, width);
-        const added = (pick: (r: PhaseResult) => number) =>
-          num(
-            perRound(runs, direct, (r, d) => pick(r) - pick(d)),
-            3,
-            7,
-          );
-        const ratio = num(
-          perRound(runs, direct, (r, d) => r.rps / d.rps),
-          2,
-          9,
-        );
-        const cpu = [m((r) => r.cpu.proxy), m((r) => r.cpu.pod), m((r) => r.cpu.redis)];
+        const vsDirect = (f: (r: PhaseResult, d: PhaseResult) => number, digits: number) =>
+          num(perRound(runs, direct, f), digits, digits === 3 ? 7 : 9);
+        const cpu = (['proxy', 'pod', 'redis', 'client'] as const).map((k) => m((r) => r.cpu[k]));
         const errors = runs.reduce((sum, r) => sum + r.errors, 0);
         const cells = [load.padEnd(9), String(c).padEnd(2), PATH_NAMES[path].padEnd(22)];
         cells.push(
@@ -257,12 +260,15 @@ function printTable(results: Results, paths: Path[]): void {
           m((r) => r.p99, 3, 7),
         );
         cells.push(
-          `${added((r) => r.p50)}  `,
-          `${added((r) => r.p99)}  `,
-          m((r) => r.rps),
-          ratio,
+          `${vsDirect((r, d) => r.p50 - d.p50, 3)}  `,
+          `${vsDirect((r, d) => r.p99 - d.p99, 3)}  `,
         );
-        cells.push(`            ${cpu.join(' ')} ${m((r) => r.cpu.client)}`);
+        cells.push(
+          m((r) => r.rps),
+          vsDirect((r, d) => r.rps / d.rps, 2),
+        );
+        cells.push(`            ${cpu.join(' ')}`);
+        cells.push(`${m((r) => r.cpu.proxyReads, 1)} ${m((r) => r.cpu.proxyWrites, 1)}`);
         rows.push(cells.join(' | ') + (errors > 0 ? `  (${errors} errors)` : ''));
       }
     }

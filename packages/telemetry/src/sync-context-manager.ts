@@ -12,7 +12,7 @@ import { type Context, type ContextManager, ROOT_CONTEXT } from '@opentelemetry/
  * `await`. The batch span processor calls `context.with` on its first export, and on Node
  * 20 that turns on AsyncLocalStorage's async hooks for the rest of the process: a hook on
  * every promise the gateway makes (`promiseInitHook`), 3-12% of a traced request's CPU
- * (bench:profile with every span exported).
+ * (V8's CPU profile of a replica exporting every span).
  */
 export class SyncContextManager implements ContextManager {
   #active: Context = ROOT_CONTEXT;

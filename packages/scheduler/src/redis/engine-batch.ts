@@ -24,7 +24,7 @@ const URGENT_CALLS: ReadonlySet<EngineCall> = new Set(['enqueue']);
  * Calls no request waits on at all: a handover's request already runs on its pod (slot
  * recycling). One opens a batch that waits LAZY_MS for company instead of leaving at the
  * check phase, so a busy replica sends several a write: each write to Redis costs the
- * gateway a cross-process wake-up (~50-100 us of its CPU on 2-core VMs, bench:profile's
+ * gateway a cross-process wake-up (~50-100 us of its CPU on 2-core VMs, mostly
  * `writev`), more than the call itself. A call that is not lazy joining such a batch makes
  * it leave at the check phase, as any batch does.
  */
