@@ -2,6 +2,7 @@ import {
   SCHEDULER_SETTINGS,
   type SettingCheck,
   type SettingSpec,
+  type SettingValueOf,
   yamlValueOf,
 } from '@fairgate/core';
 import { z } from 'zod';
@@ -14,18 +15,10 @@ import { z } from 'zod';
 
 type Spec = (typeof SCHEDULER_SETTINGS)[number];
 
-type CheckValue<C> = C extends { kind: 'enum'; values: readonly (infer V)[] }
-  ? V
-  : C extends { kind: 'flag' }
-    ? boolean
-    : C extends { kind: 'ceilings' }
-      ? Record<string, number>
-      : number;
-
 /** A setting's value as the YAML file writes it. */
 type YamlValue<S extends Spec> = S extends { yamlForm: 'on-off' }
   ? 'on' | 'off'
-  : CheckValue<S['check']>;
+  : SettingValueOf<S['check']>;
 
 type KeyIn<S extends Spec, Section extends string> = S['yaml'] extends `${Section}.${infer K}`
   ? K

@@ -90,6 +90,7 @@ export {
   type SchedulerSettings,
   SETTING_GROUPS,
   type SettingPath,
+  type SettingValueOf,
   setSettingAt,
   settingAt,
   settingValueOfYaml,

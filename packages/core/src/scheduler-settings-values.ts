@@ -13,7 +13,8 @@ import {
 
 type Spec = (typeof SCHEDULER_SETTINGS)[number];
 
-type ValueOf<C> = C extends { kind: 'enum'; values: readonly (infer V)[] }
+/** The value a setting of check C holds. */
+export type SettingValueOf<C> = C extends { kind: 'enum'; values: readonly (infer V)[] }
   ? V
   : C extends { kind: 'flag' }
     ? boolean
@@ -27,10 +28,12 @@ type Simplify<T> = { [K in keyof T]: T[K] } & {};
 /** Pool-wide scheduler settings, shared by all replicas through the store. */
 export type SchedulerSettings = Simplify<
   {
-    [S in Spec as S['path'] extends `${string}.${string}` ? never : S['path']]: ValueOf<S['check']>;
+    [S in Spec as S['path'] extends `${string}.${string}` ? never : S['path']]: SettingValueOf<
+      S['check']
+    >;
   } & {
     [G in GroupOf<Spec['path']>]: {
-      [S in Spec as S['path'] extends `${G}.${infer K}` ? K : never]: ValueOf<S['check']>;
+      [S in Spec as S['path'] extends `${G}.${infer K}` ? K : never]: SettingValueOf<S['check']>;
     };
   }
 >;
