@@ -1,11 +1,13 @@
 import { execFile } from 'node:child_process';
-import { accessSync, constants, existsSync, readdirSync, readFileSync } from 'node:fs';
-import { delimiter, join, posix, relative } from 'node:path';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join, posix, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { apiKeyDigest, type FairgateConfig, parseConfigText } from '@fairgate/config';
-import { describe, expect, it } from 'vitest';
+import { findExecutable } from '@fairgate/testkit';
+import { expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
+import { describeWithTools, requireTool, skipWithout } from '../support/required-tools.js';
 
 /**
  * Static checks of docker-compose.yml and what it mounts (no container engine needed):
@@ -26,17 +28,6 @@ const HOST_PORTS: Record<string, number[]> = {
   prometheus: [9090],
   grafana: [3000],
 };
-
-function findExecutable(name: string): string | undefined {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    const file = join(dir, name);
-    try {
-      accessSync(file, constants.X_OK);
-      return file;
-    } catch {}
-  }
-  return undefined;
-}
 
 // ---- docker-compose config's output, in either the v1 (short) or v2 (long) syntax ----
 
@@ -114,13 +105,10 @@ function flagValue(command: string[], flag: string): string | undefined {
 const composeBin = findExecutable('docker-compose');
 const haproxyBin = findExecutable('haproxy');
 
-if (!composeBin) {
-  console.warn('test/ops/compose.test.ts: docker-compose is not installed: skipping its checks');
-}
-if (!haproxyBin) console.warn('test/ops/compose.test.ts: haproxy is not installed: no haproxy -c');
-
-describe.skipIf(!composeBin)(
-  'docker-compose.yml (needs docker-compose: apt-get install -y docker-compose)',
+describeWithTools(
+  'docker-compose.yml',
+  { 'docker-compose': composeBin },
+  'apt-get install -y docker-compose; .ci/run installs it',
   () => {
     // Computed once, on first use: a test that needs the gateway config fails on its own
     // when the config is bad, and the others still run.
@@ -301,16 +289,17 @@ describe.skipIf(!composeBin)(
       expect(retryOn?.sort()).toEqual(['503', 'conn-failure']);
     });
 
-    it.skipIf(!haproxyBin)(
+    it.skipIf(skipWithout(haproxyBin))(
       'has a balancer config that haproxy -c accepts (needs haproxy: apt-get install -y haproxy)',
       async () => {
         const services = await composeServices();
         const cfgPath = hostPathOf(services.lb!, '/usr/local/etc/haproxy/haproxy.cfg')!;
-        const { stdout, stderr } = await run(haproxyBin!, ['-c', '-f', cfgPath]).catch(
-          (error: { stdout?: string; stderr?: string }) => {
-            throw new Error(`haproxy -c failed:\n${error.stdout ?? ''}${error.stderr ?? ''}`);
-          },
-        );
+        const { stdout, stderr } = await run(
+          requireTool('haproxy', haproxyBin, 'apt-get install -y haproxy'),
+          ['-c', '-f', cfgPath],
+        ).catch((error: { stdout?: string; stderr?: string }) => {
+          throw new Error(`haproxy -c failed:\n${error.stdout ?? ''}${error.stderr ?? ''}`);
+        });
         expect(`${stdout}${stderr}`).toMatch(/Configuration file is valid/);
       },
     );

@@ -10,6 +10,7 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { ConfigMap, Namespace, Secret, Service } from 'kubernetes-models/v1';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
+import { describeWithTools } from '../support/required-tools.js';
 
 /**
  * deploy/: renders the base and every overlay with `kubectl kustomize` (offline), validates
@@ -186,216 +187,219 @@ it('the schema validators reject a broken object (they are live)', () => {
   expect(() => new Deployment(broken as never).validate()).toThrow(/replicas|selector/);
 });
 
-const hasKubectl = kubectlAvailable();
-const suite = hasKubectl ? describe : describe.skip;
-const title = hasKubectl
-  ? 'deploy/ rendered with kubectl kustomize'
-  : 'deploy/ (SKIPPED: kubectl is not on the PATH; install kubectl >= 1.27, it bundles kustomize)';
+describeWithTools(
+  'deploy/ rendered with kubectl kustomize',
+  { kubectl: kubectlAvailable() ? 'kubectl' : undefined },
+  'install kubectl >= 1.27, it bundles kustomize; .ci/run installs it',
+  () => {
+    for (const dir of kustomizations()) {
+      describe(dir, () => {
+        // Rendered on first use, so a kustomization that fails to build fails its own tests
+        // (with kubectl's message) and not the collection of the whole file.
+        let rendered: { objs: Obj[]; gateway?: Gateway } | undefined;
+        const load = () => {
+          rendered ??= { objs: render(dir) };
+          return rendered;
+        };
+        const objects = () => load().objs;
+        const gateway = () => {
+          const state = load();
+          state.gateway ??= gatewayOf(state.objs);
+          return state.gateway;
+        };
 
-suite(title, () => {
-  for (const dir of kustomizations()) {
-    describe(dir, () => {
-      // Rendered on first use, so a kustomization that fails to build fails its own tests
-      // (with kubectl's message) and not the collection of the whole file.
-      let rendered: { objs: Obj[]; gateway?: Gateway } | undefined;
-      const load = () => {
-        rendered ??= { objs: render(dir) };
-        return rendered;
-      };
-      const objects = () => load().objs;
-      const gateway = () => {
-        const state = load();
-        state.gateway ??= gatewayOf(state.objs);
-        return state.gateway;
-      };
-
-      it('every object validates against its Kubernetes schema', () => {
-        const objs = objects();
-        expect(objs.length).toBeGreaterThan(0);
-        const failures: string[] = [];
-        for (const obj of objs) {
-          const Model = MODELS[`${obj.apiVersion}/${obj.kind}`];
-          if (!Model) {
-            failures.push(`${idOf(obj)}: no validator for ${obj.apiVersion} ${obj.kind}`);
-            continue;
+        it('every object validates against its Kubernetes schema', () => {
+          const objs = objects();
+          expect(objs.length).toBeGreaterThan(0);
+          const failures: string[] = [];
+          for (const obj of objs) {
+            const Model = MODELS[`${obj.apiVersion}/${obj.kind}`];
+            if (!Model) {
+              failures.push(`${idOf(obj)}: no validator for ${obj.apiVersion} ${obj.kind}`);
+              continue;
+            }
+            try {
+              new Model(forValidation(obj) as never).validate();
+            } catch (error) {
+              failures.push(`${idOf(obj)}: ${(error as Error).message}`);
+            }
           }
-          try {
-            new Model(forValidation(obj) as never).validate();
-          } catch (error) {
-            failures.push(`${idOf(obj)}: ${(error as Error).message}`);
-          }
-        }
-        expect(failures).toEqual([]);
-        const ids = objs.map((o) => `${o.apiVersion}/${idOf(o)}`);
-        expect(new Set(ids).size, 'no duplicate objects').toBe(ids.length);
-      });
-
-      it("the ConfigMap's gateway config parses with the Deployment's env and Secret", () => {
-        const { config, env } = gateway();
-        expect(config.tenants.length).toBeGreaterThan(0);
-        expect(config.pods.length).toBeGreaterThan(0);
-        // Many replicas need the shared scheduler: Redis is configured, its URL (when one
-        // is used rather than Sentinel or Cluster seeds) from the Secret.
-        expect(config.redis, 'redis configured').toBeTruthy();
-        if (config.redis?.url !== undefined) {
-          expect(env.FAIRGATE__REDIS__URL, 'redis.url from the Secret').toBe(config.redis.url);
-        }
-        expect(config.admin.token_sha256).toMatch(/^[0-9a-f]{64}$/);
-      });
-
-      it('tenant digests from the Secret land on the tenant their key names', () => {
-        const { container, config } = gateway();
-        const tenantEnv = /^FAIRGATE__TENANTS__(\d+)__API_KEY_SHA256__(\d+)$/;
-        let seen = 0;
-        for (const entry of container.env) {
-          const match = tenantEnv.exec(entry.name);
-          if (!match) continue;
-          seen++;
-          const index = Number(match[1]);
-          const tenant = config.tenants[index];
-          expect(tenant, `${entry.name}: no tenant at index ${index}`).toBeDefined();
-          expect(entry.valueFrom.secretKeyRef.key, entry.name).toBe(
-            `tenant-${index}-${tenant!.id}-key-${match[2]}-sha256`,
-          );
-        }
-        expect(seen).toBeGreaterThanOrEqual(config.tenants.length);
-      });
-
-      it('the grace period covers the preStop sleep and the whole drain', () => {
-        const { deployment, container, config, configText } = gateway();
-        const drain = config.shutdown.drain_timeout_s;
-        expect(drainIsExplicit(configText), 'drain set in the ConfigMap').toBe(true);
-        const grace = deployment.spec.template.spec.terminationGracePeriodSeconds;
-        expect(grace).toBeTypeOf('number');
-        expect(grace).toBeGreaterThan(drain);
-        expect(grace).toBeGreaterThan(preStopSeconds(container) + drain);
-      });
-
-      it('probes: readiness /readyz, liveness /healthz, on the port the config listens on', () => {
-        const { container, config } = gateway();
-        const http = container.ports.find((p: Obj) => p.name === 'http');
-        expect(http?.containerPort).toBe(config.listen.port);
-        expect(container.readinessProbe?.httpGet?.path).toBe('/readyz');
-        expect(container.livenessProbe?.httpGet?.path).toBe('/healthz');
-        const probes = [container.readinessProbe, container.livenessProbe, container.startupProbe];
-        for (const probe of probes.filter(Boolean)) {
-          expect(portNumber(container, probe.httpGet.port)).toBe(config.listen.port);
-        }
-        if (container.startupProbe) expect(container.startupProbe.httpGet.path).toBe('/healthz');
-      });
-
-      it('the Service selects the gateway pods, and only them, on port http 8080', () => {
-        const objs = objects();
-        const { podLabels, container } = gateway();
-        const service = find(objs, 'Service', GATEWAY);
-        expect(selects(service.spec.selector, podLabels)).toBe(true);
-        for (const other of objs.filter(
-          (o) => o.kind === 'Deployment' && o.metadata.name !== GATEWAY,
-        )) {
-          expect(
-            selects(service.spec.selector, other.spec.template.metadata.labels),
-            idOf(other),
-          ).toBe(false);
-        }
-        const port = service.spec.ports.find((p: Obj) => p.name === 'http');
-        expect(port?.port).toBe(8080);
-        expect(portNumber(container, port.targetPort)).toBe(8080);
-      });
-
-      it('the Deployment selects its own pods and spreads them over zones and nodes', () => {
-        const { deployment, podLabels } = gateway();
-        expect(selects(deployment.spec.selector.matchLabels, podLabels)).toBe(true);
-        const spread: Obj[] = deployment.spec.template.spec.topologySpreadConstraints ?? [];
-        const keys = spread.map((c) => c.topologyKey);
-        expect(new Set(keys).size, 'one constraint per topology key').toBe(keys.length);
-        expect(keys).toEqual(
-          expect.arrayContaining(['topology.kubernetes.io/zone', 'kubernetes.io/hostname']),
-        );
-        for (const constraint of spread) {
-          expect(selects(constraint.labelSelector?.matchLabels, podLabels)).toBe(true);
-        }
-        expect(deployment.spec.strategy.rollingUpdate.maxUnavailable).toBe(0);
-      });
-
-      it('the HPA targets the gateway Deployment, which then leaves replicas to it', () => {
-        const objs = objects();
-        const { deployment } = gateway();
-        const hpas = objs.filter((o) => o.kind === 'HorizontalPodAutoscaler');
-        if (hpas.length === 0) {
-          // Without an autoscaler the Deployment sets its count: at least two replicas.
-          expect(deployment.spec.replicas).toBeGreaterThanOrEqual(2);
-          return;
-        }
-        expect(hpas).toHaveLength(1);
-        const hpa = hpas[0]!;
-        expect(hpa.spec.scaleTargetRef).toEqual({
-          apiVersion: 'apps/v1',
-          kind: 'Deployment',
-          name: deployment.metadata.name,
+          expect(failures).toEqual([]);
+          const ids = objs.map((o) => `${o.apiVersion}/${idOf(o)}`);
+          expect(new Set(ids).size, 'no duplicate objects').toBe(ids.length);
         });
-        expect(hpa.spec.minReplicas).toBeGreaterThanOrEqual(2);
-        expect(hpa.spec.maxReplicas).toBeGreaterThan(hpa.spec.minReplicas);
-        const cpu = hpa.spec.metrics.find((m: Obj) => m.resource?.name === 'cpu');
-        expect(cpu?.resource.target.type).toBe('Utilization');
-        // Utilization is relative to the request: the container must have one.
-        expect(gateway().container.resources?.requests?.cpu).toBeDefined();
-        expect(deployment.spec.replicas, 'no replicas next to an HPA').toBeUndefined();
-      });
 
-      it('the PDB selects the gateway pods and allows one disruption at a time', () => {
-        const objs = objects();
-        const { podLabels } = gateway();
-        const pdb = find(objs, 'PodDisruptionBudget', GATEWAY);
-        expect(selects(pdb.spec.selector.matchLabels, podLabels)).toBe(true);
-        const budget = pdb.spec.maxUnavailable ?? pdb.spec.minAvailable;
-        expect(budget, 'maxUnavailable or minAvailable').toBeDefined();
-        if (pdb.spec.maxUnavailable !== undefined) expect(pdb.spec.maxUnavailable).toBe(1);
-      });
-
-      it('the ServiceMonitor, where present, scrapes /metrics on the Service port', () => {
-        const objs = objects();
-        const monitors = objs.filter((o) => o.kind === 'ServiceMonitor');
-        const service = find(objs, 'Service', GATEWAY);
-        for (const monitor of monitors) {
-          expect(selects(monitor.spec.selector.matchLabels, service.metadata.labels)).toBe(true);
-          for (const endpoint of monitor.spec.endpoints) {
-            expect(endpoint.path).toBe('/metrics');
-            expect(service.spec.ports.map((p: Obj) => p.name)).toContain(endpoint.port);
+        it("the ConfigMap's gateway config parses with the Deployment's env and Secret", () => {
+          const { config, env } = gateway();
+          expect(config.tenants.length).toBeGreaterThan(0);
+          expect(config.pods.length).toBeGreaterThan(0);
+          // Many replicas need the shared scheduler: Redis is configured, its URL (when one
+          // is used rather than Sentinel or Cluster seeds) from the Secret.
+          expect(config.redis, 'redis configured').toBeTruthy();
+          if (config.redis?.url !== undefined) {
+            expect(env.FAIRGATE__REDIS__URL, 'redis.url from the Secret').toBe(config.redis.url);
           }
-        }
-        if (dir !== 'overlays/dev') expect(monitors).toHaveLength(1);
-      });
+          expect(config.admin.token_sha256).toMatch(/^[0-9a-f]{64}$/);
+        });
 
-      it('every workload runs as non-root with a read-only root filesystem', () => {
-        const objs = objects();
-        for (const workload of objs.filter((o) => o.kind === 'Deployment')) {
-          const pod = workload.spec.template.spec;
-          expect(pod.securityContext?.runAsNonRoot, idOf(workload)).toBe(true);
-          for (const container of pod.containers) {
-            const where = `${idOf(workload)} ${container.name}`;
-            expect(container.securityContext?.readOnlyRootFilesystem, where).toBe(true);
-            expect(container.securityContext?.allowPrivilegeEscalation, where).toBe(false);
-            expect(container.resources?.requests, where).toBeDefined();
-            expect(container.resources?.limits?.memory, where).toBeDefined();
+        it('tenant digests from the Secret land on the tenant their key names', () => {
+          const { container, config } = gateway();
+          const tenantEnv = /^FAIRGATE__TENANTS__(\d+)__API_KEY_SHA256__(\d+)$/;
+          let seen = 0;
+          for (const entry of container.env) {
+            const match = tenantEnv.exec(entry.name);
+            if (!match) continue;
+            seen++;
+            const index = Number(match[1]);
+            const tenant = config.tenants[index];
+            expect(tenant, `${entry.name}: no tenant at index ${index}`).toBeDefined();
+            expect(entry.valueFrom.secretKeyRef.key, entry.name).toBe(
+              `tenant-${index}-${tenant!.id}-key-${match[2]}-sha256`,
+            );
           }
-        }
-      });
+          expect(seen).toBeGreaterThanOrEqual(config.tenants.length);
+        });
 
-      it('in-namespace hosts in the config (pods, Redis) are Services of this render', () => {
-        const objs = objects();
-        const { config } = gateway();
-        const urls = [...config.pods.map((p) => p.url), config.redis?.url].filter(
-          (u): u is string => u !== undefined,
-        );
-        for (const url of urls) {
-          const { hostname, port, protocol } = new URL(url);
-          if (hostname.includes('.')) continue; // another namespace or outside the cluster
-          const service = find(objs, 'Service', hostname);
-          const ports = service.spec.ports.map((p: Obj) => p.port);
-          const defaultPort = { 'http:': 80, 'https:': 443 }[protocol] ?? 6379;
-          expect(ports, url).toContain(port ? Number(port) : defaultPort);
-        }
+        it('the grace period covers the preStop sleep and the whole drain', () => {
+          const { deployment, container, config, configText } = gateway();
+          const drain = config.shutdown.drain_timeout_s;
+          expect(drainIsExplicit(configText), 'drain set in the ConfigMap').toBe(true);
+          const grace = deployment.spec.template.spec.terminationGracePeriodSeconds;
+          expect(grace).toBeTypeOf('number');
+          expect(grace).toBeGreaterThan(drain);
+          expect(grace).toBeGreaterThan(preStopSeconds(container) + drain);
+        });
+
+        it('probes: readiness /readyz, liveness /healthz, on the port the config listens on', () => {
+          const { container, config } = gateway();
+          const http = container.ports.find((p: Obj) => p.name === 'http');
+          expect(http?.containerPort).toBe(config.listen.port);
+          expect(container.readinessProbe?.httpGet?.path).toBe('/readyz');
+          expect(container.livenessProbe?.httpGet?.path).toBe('/healthz');
+          const probes = [
+            container.readinessProbe,
+            container.livenessProbe,
+            container.startupProbe,
+          ];
+          for (const probe of probes.filter(Boolean)) {
+            expect(portNumber(container, probe.httpGet.port)).toBe(config.listen.port);
+          }
+          if (container.startupProbe) expect(container.startupProbe.httpGet.path).toBe('/healthz');
+        });
+
+        it('the Service selects the gateway pods, and only them, on port http 8080', () => {
+          const objs = objects();
+          const { podLabels, container } = gateway();
+          const service = find(objs, 'Service', GATEWAY);
+          expect(selects(service.spec.selector, podLabels)).toBe(true);
+          for (const other of objs.filter(
+            (o) => o.kind === 'Deployment' && o.metadata.name !== GATEWAY,
+          )) {
+            expect(
+              selects(service.spec.selector, other.spec.template.metadata.labels),
+              idOf(other),
+            ).toBe(false);
+          }
+          const port = service.spec.ports.find((p: Obj) => p.name === 'http');
+          expect(port?.port).toBe(8080);
+          expect(portNumber(container, port.targetPort)).toBe(8080);
+        });
+
+        it('the Deployment selects its own pods and spreads them over zones and nodes', () => {
+          const { deployment, podLabels } = gateway();
+          expect(selects(deployment.spec.selector.matchLabels, podLabels)).toBe(true);
+          const spread: Obj[] = deployment.spec.template.spec.topologySpreadConstraints ?? [];
+          const keys = spread.map((c) => c.topologyKey);
+          expect(new Set(keys).size, 'one constraint per topology key').toBe(keys.length);
+          expect(keys).toEqual(
+            expect.arrayContaining(['topology.kubernetes.io/zone', 'kubernetes.io/hostname']),
+          );
+          for (const constraint of spread) {
+            expect(selects(constraint.labelSelector?.matchLabels, podLabels)).toBe(true);
+          }
+          expect(deployment.spec.strategy.rollingUpdate.maxUnavailable).toBe(0);
+        });
+
+        it('the HPA targets the gateway Deployment, which then leaves replicas to it', () => {
+          const objs = objects();
+          const { deployment } = gateway();
+          const hpas = objs.filter((o) => o.kind === 'HorizontalPodAutoscaler');
+          if (hpas.length === 0) {
+            // Without an autoscaler the Deployment sets its count: at least two replicas.
+            expect(deployment.spec.replicas).toBeGreaterThanOrEqual(2);
+            return;
+          }
+          expect(hpas).toHaveLength(1);
+          const hpa = hpas[0]!;
+          expect(hpa.spec.scaleTargetRef).toEqual({
+            apiVersion: 'apps/v1',
+            kind: 'Deployment',
+            name: deployment.metadata.name,
+          });
+          expect(hpa.spec.minReplicas).toBeGreaterThanOrEqual(2);
+          expect(hpa.spec.maxReplicas).toBeGreaterThan(hpa.spec.minReplicas);
+          const cpu = hpa.spec.metrics.find((m: Obj) => m.resource?.name === 'cpu');
+          expect(cpu?.resource.target.type).toBe('Utilization');
+          // Utilization is relative to the request: the container must have one.
+          expect(gateway().container.resources?.requests?.cpu).toBeDefined();
+          expect(deployment.spec.replicas, 'no replicas next to an HPA').toBeUndefined();
+        });
+
+        it('the PDB selects the gateway pods and allows one disruption at a time', () => {
+          const objs = objects();
+          const { podLabels } = gateway();
+          const pdb = find(objs, 'PodDisruptionBudget', GATEWAY);
+          expect(selects(pdb.spec.selector.matchLabels, podLabels)).toBe(true);
+          const budget = pdb.spec.maxUnavailable ?? pdb.spec.minAvailable;
+          expect(budget, 'maxUnavailable or minAvailable').toBeDefined();
+          if (pdb.spec.maxUnavailable !== undefined) expect(pdb.spec.maxUnavailable).toBe(1);
+        });
+
+        it('the ServiceMonitor, where present, scrapes /metrics on the Service port', () => {
+          const objs = objects();
+          const monitors = objs.filter((o) => o.kind === 'ServiceMonitor');
+          const service = find(objs, 'Service', GATEWAY);
+          for (const monitor of monitors) {
+            expect(selects(monitor.spec.selector.matchLabels, service.metadata.labels)).toBe(true);
+            for (const endpoint of monitor.spec.endpoints) {
+              expect(endpoint.path).toBe('/metrics');
+              expect(service.spec.ports.map((p: Obj) => p.name)).toContain(endpoint.port);
+            }
+          }
+          if (dir !== 'overlays/dev') expect(monitors).toHaveLength(1);
+        });
+
+        it('every workload runs as non-root with a read-only root filesystem', () => {
+          const objs = objects();
+          for (const workload of objs.filter((o) => o.kind === 'Deployment')) {
+            const pod = workload.spec.template.spec;
+            expect(pod.securityContext?.runAsNonRoot, idOf(workload)).toBe(true);
+            for (const container of pod.containers) {
+              const where = `${idOf(workload)} ${container.name}`;
+              expect(container.securityContext?.readOnlyRootFilesystem, where).toBe(true);
+              expect(container.securityContext?.allowPrivilegeEscalation, where).toBe(false);
+              expect(container.resources?.requests, where).toBeDefined();
+              expect(container.resources?.limits?.memory, where).toBeDefined();
+            }
+          }
+        });
+
+        it('in-namespace hosts in the config (pods, Redis) are Services of this render', () => {
+          const objs = objects();
+          const { config } = gateway();
+          const urls = [...config.pods.map((p) => p.url), config.redis?.url].filter(
+            (u): u is string => u !== undefined,
+          );
+          for (const url of urls) {
+            const { hostname, port, protocol } = new URL(url);
+            if (hostname.includes('.')) continue; // another namespace or outside the cluster
+            const service = find(objs, 'Service', hostname);
+            const ports = service.spec.ports.map((p: Obj) => p.port);
+            const defaultPort = { 'http:': 80, 'https:': 443 }[protocol] ?? 6379;
+            expect(ports, url).toContain(port ? Number(port) : defaultPort);
+          }
+        });
       });
-    });
-  }
-});
+    }
+  },
+);
