@@ -41,6 +41,8 @@ export function describeWithTools(
     });
     return;
   }
+  // Off CI only: a developer without the binary still runs the rest of the suite, and the
+  // title and the warning name what is missing; CI=true never reaches this line (above).
   console.warn(`${title}: skipped: ${why}`);
   describe.skip(`${title} (skipped: ${why})`, body);
 }
