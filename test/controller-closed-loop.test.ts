@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type Action,
   adminState,
+  clientP99S,
   closedLoopLoad,
   controllerEnv,
   controllerGatewayConfig,
@@ -24,6 +25,7 @@ import {
 const TARGET_S = 0.6;
 const BAND = [TARGET_S * 0.8, TARGET_S * 1.2] as const;
 const TICK_S = 0.5;
+const WINDOW_S = 3;
 
 describe('controller closed loop (2 sims, 2 gateway replicas)', () => {
   let redis: RedisHandle;
@@ -48,7 +50,7 @@ describe('controller closed loop (2 sims, 2 gateway replicas)', () => {
     const env = controllerEnv({
       target_p99_ttft_s: TARGET_S,
       tick_s: TICK_S,
-      window_s: 3,
+      window_s: WINDOW_S,
       cap_per_worker: capPerWorker,
       cap_per_worker_min: 2,
       cap_per_worker_max: 256,
@@ -59,8 +61,10 @@ describe('controller closed loop (2 sims, 2 gateway replicas)', () => {
     const recorder = new TrajectoryRecorder(() => gateways);
     recorder.start(1_000);
     const control = { stop: false };
+    const loadStartedAt = performance.now();
     const load = closedLoopLoad(gateways, clients, control);
     await sleep(seconds * 1_000);
+    const loadEndedAt = performance.now();
     // Ticks up to here ran under load; later ones see it drain.
     const lastLoadedTick = (await adminState(gateways[0] as AppHandle)).controller.tick;
     control.stop = true;
@@ -74,7 +78,22 @@ describe('controller closed loop (2 sims, 2 gateway replicas)', () => {
     const trajectory = recorder.ordered().filter((a) => a.tick <= lastLoadedTick);
     expect(trajectory.map((a) => a.tick)).toEqual(trajectory.map((_, i) => i + 1));
     expect(load.counters.failed).toBe(0);
-    return trajectory;
+    // The p99 TTFT the clients measured, per window of the controller's length (3 s).
+    const clientWindows: Array<{ fromS: number; p99S: number | null }> = [];
+    for (
+      let from = loadStartedAt;
+      from + WINDOW_S * 1_000 <= loadEndedAt;
+      from += WINDOW_S * 1_000
+    ) {
+      clientWindows.push({
+        fromS: Math.round((from - loadStartedAt) / 1_000),
+        p99S: clientP99S(load.ttfts, from, from + WINDOW_S * 1_000),
+      });
+    }
+    console.log(
+      `client p99 TTFT per ${WINDOW_S} s: ${clientWindows.map((w) => `${w.fromS}s ${w.p99S?.toFixed(3)}`).join(', ')}`,
+    );
+    return { trajectory, clientWindows };
   }
 
   const inBand = (a: Action) =>
@@ -84,7 +103,7 @@ describe('controller closed loop (2 sims, 2 gateway replicas)', () => {
 
   it('started far too high (256 per worker) under overload: p99 comes into the band and stays', async () => {
     // 120 clients: 60 requests per pod at the start, p99 TTFT well above the band.
-    const trajectory = await run(256, 120, 30);
+    const { trajectory, clientWindows } = await run(256, 120, 30);
     const firstDecrease = trajectory.find((a) => a.kind === 'decrease');
     expect(firstDecrease).toBeDefined();
     expect(typeof firstDecrease?.p99S === 'number' && firstDecrease.p99S > BAND[1]).toBe(true);
@@ -108,11 +127,26 @@ describe('controller closed loop (2 sims, 2 gateway replicas)', () => {
     expect(share).toBeGreaterThanOrEqual(0.8);
     expect(worst).toBeLessThanOrEqual(TARGET_S * 1.5);
     expect(trajectory.at(-1)?.capAfter).toBeLessThanOrEqual(64);
+    // What the clients measured agrees: over the second half (5 windows of 3 s) the median
+    // window's p99 TTFT is in the band, 3 windows of 5 at least are, and none is above 1.5x
+    // the target. A controller fed a p99 other than the clients' converges elsewhere.
+    const clientSecondHalf = clientWindows
+      .filter((w) => w.fromS >= 15)
+      .map((w) => w.p99S)
+      .filter((p): p is number => p !== null);
+    const clientPicture = `client p99 per window, second half: ${clientSecondHalf.map((p) => p.toFixed(3)).join(', ')}`;
+    expect(clientSecondHalf.length, clientPicture).toBe(5);
+    const median = [...clientSecondHalf].sort((a, b) => a - b)[2] as number;
+    expect(median, clientPicture).toBeGreaterThanOrEqual(BAND[0]);
+    expect(median, clientPicture).toBeLessThanOrEqual(BAND[1]);
+    const clientInBand = clientSecondHalf.filter((p) => p >= BAND[0] && p <= BAND[1]).length;
+    expect(clientInBand, clientPicture).toBeGreaterThanOrEqual(3);
+    expect(Math.max(...clientSecondHalf), clientPicture).toBeLessThanOrEqual(TARGET_S * 1.5);
   }, 60_000);
 
   it('started far too low (4 per worker) with headroom: the budget climbs', async () => {
     // 60 clients want up to 30 requests per pod; TTFT stays under the band there.
-    const trajectory = await run(4, 60, 20);
+    const { trajectory, clientWindows } = await run(4, 60, 20);
     expect(trajectory.filter((a) => a.kind === 'decrease')).toEqual([]);
     const increases = trajectory.filter((a) => a.kind === 'increase');
     // +1 per tick with no cooldown after increases: they come on consecutive ticks.
@@ -127,5 +161,11 @@ describe('controller closed loop (2 sims, 2 gateway replicas)', () => {
     for (const a of trajectory) {
       if (typeof a.p99S === 'number') expect(a.p99S).toBeLessThanOrEqual(BAND[1]);
     }
+    // The clients measured the same headroom: every window's p99 TTFT under the band's top.
+    const measured = clientWindows.map((w) => w.p99S);
+    expect(
+      measured.every((p) => p !== null && p <= BAND[1]),
+      `client p99 per window: ${measured}`,
+    ).toBe(true);
   }, 60_000);
 });

@@ -1,5 +1,6 @@
 import { sha256Hex, TEST_KEYS } from '@fairgate/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectClientsAndSimsAgree, ledger } from './support/ledger.js';
 import {
   dropsOf,
   expectConserved,
@@ -66,6 +67,7 @@ describe('saturation gating', () => {
     })();
     // 50 req/s for 3 s against ~20 req/s of capacity: without the gate the budget of 256
     // would push ~45 requests into each pod's own queue.
+    const before = await ledger(pool);
     const results = await openLoop(50, 3_000, (i) =>
       generate(pool.gateways[i % 2]!.url, TEST_KEYS.paying, { maxTokens: 20 }),
     );
@@ -78,7 +80,7 @@ describe('saturation gating', () => {
     expect(peakGatewayWaiting).toBeGreaterThan(20);
     // The threshold (5) plus what one scrape interval of arrivals can add before the gate sees it.
     expect(peakPodWaiting).toBeLessThanOrEqual(12);
-    await expectConserved(pool);
+    await expectClientsAndSimsAgree(pool, before, results);
   }, 60_000);
 });
 

@@ -1,7 +1,7 @@
 import { sha256Hex, TEST_KEYS } from '@fairgate/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectClientsAndSimsAgree, ledger } from './support/ledger.js';
 import {
-  expectConserved,
   type GenerateResult,
   generate,
   openLoop,
@@ -84,6 +84,7 @@ describe('noisy neighbour across two replicas', () => {
   it('paying keeps its p99 TTFT and drops <= 1%, free takes the shedding, throughput >= 90%', async () => {
     const capacity = await simCapacity(pool, 3_000);
     const [r1, r2] = pool.gateways.map((g) => g.url) as [string, string];
+    const before = await ledger(pool);
     const start = performance.now();
     const [paying, free] = await Promise.all([
       openLoop(capacity / 2, PHASE_MS, () =>
@@ -121,6 +122,6 @@ describe('noisy neighbour across two replicas', () => {
       picture,
     ).toBe(true);
     expect(throughput / capacity, picture).toBeGreaterThanOrEqual(0.9);
-    await expectConserved(pool);
+    await expectClientsAndSimsAgree(pool, before, [...paying, ...free]);
   }, 60_000);
 });

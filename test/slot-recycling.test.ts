@@ -1,8 +1,10 @@
 import { sha256Hex, TEST_KEYS } from '@fairgate/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectClientsAndSimsAgree, ledger } from './support/ledger.js';
 import {
   type AdminState,
   expectConserved,
+  type GenerateResult,
   generate,
   type Pool,
   sleep,
@@ -120,6 +122,8 @@ describe('slot recycling', () => {
 
   it('under contention the weights hold across replicas, recycling or not', async () => {
     const [first, second] = pool.gateways;
+    const before = await ledger(pool);
+    const answers: GenerateResult[] = [];
     const stop = { at: performance.now() + 3_000 };
     const loop = async (url: string, key: string) => {
       while (performance.now() < stop.at) {
@@ -127,6 +131,7 @@ describe('slot recycling', () => {
         // on a loaded VM, so neither tenant's queue runs dry (the pool is work-conserving:
         // a tenant with nothing queued rightly cedes its turn, and the share would drift).
         const result = await generate(url, key, { maxTokens: 16 });
+        answers.push(result);
         expect(result.status).toBe(200);
       }
     };
@@ -150,6 +155,6 @@ describe('slot recycling', () => {
     expect(share).toBeGreaterThan(0.6);
     expect(share).toBeLessThan(0.73);
     await sleep(RECYCLE_MS * 2);
-    await expectConserved(pool);
+    await expectClientsAndSimsAgree(pool, before, answers);
   });
 });

@@ -12,6 +12,7 @@ import {
 } from '@fairgate/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generate, percentile, SIM_MODEL, sleep } from './support/pool.js';
+import { requireMachine } from './support/required-tools.js';
 
 /**
  * The HTTP edge against slow and idle clients (docs/gateway.md, *The HTTP edge*), one
@@ -332,17 +333,18 @@ describe('slow and idle clients at the HTTP edge (one gateway process, one sim)'
     }
   }, 120_000);
 
-  it('holds 5,000 idle keep-alive connections, keeps serving, and releases them', async () => {
+  it('holds 5,000 idle keep-alive connections, keeps serving, and releases them', async (context) => {
     const ownLimit = openFilesLimit('self');
     const gatewayLimit = openFilesLimit(gateway.pid);
     // Both ends need a descriptor per connection (this process also holds vitest's own).
     const needed = IDLE + 500;
-    if ((ownLimit ?? needed) < needed || (gatewayLimit ?? needed) < needed) {
-      console.log(
-        `skipped: open-files limit ${ownLimit} (test) / ${gatewayLimit} (gateway) < ${needed}; raise ulimit -n`,
-      );
-      return;
-    }
+    const low = (ownLimit ?? needed) < needed || (gatewayLimit ?? needed) < needed;
+    requireMachine(
+      context,
+      low
+        ? `open-files limit ${ownLimit} (test) / ${gatewayLimit} (gateway) < ${needed}; raise ulimit -n`
+        : undefined,
+    );
     const before = openFiles(gateway.pid);
     const startedAt = performance.now();
     const sockets = await openIdle(gateway.port, IDLE, 250);

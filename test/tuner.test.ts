@@ -32,21 +32,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  *   lengths +-50% around the period's means): 10 periods; then base, double and half load
  *   at one workload.
  *
- * The accuracy bounds are alpha within 10%, beta and gamma within 15% after <= 10 periods. With
- * 5 s periods (a ~65 s test) a period holds 10-40 requests per pod and a few independent
- * batch states, so its mean TTFT and ITL are off by 5-10% (sampling, the load change at
- * its start) against the 2.55% the filter's R assumes, and gamma, whose share of the
- * latencies is small, takes most of it: in the virtual-time study of this very design
- * (`npm run bench:tuner-harness -w @fairgate/loadtest`, docs/tuner.md) gamma is within 15%
- * in about 6 of 10 pods at 10 s and 9 of 10 at the default 60 s, while alpha,
- * beta and lambda* are within their bounds at 30 s and more. So this test asserts bounds
- * with margin over every run measured — alpha within 30%, beta within 20%, gamma within
- * 10x, lambda* within 50% — and prints the errors with the verdict on the bounds; the
- * bounds themselves are measured by the benchmark `npm run bench:tuner -w @fairgate/loadtest`
- * (60 s periods, and the sweep that finds the sim's real lambda*). Sizing
- * (desired_pods up when the offered load doubles, down when it halves) is asserted.
+ * It asserts the documented accuracy bounds after 10 periods (docs/tuner.md): alpha within
+ * 10%, beta within 15%, and lambda* of the learned pod within 15% of the true pod's. With 5 s
+ * periods (a ~65 s test) a period holds 10-40 requests per pod, so its means are 5-10% off,
+ * and gamma, whose share of the latencies is small, takes most of it: the virtual-time study
+ * of this very design at 5 s (`npm run bench:tuner-harness -w @fairgate/loadtest --
+ * --period-s 5 --seeds 20`) puts alpha within 6%, beta within 12% and lambda* within 8% in
+ * 40 of 40 pods, gamma within 15% in 31. So gamma is held to what the filter itself claims:
+ * within three of its reported standard deviations. Sizing (desired_pods up when the
+ * offered load doubles, down when it halves) is asserted.
  */
 const PERIOD_S = 5;
+/** The documented accuracy bounds (relative errors) after 10 periods. */
+const BOUNDS = { alpha: 0.1, beta: 0.15, lambda: 0.15 };
 const SEED = 20_240_607;
 
 function capacity(input: number, output: number): number {
@@ -187,9 +185,6 @@ describe('capacity tuner against fairgate-sim', () => {
           `filter std ${pod.relative_std?.map((s) => `${(s * 100).toFixed(1)}%`).join(' / ')} ` +
           `updates ${pod.updates} rejected ${pod.rejected}`,
       );
-      const withinBounds =
-        Math.abs(errors[0]!) <= 0.1 && Math.abs(errors[1]!) <= 0.15 && Math.abs(errors[2]!) <= 0.15;
-      console.log(`${name}: accuracy bounds (10/15/15%) ${withinBounds ? 'met' : 'not met'}`);
       expect(pod.updates).toBeGreaterThanOrEqual(2);
       // The observation was conditioned on what the leader measured: the pod's occupancy from
       // its gauge samples, its own queue time and the period's noise from its histograms.
@@ -198,16 +193,20 @@ describe('capacity tuner against fairgate-sim', () => {
       expect(pod.observation?.noise).toHaveLength(2);
       expect(pod.counts.bootstrapped).toBe(1);
       expect(pod.counts.accepted).toBeGreaterThanOrEqual(pod.updates);
-      expect(Math.abs(errors[0]!)).toBeLessThanOrEqual(0.3);
-      expect(Math.abs(errors[1]!)).toBeLessThanOrEqual(0.2);
-      expect(pod.gamma_ms! / TRUTH.gamma).toBeGreaterThan(0.1);
-      expect(pod.gamma_ms! / TRUTH.gamma).toBeLessThan(10);
+      const picture = `${name}: errors ${errors.map((e) => `${(e * 100).toFixed(1)}%`).join(' / ')}, filter std ${pod.relative_std?.map((s) => `${(s * 100).toFixed(1)}%`).join(' / ')}`;
+      expect(Math.abs(errors[0]!), picture).toBeLessThanOrEqual(BOUNDS.alpha);
+      expect(Math.abs(errors[1]!), picture).toBeLessThanOrEqual(BOUNDS.beta);
+      const gammaStd = pod.relative_std?.[2] ?? 0;
+      expect(gammaStd, picture).toBeGreaterThan(0);
+      expect(Math.abs(Math.log(pod.gamma_ms! / TRUTH.gamma)), picture).toBeLessThanOrEqual(3 * gammaStd);
       // lambda* of the learned pod against lambda* of the true one, at one workload.
       const w = TUNER_SWEEP_WORKLOAD;
       const learned = { alpha: pod.alpha_ms!, beta: pod.beta_ms!, gamma: pod.gamma_ms! };
       const ratio = maxRate(learned, w, TARGETS) / maxRate(TRUTH, w, TARGETS);
       console.log(`${name}: lambda* learned / true = ${ratio.toFixed(3)}`);
-      expect(Math.abs(ratio - 1)).toBeLessThanOrEqual(0.5);
+      expect(Math.abs(ratio - 1), `${picture}, lambda* learned / true ${ratio}`).toBeLessThanOrEqual(
+        BOUNDS.lambda,
+      );
     }
 
     // Sizing: base, double, half the offered load at one workload.

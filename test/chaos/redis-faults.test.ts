@@ -108,8 +108,15 @@ describe('Redis faults under load (2 replicas, reject mode)', () => {
       await pool.redis.resume();
     }, 10_000);
     const afterFault = expectRecovered('SIGSTOP 5 s', run);
+    // Requests sent while Redis is stopped are answered, fast: 8 clients answered within a
+    // second each send many over the 4 s window; a gateway that waits for Redis sends none.
     const stalled = sentBetween(afterFault, run.faultAt + 500, run.faultAt + 4_500);
-    expect(stalled.every((r) => r.status === 503 && r.endMs < 1_000)).toBe(true);
+    const picture = `sent during the stall: ${JSON.stringify(statuses(stalled))}, slowest ${Math.max(0, ...stalled.map((r) => r.endMs)).toFixed(0)} ms`;
+    expect(stalled.length, picture).toBeGreaterThanOrEqual(8 * 4);
+    expect(
+      stalled.filter((r) => r.status !== 503 || r.endMs >= 1_000),
+      picture,
+    ).toEqual([]);
     await expectConserved(pool);
   }, 60_000);
 });

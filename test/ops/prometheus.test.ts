@@ -144,6 +144,10 @@ describeWithTools(
           return r.length > 0 ? r : undefined;
         }, 30_000);
         log(`tuner sized: ${sized ? 'yes' : 'no'}`);
+        expect(
+          sized,
+          'the tuner sized the pool (fairgate_desired_pods and fairgate_tuner_nis)',
+        ).toBeDefined();
 
         // 1. Every dashboard expression, with its variables at All, returns data.
         const { panels, variables } = readDashboard(DASHBOARD_JSON);
@@ -234,12 +238,18 @@ describeWithTools(
         const results = await load;
         const dropped = results.filter((r) => r.status === 429).length;
         log(`load: ${results.length} requests, ${dropped} dropped`);
+        expect(results.filter((r) => r.status === 200).length, 'requests served').toBeGreaterThan(
+          0,
+        );
+        expect(dropped, 'requests dropped (the provoked drops)').toBeGreaterThan(0);
         const ended = await waitForBatch(
           sdk(pool.gateways[1]!, TEST_KEYS.paying),
           batch.id,
           30_000,
         );
         log(`batch: ${ended.status}, ${JSON.stringify(ended.request_counts)}`);
+        expect(ended.status).toBe('completed');
+        expect(ended.request_counts).toEqual({ total: 20, completed: 20, failed: 0 });
 
         // 3. Nobody can lead: a foreign holder takes the lease key; the leader's renewal is
         // refused and every acquire answers "held".

@@ -75,17 +75,26 @@ export interface LoadCounters {
   failed: number;
 }
 
+/** Time to first token as the client saw it: from sending to the first content chunk. */
+export interface ClientTtft {
+  /** performance.now() when the first token arrived. */
+  at: number;
+  ms: number;
+}
+
 /**
  * Closed-loop streaming clients spread over the gateways: each keeps one request open,
  * backs off a little after a 429 (as a well-behaved client does), until `control.stop`.
+ * `ttfts` holds every completed request's time to first token, measured here.
  */
 export function closedLoopLoad(
   gateways: AppHandle[] | (() => AppHandle[]),
   clients: number,
   control: { stop: boolean },
   maxTokens = 8,
-): { done: Promise<void>; counters: LoadCounters } {
+): { done: Promise<void>; counters: LoadCounters; ttfts: ClientTtft[] } {
   const counters: LoadCounters = { completed: 0, rejected: 0, failed: 0 };
+  const ttfts: ClientTtft[] = [];
   const live = typeof gateways === 'function' ? gateways : () => gateways;
   const worker = async (index: number) => {
     let sent = index;
@@ -93,6 +102,7 @@ export function closedLoopLoad(
       const choices = live();
       const gateway = choices[sent++ % choices.length] as AppHandle;
       try {
+        const sentAt = performance.now();
         const response = await fetch(`${gateway.url}/v1/chat/completions`, {
           method: 'POST',
           headers: {
@@ -106,9 +116,12 @@ export function closedLoopLoad(
             stream: true,
           }),
         });
-        await response.arrayBuffer();
-        if (response.ok) counters.completed += 1;
-        else if (response.status === 429) {
+        const firstTokenAt = await firstContentAt(response);
+        if (response.ok) {
+          counters.completed += 1;
+          if (firstTokenAt !== undefined)
+            ttfts.push({ at: firstTokenAt, ms: firstTokenAt - sentAt });
+        } else if (response.status === 429) {
           counters.rejected += 1;
           await sleep(300 + Math.random() * 400);
         } else counters.failed += 1;
@@ -119,7 +132,33 @@ export function closedLoopLoad(
     }
   };
   const done = Promise.all(Array.from({ length: clients }, (_, i) => worker(i))).then(() => {});
-  return { done, counters };
+  return { done, counters, ttfts };
+}
+
+/** Reads the whole body; returns when the first SSE chunk with content arrived. */
+async function firstContentAt(response: Response): Promise<number | undefined> {
+  if (!response.body) return undefined;
+  const decoder = new TextDecoder();
+  let firstAt: number | undefined;
+  let seen = '';
+  for await (const chunk of response.body) {
+    if (firstAt !== undefined) continue;
+    seen += decoder.decode(chunk, { stream: true });
+    if (seen.includes('"content"')) firstAt = performance.now();
+  }
+  return firstAt;
+}
+
+/** p99 of the client-measured TTFT (seconds) of the first tokens in [from, to). */
+export function clientP99S(ttfts: readonly ClientTtft[], from: number, to: number): number | null {
+  const window = ttfts
+    .filter((t) => t.at >= from && t.at < to)
+    .map((t) => t.ms)
+    .sort((a, b) => a - b);
+  if (window.length === 0) return null;
+  return (
+    (window[Math.min(window.length - 1, Math.ceil(window.length * 0.99) - 1)] as number) / 1_000
+  );
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -1,4 +1,4 @@
-import { describe, it } from 'vitest';
+import { describe, it, type TestContext } from 'vitest';
 
 /**
  * Suites that run a real binary (prometheus, docker-compose, kubectl, haproxy, redis-server).
@@ -55,3 +55,13 @@ export function requireTool(name: string, path: string | undefined, install: str
 
 /** Whether a test that needs only `path`'s tool is skipped (never under CI=true). */
 export const skipWithout = (path: string | undefined) => !path && !TOOLS_REQUIRED;
+
+/**
+ * A machine requirement one test checks when it runs (an open-files limit, say): `unmet`
+ * names what is missing. Off CI the test is skipped and says why; under CI=true it fails.
+ */
+export function requireMachine(context: TestContext, unmet: string | undefined): void {
+  if (unmet === undefined) return;
+  if (TOOLS_REQUIRED) throw new Error(`CI=true requires it: ${unmet}`);
+  context.skip(unmet);
+}
