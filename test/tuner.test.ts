@@ -198,15 +198,18 @@ describe('capacity tuner against fairgate-sim', () => {
       expect(Math.abs(errors[1]!), picture).toBeLessThanOrEqual(BOUNDS.beta);
       const gammaStd = pod.relative_std?.[2] ?? 0;
       expect(gammaStd, picture).toBeGreaterThan(0);
-      expect(Math.abs(Math.log(pod.gamma_ms! / TRUTH.gamma)), picture).toBeLessThanOrEqual(3 * gammaStd);
+      expect(Math.abs(Math.log(pod.gamma_ms! / TRUTH.gamma)), picture).toBeLessThanOrEqual(
+        3 * gammaStd,
+      );
       // lambda* of the learned pod against lambda* of the true one, at one workload.
       const w = TUNER_SWEEP_WORKLOAD;
       const learned = { alpha: pod.alpha_ms!, beta: pod.beta_ms!, gamma: pod.gamma_ms! };
       const ratio = maxRate(learned, w, TARGETS) / maxRate(TRUTH, w, TARGETS);
       console.log(`${name}: lambda* learned / true = ${ratio.toFixed(3)}`);
-      expect(Math.abs(ratio - 1), `${picture}, lambda* learned / true ${ratio}`).toBeLessThanOrEqual(
-        BOUNDS.lambda,
-      );
+      expect(
+        Math.abs(ratio - 1),
+        `${picture}, lambda* learned / true ${ratio}`,
+      ).toBeLessThanOrEqual(BOUNDS.lambda);
     }
 
     // Sizing: base, double, half the offered load at one workload.
