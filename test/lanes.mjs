@@ -11,6 +11,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 
 const LANES = [
@@ -19,7 +20,10 @@ const LANES = [
 ];
 const JSON_FLAG = '--outputFile.json=';
 
-const vitest = createRequire(import.meta.url).resolve('vitest/vitest.mjs');
+const vitest = join(
+  dirname(createRequire(import.meta.url).resolve('vitest/package.json')),
+  'vitest.mjs',
+);
 const args = process.argv.slice(2);
 const jsonOut = args.find((a) => a.startsWith(JSON_FLAG))?.slice(JSON_FLAG.length);
 const shared = args.filter((a) => !a.startsWith(JSON_FLAG));
