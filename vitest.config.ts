@@ -9,11 +9,9 @@ const sourceConditions = ['@fairgate/source', 'node', 'import', 'default'];
 
 /**
  * Suites that judge timing against the wall clock (shares over a window, failover within a
- * bound, p99 against a baseline, learned latencies, memory under load). On two cores they
- * failed when a CPU-bound file (the scheduler differential, the tuner harness) ran beside
- * them. `npm test` (test/lanes.mjs) runs them one at a time at normal priority while every
- * other file runs at the same time at the lowest priority (nice 19), so they never wait for
- * a core. A plain `vitest run` runs them after every other file, one at a time.
+ * bound, p99 against a baseline, memory under load). On two cores they fail when a
+ * CPU-bound file (the scheduler differential, the tuner harness) runs beside them, so they
+ * run after every other file, one at a time.
  */
 const TIMING_SENSITIVE = [
   'test/chaos/local-share.test.ts',
@@ -31,31 +29,31 @@ const TIMING_SENSITIVE = [
   // TTFT and inter-token gaps within 10% of the sim's model: a CPU-bound file beside it
   // made a 170 ms TTFT read 188 ms in CI.
   'apps/vllm-sim/test/fidelity.test.ts',
-  // The filter's alpha, beta and lambda* within 10/15/15% of the sims' truth: the sims'
-  // latencies are its input.
-  'test/tuner.test.ts',
 ];
 
 /**
- * The parallel project's longest files, longest first (seconds in one full run on a 2-core
- * VM). Workers take files in order; a clean clone has no duration cache, so vitest would
- * order them by file size and the longest (the scheduler differential) would start late and
- * run alone at the end. Started first, the rest packs around them.
+ * The parallel project's longest files in the order they start: longest first (seconds in
+ * one full run on a 2-core VM), but the tuner test after the two CPU-bound files. Two workers take files in order; a clean clone has no duration cache, so
+ * vitest would order them by file size and the longest (the scheduler differential, ~117 s)
+ * started ~400 s in and ran alone at the end. Started first, the rest packs around them.
  */
 const LONGEST_FIRST = [
   'packages/scheduler/test/differential.test.ts', // 106, CPU-bound
+  'loadtest/test/tuner-harness.test.ts', // 22, CPU-bound
   'test/chaos/redis-restart.test.ts', // 48
-  'packages/scheduler/test/cluster.test.ts', // 45
   'test/ops/prometheus.test.ts', // 45
+  'packages/scheduler/test/cluster.test.ts', // 45
+  // 66: after the two CPU-bound files (the sims' latencies are the filter's input; its
+  // bounds are alpha 10%, beta 15%, lambda* 15%), before the other long ones.
+  'test/tuner.test.ts',
   'test/multi-replica.test.ts', // 39
   'test/chaos/redis-faults.test.ts', // 34
   'test/drain.test.ts', // 28
   'test/flow-control.test.ts', // 27
   'packages/scheduler/test/redis.test.ts', // 24
-  'loadtest/test/tuner-harness.test.ts', // 22, CPU-bound
-  'loadtest/test/shutdown.test.ts', // 16
+  'loadtest/test/batch-stack.test.ts', // 14-20
+  'loadtest/test/shutdown.test.ts', // 16-18
   'test/controller-failover.test.ts', // 15
-  'loadtest/test/batch-stack.test.ts', // 14
 ];
 
 /** vitest's own order (groups, then its cache or file size), the files above first. */
@@ -86,9 +84,7 @@ export default defineConfig({
           include: ['{apps,packages,loadtest,test}/**/*.test.ts'],
           exclude: ['**/node_modules/**', '**/dist/**', ...TIMING_SENSITIVE],
           fileParallelism: true,
-          // Three on two cores: a file that mostly waits (Prometheus, failover) leaves its
-          // core to the others.
-          maxWorkers: 3,
+          maxWorkers: 2,
           sequence: { groupOrder: 0 },
         },
       },

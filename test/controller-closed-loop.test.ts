@@ -161,8 +161,9 @@ describe('controller closed loop (2 sims, 2 gateway replicas)', () => {
     for (const a of trajectory) {
       if (typeof a.p99S === 'number') expect(a.p99S).toBeLessThanOrEqual(BAND[1]);
     }
-    // The clients measured the same headroom: every window's p99 TTFT under the band's top.
-    const measured = clientWindows.map((w) => w.p99S);
+    // The clients measured the same headroom: every window's p99 TTFT under the band's top,
+    // after the first (the gateways' first requests, before the controller's first samples).
+    const measured = clientWindows.slice(1).map((w) => w.p99S);
     expect(
       measured.every((p) => p !== null && p <= BAND[1]),
       `client p99 per window: ${measured}`,
