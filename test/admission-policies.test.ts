@@ -1,5 +1,6 @@
 import { sha256Hex, TEST_KEYS } from '@fairgate/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectClientsAndSimsAgree, ledger } from './support/ledger.js';
 import { dropsOf, expectConserved, generate, type Pool, startPool } from './support/pool.js';
 
 /**
@@ -40,6 +41,7 @@ describe('tier-shed', () => {
   afterAll(async () => pool?.stop());
 
   it('admits every class under the threshold and sheds classes below the minimum above it', async () => {
+    const before = await ledger(pool);
     const idle = await generate(pool.gateways[1]!.url, TEST_KEYS.paying, { sloClass: 'batch' });
     expect([idle.status, idle.dropReason]).toEqual([200, null]);
 
@@ -57,7 +59,8 @@ describe('tier-shed', () => {
     expect([sheddable!.status, sheddable!.dropReason]).toEqual([429, 'shed_by_tier']);
     expect(standard!.status).toBe(200);
     expect(critical!.status).toBe(200);
-    expect((await held).every((r) => r.status === 200)).toBe(true);
+    const heldAnswers = await held;
+    expect(heldAnswers.every((r) => r.status === 200)).toBe(true);
 
     // Overload ends when a scrape shows the pods drained (the signal lags by up to a scrape).
     await expect
@@ -73,7 +76,16 @@ describe('tier-shed', () => {
       .toBe(0);
     const after = await generate(pool.gateways[0]!.url, TEST_KEYS.paying, { sloClass: 'batch' });
     expect(after.status).toBe(200);
-    const state = await expectConserved(pool);
+    await expectClientsAndSimsAgree(pool, before, [
+      idle,
+      ...heldAnswers,
+      batch!,
+      sheddable!,
+      standard!,
+      critical!,
+      after,
+    ]);
+    const state = await pool.state();
     expect(dropsOf(state, 'shed_by_tier')).toBe(2);
     const byClass = state.drops.filter((d) => d.reason === 'shed_by_tier').map((d) => d.class);
     expect(byClass.sort()).toEqual(['batch', 'sheddable']);
