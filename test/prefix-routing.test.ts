@@ -1,7 +1,7 @@
 import { type AppHandle, sha256Hex, startSim, TEST_KEYS } from '@fairgate/testkit';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Pool, startPool } from './support/pool.js';
+import { metricSum, type Pool, startPool } from './support/pool.js';
 
 /**
  * Prefix-aware pod choice across replicas (docs/routing.md): two sims behind two gateway
@@ -90,14 +90,7 @@ describe('prefix-aware routing with one index shared by the replicas', () => {
     expect(misses.length).toBeLessThanOrEqual(SYSTEM_PROMPTS.length);
     // The prompts are spread over both pods (every prompt's first request is sent at once).
     const served = await Promise.all(
-      sims.map(async (sim) => {
-        const text = await (await fetch(`${sim.url}/metrics`)).text();
-        let total = 0;
-        for (const m of text.matchAll(/^vllm:request_success_total\{[^}]*\} (\d+)/gm)) {
-          total += Number(m[1]);
-        }
-        return total;
-      }),
+      sims.map((sim) => metricSum(sim.url, 'vllm:request_success_total')),
     );
     expect(served.every((n) => n > 0)).toBe(true);
   }, 60_000);

@@ -1,4 +1,4 @@
-import { type AppHandle, sha256Hex, TEST_KEYS } from '@fairgate/testkit';
+import { sha256Hex, TEST_KEYS } from '@fairgate/testkit';
 import { QueueEvents } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -10,7 +10,7 @@ import {
   waitForBatch,
   waitForProgress,
 } from '../support/batch.js';
-import { expectConserved, type Pool, startPool } from '../support/pool.js';
+import { expectConserved, metricSum, type Pool, startPool } from '../support/pool.js';
 
 /**
  * kill -9 of a replica mid-batch (docs/batch.md, *Crashes*): its worker's lines stop
@@ -64,7 +64,7 @@ describe('kill -9 of a replica mid-batch (Redis, 2 sims, 2 replicas)', () => {
       const progress = await waitForProgress(client, batch.id, LINES / 4);
       expect(progress.status).toBe('in_progress');
       const before = (await pool.state(1)).inflight;
-      const held = await linesRunning(victim!);
+      const held = await metricSum(victim!.url, 'fairgate_batch_lines_running');
       await victim!.kill();
       const atKill = progress.request_counts?.completed ?? 0;
       expect(held, 'lines the victim was running when killed').toBeGreaterThan(0);
@@ -100,12 +100,3 @@ describe('kill -9 of a replica mid-batch (Redis, 2 sims, 2 replicas)', () => {
     }
   }, 150_000);
 });
-
-/** The lines a replica's batch worker is running (its fairgate_batch_lines_running). */
-async function linesRunning(gateway: AppHandle): Promise<number> {
-  const text = await (await fetch(`${gateway.url}/metrics`)).text();
-  let sum = 0;
-  for (const m of text.matchAll(/^fairgate_batch_lines_running\{[^}]*\} (\d+)/gm))
-    sum += Number(m[1]);
-  return sum;
-}

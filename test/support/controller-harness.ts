@@ -6,6 +6,7 @@ import {
   TEST_KEYS,
   writeGatewayConfig,
 } from '@fairgate/testkit';
+import { percentile } from './pool.js';
 
 /**
  * Shared pieces of the controller's cross-process tests: gateways with a `controller:`
@@ -151,14 +152,8 @@ async function firstContentAt(response: Response): Promise<number | undefined> {
 
 /** p99 of the client-measured TTFT (seconds) of the first tokens in [from, to). */
 export function clientP99S(ttfts: readonly ClientTtft[], from: number, to: number): number | null {
-  const window = ttfts
-    .filter((t) => t.at >= from && t.at < to)
-    .map((t) => t.ms)
-    .sort((a, b) => a - b);
-  if (window.length === 0) return null;
-  return (
-    (window[Math.min(window.length - 1, Math.ceil(window.length * 0.99) - 1)] as number) / 1_000
-  );
+  const window = ttfts.filter((t) => t.at >= from && t.at < to).map((t) => t.ms);
+  return window.length === 0 ? null : percentile(window, 99) / 1_000;
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -265,6 +265,18 @@ export async function waitUntilPool(
   }
 }
 
+/** One metric summed over every label set, as a process's /metrics shows it now. */
+export async function metricSum(url: string, name: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  let total = 0;
+  for (const line of text.split('\n')) {
+    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) {
+      total += Number(line.slice(line.lastIndexOf(' ') + 1));
+    }
+  }
+  return total;
+}
+
 export function percentile(values: readonly number[], p: number): number {
   if (values.length === 0) return Number.NaN;
   const sorted = [...values].sort((a, b) => a - b);

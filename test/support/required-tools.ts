@@ -41,9 +41,10 @@ export function describeWithTools(
     });
     return;
   }
-  // Off CI only: a developer without the binary still runs the rest of the suite, and the
-  // title and the warning name what is missing; CI=true never reaches this line (above).
   console.warn(`${title}: skipped: ${why}`);
+  // Skipped off CI only, for a real reason: the binary is missing on this developer's
+  // machine. The rest of the suite still runs, and the title and the warning name what is
+  // missing; CI=true never reaches this line (above), it fails instead.
   describe.skip(`${title} (skipped: ${why})`, body);
 }
 
