@@ -11,7 +11,9 @@ const sourceConditions = ['@fairgate/source', 'node', 'import', 'default'];
  * Suites that judge timing against the wall clock (shares over a window, failover within a
  * bound, p99 against a baseline, memory under load). On two cores they fail when a
  * CPU-bound file (the scheduler differential, the tuner harness) runs beside them, so they
- * run after every other file, one at a time.
+ * run after every other file, two at a time: each spends well under one core (the tuner
+ * ~15%, the batch backfill and the closed loop ~30-50% of two), so a pair leaves the
+ * machine idle enough for the other's timers.
  */
 const TIMING_SENSITIVE = [
   'test/chaos/local-share.test.ts',
@@ -54,6 +56,11 @@ const LONGEST_FIRST = [
   'loadtest/test/batch-stack.test.ts', // 14-20
   'loadtest/test/shutdown.test.ts', // 16-18
   'test/controller-failover.test.ts', // 15
+  // The timing group's, on its own two workers: the backfill beside the tuner, then beside
+  // the closed loop.
+  'test/batch-backfill.test.ts', // 117
+  'test/tuner.test.ts', // 66
+  'test/controller-closed-loop.test.ts', // 57
 ];
 
 /** vitest's own order (groups, then its cache or file size), the files above first. */
@@ -93,7 +100,8 @@ export default defineConfig({
         test: {
           name: 'timing',
           include: TIMING_SENSITIVE,
-          fileParallelism: false,
+          fileParallelism: true,
+          maxWorkers: 2,
           sequence: { groupOrder: 1 },
         },
       },
