@@ -300,7 +300,7 @@ describe('Dockerfile', () => {
         const isCopied = copied.some((s) => file === s || file.startsWith(`${s}/`));
         if (ignored(ignorePatterns, file) || !isCopied) missing.push(file);
       }
-      const tsconfig = readJson<{ extends?: string }>(`${dir}/tsconfig.build.json`);
+      const tsconfig = readJson<{ extends?: string }>(`${dir}/tsconfig.json`);
       if (tsconfig.extends) {
         const base = posix.normalize(posix.join(dir, tsconfig.extends));
         if (ignored(ignorePatterns, base) || !copied.includes(base)) missing.push(base);
@@ -386,9 +386,10 @@ describe('Dockerfile', () => {
     const binDir = posix.join(runtimeDir, 'node_modules/.bin');
     expect(env.some((e) => new RegExp(`PATH=${binDir}:`).test(e))).toBe(true);
 
+    // The built workspaces' bins (packages/build's fairgate-build builds them; it is not shipped).
     const bins = new Map<string, string>();
-    for (const [dir, manifest] of manifests) {
-      for (const [name, target] of Object.entries(manifest.bin ?? {})) {
+    for (const dir of builtWorkspaces) {
+      for (const [name, target] of Object.entries(manifests.get(dir)?.bin ?? {})) {
         bins.set(name, posix.join(dir, target));
       }
     }
