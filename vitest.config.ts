@@ -38,13 +38,13 @@ const TIMING_SENSITIVE = [
 
 /**
  * The parallel project's longest files, longest first (seconds in one full run on a 2-core
- * VM). The workers take files in order; a clean clone has no duration cache, so
- * vitest would order them by file size and the longest (the scheduler differential, ~117 s)
- * started ~400 s in and ran alone at the end. Started first, the rest packs around them.
+ * VM). The workers take files in order; a clean clone has no duration cache, so vitest
+ * would order them by file size, and a long file started late runs alone at the end.
+ * Started first, the rest packs around them.
  */
 const LONGEST_FIRST = [
-  'packages/scheduler/test/differential.test.ts', // 106, CPU-bound
-  'loadtest/test/tuner-harness.test.ts', // 22, CPU-bound
+  'packages/scheduler/test/differential.test.ts', // 20-30, CPU-bound
+  'loadtest/test/tuner-harness.test.ts', // 16-28, CPU-bound
   'test/chaos/redis-restart.test.ts', // 48
   'test/ops/prometheus.test.ts', // 45
   'packages/scheduler/test/cluster.test.ts', // 45
@@ -58,7 +58,7 @@ const LONGEST_FIRST = [
   'test/controller-failover.test.ts', // 15
   // The timing group's, on its own two workers: the backfill beside the tuner, then beside
   // the closed loop.
-  'test/batch-backfill.test.ts', // 117
+  'test/batch-backfill.test.ts', // 105
   'test/tuner.test.ts', // 66
   'test/controller-closed-loop.test.ts', // 57
 ];
