@@ -42,6 +42,8 @@ const METHODS = [
   'configure',
   'upsertTenants',
   'upsertPods',
+  'syncPods',
+  'setPodHealth',
   'forgetPrefixes',
   'enqueue',
   'poll',

@@ -11,6 +11,7 @@ export {
   type ControllerSectionConfig,
   configSchema,
   DEFAULT_SLO_CLASSES,
+  type DiscoveryConfig,
   type FairgateConfig,
   type LeaderConfig,
   type PodConfig,

@@ -24,6 +24,7 @@ function viewOf(config: FairgateConfig, pool: PoolConfig): FairgateConfig {
     ...config,
     pool: pool.name,
     pods: pool.pods,
+    discovery: pool.discovery,
     models: pool.models.length > 0 ? [...pool.models] : undefined,
     scheduler: pool.scheduler,
     admission: pool.admission,

@@ -92,6 +92,54 @@ export const podSchema = z.strictObject({
   cap: z.number().int().positive().default(64),
 });
 
+/** A discovered pod's scheme: the pods answer plain HTTP inside a cluster, or HTTPS. */
+const schemeSchema = z.enum(['http', 'https']).default('http');
+
+/** DNS discovery: a Kubernetes headless Service, a compose service scaled with `--scale`. */
+export const dnsDiscoverySchema = z
+  .strictObject({
+    /** The name to resolve (A and AAAA records; SRV records with `srv: true`). */
+    name: z.string().min(1).max(253),
+    /** The pods' port (A/AAAA records carry none); with `srv: true` the records give it. */
+    port: z.number().int().min(1).max(65_535).optional(),
+    srv: z.boolean().default(false),
+    /** DNS servers to ask (`host` or `host:port`); absent = the system's resolvers. */
+    servers: z.array(z.string().min(1)).min(1).optional(),
+    scheme: schemeSchema,
+  })
+  .refine((dns) => dns.srv || dns.port !== undefined, {
+    message: 'port is required unless srv: true (the SRV records carry the port)',
+    path: ['port'],
+  });
+
+/** Kubernetes discovery: the ready endpoints of a Service's EndpointSlices, watched. */
+export const kubernetesDiscoverySchema = z.strictObject({
+  service: z.string().min(1).max(63),
+  /** The Service's namespace; absent = the gateway's own (in a cluster), else `default`. */
+  namespace: z.string().min(1).max(63).optional(),
+  /** A port name or number of the slices; absent = their first port. */
+  port: z.union([z.string().min(1), z.number().int().min(1).max(65_535)]).optional(),
+  scheme: schemeSchema,
+});
+
+/**
+ * Where a pool's pods come from besides its `pods:` list: DNS or Kubernetes. Every replica
+ * discovers; the leader writes the pool's shared pod set (docs/architecture.md, *Who writes
+ * the pod set*).
+ */
+export const discoverySchema = z
+  .strictObject({
+    dns: dnsDiscoverySchema.optional(),
+    kubernetes: kubernetesDiscoverySchema.optional(),
+    /** How often DNS is read again (a Kubernetes watch reports changes as they happen). */
+    refresh_ms: z.number().int().min(100).max(600_000).default(5_000),
+    /** Most requests the gateway sends each discovered pod at once. */
+    cap: z.number().int().positive().default(64),
+  })
+  .refine((d) => (d.dns === undefined) !== (d.kubernetes === undefined), {
+    message: 'give exactly one of dns: or kubernetes:',
+  });
+
 /**
  * The scheduler section: the pool settings of the settings table (scheduler-settings-schema.ts)
  * and the replica's own scheduling keys.
@@ -398,7 +446,9 @@ export const poolSchema = z.strictObject({
    * loaded at run time included); a configured model of another pool keeps its pool.
    */
   discover_models: z.boolean().default(false),
-  pods: z.array(podSchema).min(1),
+  /** Pods listed by hand; with `discovery` they may be none. */
+  pods: z.array(podSchema).default([]),
+  discovery: discoverySchema.optional(),
   scheduler: schedulerSchema.optional(),
   admission: admissionSchema.optional(),
   saturation: saturationSchema.optional(),
@@ -440,7 +490,9 @@ const configObject = z.strictObject({
     .default(DEFAULT_SLO_CLASSES),
   tenants: z.array(tenantSchema).min(1),
   /** The pods of a single-pool config (or `pools:`). */
-  pods: z.array(podSchema).min(1).optional(),
+  pods: z.array(podSchema).optional(),
+  /** Where a single-pool config's pods are discovered (besides or instead of `pods`). */
+  discovery: discoverySchema.optional(),
   scheduler: schedulerSchema.default(schedulerSchema.parse({})),
   admission: admissionSchema.default(admissionSchema.parse({})),
   saturation: saturationSchema.default(saturationSchema.parse({})),
@@ -633,14 +685,14 @@ function checkConfig(config: ParsedConfig, ctx: RefineContext): void {
     (i) => ['tenants', i, 'id'],
     'tenant id',
   );
-  if ((config.pods === undefined) === (config.pools === undefined)) {
+  const singlePool = config.pods !== undefined || config.discovery !== undefined;
+  if (singlePool === (config.pools !== undefined)) {
     ctx.addIssue({
       code: 'custom',
-      path: [config.pods === undefined ? 'pods' : 'pools'],
-      message:
-        config.pods === undefined
-          ? 'is required (or pools:, for several pools)'
-          : 'give either top-level pods (one pool) or pools:, not both',
+      path: [singlePool ? 'pools' : 'pods'],
+      message: singlePool
+        ? 'give either top-level pods/discovery (one pool) or pools:, not both'
+        : 'is required (or discovery:, or pools: for several pools)',
     });
     return;
   }
@@ -652,6 +704,15 @@ function checkConfig(config: ParsedConfig, ctx: RefineContext): void {
     });
   }
   const pools = poolsOf(config);
+  pools.forEach((pool, i) => {
+    if (pool.pods.length === 0 && !pool.discovery) {
+      ctx.addIssue({
+        code: 'custom',
+        path: config.pools ? ['pools', i, 'pods'] : ['pods'],
+        message: 'a pool needs at least one pod, or discovery:',
+      });
+    }
+  });
   if (config.pools) {
     checkUnique(
       ctx,
@@ -698,7 +759,9 @@ export interface PoolConfig {
   readonly models: readonly { name: string; aliases: string[] }[];
   /** Also the models its pods list (config `pools[].discover_models`). */
   readonly discoverModels: boolean;
+  /** The pods listed in the config (discovered ones join them at run time). */
   readonly pods: PodConfig[];
+  readonly discovery: DiscoveryConfig | undefined;
   readonly scheduler: SchedulerConfig;
   readonly admission: AdmissionSectionConfig;
   readonly saturation: SaturationSectionConfig;
@@ -709,7 +772,7 @@ export interface PoolConfig {
 
 type ParsedSections = Pick<
   z.output<typeof configObject>,
-  'pool' | 'models' | 'pools' | 'pods' | keyof PoolSections
+  'pool' | 'models' | 'pools' | 'pods' | 'discovery' | keyof PoolSections
 >;
 
 /** The pools a parsed config describes: `pools:`, or the single pool of top-level `pods`. */
@@ -720,6 +783,7 @@ function poolsOf(config: ParsedSections): PoolConfig[] {
       models: pool.models,
       discoverModels: pool.discover_models,
       pods: pool.pods,
+      discovery: pool.discovery,
       scheduler: pool.scheduler ?? config.scheduler,
       admission: pool.admission ?? config.admission,
       saturation: pool.saturation ?? config.saturation,
@@ -734,6 +798,7 @@ function poolsOf(config: ParsedSections): PoolConfig[] {
       models: config.models ?? [],
       discoverModels: false,
       pods: config.pods ?? [],
+      discovery: config.discovery,
       scheduler: config.scheduler,
       admission: config.admission,
       saturation: config.saturation,
@@ -747,6 +812,7 @@ function poolsOf(config: ParsedSections): PoolConfig[] {
 export type FairgateConfig = z.infer<typeof configSchema>;
 export type TenantConfig = z.infer<typeof tenantSchema>;
 export type PodConfig = z.infer<typeof podSchema>;
+export type DiscoveryConfig = z.infer<typeof discoverySchema>;
 export type SchedulerConfig = z.infer<typeof schedulerSchema>;
 export type AdmissionSectionConfig = z.infer<typeof admissionSchema>;
 export type SaturationSectionConfig = z.infer<typeof saturationSchema>;

@@ -89,6 +89,15 @@ export class ConfigWatcher {
           'pools',
         );
       }
+      const discovery = (c: FairgateConfig) =>
+        JSON.stringify(c.pools.map((pool) => pool.discovery ?? null));
+      if (discovery(next) !== discovery(previous)) {
+        // A pool's discovery source (its DNS name, its Service) runs from start.
+        throw new ConfigError(
+          `invalid config ${this.path}: discovery: a reload cannot change where pods are discovered; restart the replicas to change it`,
+          'discovery',
+        );
+      }
       this.#current = next;
       this.events.onReload?.(next, previous);
       return true;

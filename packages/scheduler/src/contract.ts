@@ -11,6 +11,7 @@ import type {
 } from '@fairgate/core';
 import type {
   PodConfig,
+  PodHealth,
   SchedulerSettings,
   SchedulerSettingsInput,
   TenantConfig,
@@ -180,6 +181,8 @@ export interface PodSnapshot {
   name: PodName;
   cap: number;
   healthy: boolean;
+  /** Discovery no longer lists it: no new grant; it goes once its requests end (syncPods). */
+  leaving: boolean;
   inflight: number;
   /** The last scrape (scrapedAtMs on the store clock), null when never scraped. */
   load: ScrapedLoad | null;
@@ -249,7 +252,17 @@ export interface Scheduler extends GrantSource {
     options?: ConfigureOptions,
   ): Promise<SchedulerSettings>;
   upsertTenants(tenants: readonly TenantConfig[]): Promise<void>;
+  /** Creates or updates the config's pods: cap and health. */
   upsertPods(pods: readonly PodConfig[]): Promise<void>;
+  /**
+   * Fenced: the whole set of pods discovery lists now (the leader's write). New ones join
+   * with their health; the discovered pods not listed leave (no new grant, their prefix
+   * index dropped) and are deleted once none of their requests is in flight. The config's
+   * pods are not touched. false (nothing written) when the fence is stale.
+   */
+  syncPods(fence: Fence, pods: readonly PodConfig[]): Promise<boolean>;
+  /** A replica's health checks: existing pods only, never one that is leaving. */
+  setPodHealth(pods: readonly PodHealth[]): Promise<void>;
   /** Drops the pods' prefix indexes (they restarted: their KV caches are empty). */
   forgetPrefixes(pods: readonly PodName[]): Promise<void>;
 

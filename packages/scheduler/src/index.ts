@@ -36,6 +36,7 @@ export { canHandOver } from './requests.js';
 export type {
   GatingConfig,
   PodConfig,
+  PodHealth,
   SchedulerSettings,
   SchedulerSettingsInput,
   TenantConfig,

@@ -21,6 +21,8 @@ export interface PoolKeys {
   readonly config: string;
   readonly ctl: string;
   readonly pods: string;
+  /** Set: the pods discovery listed (lua/syncPods-6.lua), apart from the config's. */
+  readonly discovered: string;
   readonly bands: string;
   readonly deficit: string;
   readonly leases: string;
@@ -54,6 +56,7 @@ export function poolKeys(pool: string): PoolKeys {
     config: `${tag}config`,
     ctl: `${tag}ctl`,
     pods: `${tag}pods`,
+    discovered: `${tag}discovered`,
     bands: `${tag}bands`,
     deficit: `${tag}deficit`,
     leases: `${tag}leases`,

@@ -137,6 +137,12 @@ export interface PodConfig {
   healthy?: boolean;
 }
 
+/** A replica's health check of a pod (setPodHealth). */
+export interface PodHealth {
+  name: PodName;
+  healthy: boolean;
+}
+
 export function resolvePod(pod: PodConfig): Required<PodConfig> {
   assertValidName('pod.name', pod.name);
   assertInteger(`pod ${pod.name}: cap`, pod.cap, 0);

@@ -120,6 +120,8 @@ export interface LocalPod {
   name: string;
   cap: number;
   healthy: boolean;
+  /** Discovery no longer lists it (syncPods): deleted once none of its requests is in flight. */
+  leaving: boolean;
   inflight: number;
   load: ScrapedLoad | null;
 }
@@ -140,6 +142,8 @@ export class LocalEngine {
   readonly waitingByBand = new Map<number, number>();
   readonly tenants = new Map<string, LocalTenant>();
   readonly pods = new Map<string, LocalPod>();
+  /** The pods discovery listed (syncPods), apart from the config's. */
+  readonly discovered = new Set<string>();
   /** Each pod's index of the prompt blocks it was granted (prefix routing). */
   readonly prefixIndex = new PrefixIndex();
   readonly requests = new Map<string, LocalRequest>();

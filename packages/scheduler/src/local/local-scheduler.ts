@@ -39,6 +39,7 @@ import {
 } from '../requests.js';
 import {
   type PodConfig,
+  type PodHealth,
   resolvePod,
   resolveSettings,
   resolveTenant,
@@ -135,9 +136,53 @@ export class LocalScheduler implements Scheduler {
       const existing = this.engine.pods.get(pod.name);
       this.engine.pods.set(pod.name, {
         ...pod,
+        leaving: existing?.leaving ?? false,
         inflight: existing?.inflight ?? 0,
         load: existing?.load ?? null,
       });
+    }
+  }
+
+  /** Mirrors lua/syncPods-6.lua. */
+  async syncPods(fence: Fence, pods: readonly PodConfig[]): Promise<boolean> {
+    const listed = pods.map(resolvePod);
+    if (!this.lease.holds(fence, this.clock())) return false;
+    const e = this.engine;
+    for (const pod of listed) {
+      const existing = e.discovered.has(pod.name) ? e.pods.get(pod.name) : undefined;
+      e.discovered.add(pod.name);
+      e.pods.set(pod.name, {
+        name: pod.name,
+        cap: pod.cap,
+        healthy: existing && !existing.leaving ? existing.healthy : pod.healthy,
+        leaving: false,
+        inflight: existing?.inflight ?? 0,
+        load: existing?.load ?? null,
+      });
+    }
+    const names = new Set(listed.map((pod) => pod.name));
+    for (const name of [...e.discovered]) {
+      if (names.has(name)) continue;
+      const pod = e.pods.get(name);
+      if (pod && !pod.leaving) {
+        pod.leaving = true;
+        pod.healthy = false;
+        e.prefixIndex.forget(name);
+      }
+      if (!pod || pod.inflight <= 0) {
+        e.pods.delete(name);
+        e.discovered.delete(name);
+      }
+    }
+    return true;
+  }
+
+  /** Mirrors lua/setPodHealth-1.lua. */
+  async setPodHealth(pods: readonly PodHealth[]): Promise<void> {
+    for (const pod of pods) assertValidName('pod', pod.name);
+    for (const { name, healthy } of pods) {
+      const pod = this.engine.pods.get(name);
+      if (pod && !pod.leaving) pod.healthy = healthy;
     }
   }
 

@@ -36,6 +36,7 @@ import {
 } from '../requests.js';
 import {
   type PodConfig,
+  type PodHealth,
   resolvePod,
   resolveSettings,
   resolveTenant,
@@ -195,6 +196,39 @@ export class RedisScheduler implements Scheduler {
     });
     // FCALL lua/upsertPods-1.lua
     await this.run('upsertPods', [this.keys.pods], args);
+  }
+
+  async syncPods(fence: Fence, pods: readonly PodConfig[]): Promise<boolean> {
+    const args = pods.flatMap((pod) => {
+      const p = resolvePod(pod);
+      return [p.name, p.cap, p.healthy ? '1' : '0'];
+    });
+    this.wake();
+    // FCALL lua/syncPods-6.lua
+    return this.fenced(
+      'syncPods',
+      [
+        this.keys.leader,
+        this.keys.leaderEpoch,
+        this.keys.pods,
+        this.keys.discovered,
+        this.keys.prefixCurrentPrefix,
+        this.keys.prefixPreviousPrefix,
+      ],
+      fence,
+      args,
+    );
+  }
+
+  async setPodHealth(pods: readonly PodHealth[]): Promise<void> {
+    if (pods.length === 0) return;
+    const args = pods.flatMap((pod) => {
+      assertValidName('pod', pod.name);
+      return [pod.name, pod.healthy ? '1' : '0'];
+    });
+    this.wake();
+    // FCALL lua/setPodHealth-1.lua
+    await this.run('setPodHealth', [this.keys.pods], args);
   }
 
   async forgetPrefixes(pods: readonly PodName[]): Promise<void> {
@@ -527,7 +561,8 @@ export class RedisScheduler implements Scheduler {
       | 'releaseLeadership'
       | 'setControl'
       | 'reportPodLoad'
-      | 'setLeaderData',
+      | 'setLeaderData'
+      | 'syncPods',
     keys: string[],
     fence: Fence,
     args: ScriptArg[],

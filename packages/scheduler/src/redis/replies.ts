@@ -35,11 +35,19 @@ export function decodePods(pods: Map<string, string>): PodSnapshot[] {
     if (sep < 0) continue;
     const kind = field.slice(0, sep);
     const name = field.slice(sep + 1);
-    const pod = byName.get(name) ?? { name, cap: 0, healthy: false, inflight: 0, load: null };
+    const pod = byName.get(name) ?? {
+      name,
+      cap: 0,
+      healthy: false,
+      leaving: false,
+      inflight: 0,
+      load: null,
+    };
     byName.set(name, pod);
     if (kind === 'cap') pod.cap = Number(value);
     else if (kind === 'healthy') pod.healthy = value === '1';
     else if (kind === 'inflight') pod.inflight = Number(value);
+    else if (kind === 'leaving') pod.leaving = value === '1';
     else if (['waiting', 'running', 'kv', 'scrapedAt'].includes(kind)) {
       const fields = scraped.get(name) ?? new Map<string, number>();
       scraped.set(name, fields.set(kind, Number(value)));

@@ -4,6 +4,7 @@ import { TestPool } from '../support/pool.js';
 import { admissionPolicies } from './admission.js';
 import { capsAndQuotas } from './caps.js';
 import { controlPlane } from './control.js';
+import { discoveredPods } from './discovery.js';
 import { dispatchOrders } from './dispatch-order.js';
 import { inflightEviction } from './eviction.js';
 import { fairness } from './fairness.js';
@@ -57,4 +58,5 @@ export function describeSchedulerConformance(getBackend: GetBackend): void {
   describe('in-flight eviction', () => inflightEviction(getPool));
   describe('prefix-aware pod choice', () => prefixRouting(getPool));
   describe('slot recycling', () => slotRecycling(getPool));
+  describe('discovered pods', () => discoveredPods(getPool));
 }
