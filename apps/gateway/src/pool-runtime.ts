@@ -1,7 +1,8 @@
-import { type FairgateConfig, poolView } from '@fairgate/config';
+import { type FairgateConfig, type PodConfig, poolView } from '@fairgate/config';
 import type { Scheduler } from '@fairgate/scheduler';
 import { createGatewayMetrics, type GatewayMetrics } from '@fairgate/telemetry';
 import { ControlPlane } from './control/control-plane.js';
+import { PoolDiscovery } from './discovery/pool-discovery.js';
 import { LocalShare, type OutageState, outageState } from './local-share.js';
 import { type OutageMode, OutageMonitor, SchedulerUnavailable } from './redis-outage.js';
 import { resilientScheduler } from './resilient-scheduler.js';
@@ -30,6 +31,8 @@ export class PoolRuntime {
   /** Slot recycling (the Redis scheduler only: the embedded one's enqueue costs no trip). */
   readonly recycler: SlotRecycler | undefined;
   readonly pods: PodPool;
+  /** Where the pool's pods are discovered (config `discovery`), besides its `pods:` list. */
+  readonly discovery: PoolDiscovery | undefined;
   /** What the pods list in their GET /v1/models (refreshed every upstream.models_refresh_ms). */
   readonly models: PodModels;
   readonly control: ControlPlane;
@@ -65,11 +68,31 @@ export class PoolRuntime {
     this.pods = new PodPool(config.pods, config.upstream, {
       onHealthChange: (pod, isHealthy) => {
         metrics.podHealthy.set({ pod }, isHealthy ? 1 : 0);
-        log(`fairgate: pod ${pod} is ${isHealthy ? 'healthy again' : 'unhealthy: ejected'}`);
-        void this.apply().catch(() => metrics.redisErrors.inc({ operation: 'upsertPods' }));
+        log(`fairgate: pod ${pod} is ${isHealthy ? 'healthy' : 'unhealthy: ejected'}`);
+        void this.scheduler
+          .setPodHealth([{ name: pod, healthy: isHealthy }])
+          .catch(() => metrics.redisErrors.inc({ operation: 'setPodHealth' }));
       },
+      resolveUnknown: (pod) => this.discovery?.resolve(pod),
     });
     for (const pod of config.pods) metrics.podHealthy.set({ pod: pod.name }, 1);
+    this.discovery = config.discovery
+      ? new PoolDiscovery({
+          pool: name,
+          discovery: config.discovery,
+          pods: this.pods,
+          staticPods: () => this.#config().pods,
+          log,
+          onError: () => metrics.discoveryErrors.inc(),
+        })
+      : undefined;
+    this.discovery?.onChange(({ joined, left }) => {
+      metrics.discoveredPods.set(this.discovery?.pods?.length ?? 0);
+      for (const pod of joined) {
+        metrics.podHealthy.set({ pod }, this.pods.get(pod)?.healthy ? 1 : 0);
+      }
+      for (const pod of left) metrics.podHealthy.remove({ pod });
+    });
     this.models = new PodModels(this.pods, () => this.#config().upstream.models_refresh_ms);
     const healthy = (pod: string) => this.pods.get(pod)?.healthy ?? true;
 
@@ -132,7 +155,15 @@ export class PoolRuntime {
             onError,
           })
         : undefined;
-    this.control = new ControlPlane({ scheduler, replica, config: this.#config, metrics, log });
+    this.control = new ControlPlane({
+      scheduler,
+      replica,
+      config: this.#config,
+      pods: () => this.podConfigs(),
+      ...(this.discovery ? { discovery: { source: this.discovery, pods: this.pods } } : {}),
+      metrics,
+      log,
+    });
     const localShare =
       monitor?.mode === 'local_share'
         ? new LocalShare({
@@ -181,6 +212,16 @@ export class PoolRuntime {
    */
   static async start(name: string, options: PoolRuntimeOptions): Promise<PoolRuntime> {
     const pool = new PoolRuntime(name, options);
+    if (pool.discovery) {
+      pool.discovery.start();
+      // Serving starts with the pods discovery lists, unless it cannot answer in time.
+      const refreshMs = pool.config().discovery?.refresh_ms ?? 0;
+      if (!(await pool.discovery.ready(Math.max(2_000, refreshMs)))) {
+        options.log(
+          `fairgate: pool ${name}: discovery has not answered yet: serving with the config's pods until it does`,
+        );
+      }
+    }
     // A pool that serves what its pods list knows it before the first request.
     if (pool.discoversModels()) await pool.models.ready();
     try {
@@ -201,6 +242,13 @@ export class PoolRuntime {
     return config.pools.find((pool) => pool.name === this.name)?.discoverModels ?? false;
   }
 
+  /** The pool's pods in force: the config's, then the discovered ones. */
+  podConfigs(): readonly PodConfig[] {
+    const listed = this.#config().pods;
+    const discovered = this.discovery?.pods;
+    return discovered && discovered.length > 0 ? [...listed, ...discovered] : listed;
+  }
+
   /** The pool's view of the config in force. */
   config(): FairgateConfig {
     return this.#config();
@@ -217,7 +265,7 @@ export class PoolRuntime {
 
   /** A reloaded config: the pods' addresses and caps, then the scheduler's state. */
   reload(log: (line: string) => void): void {
-    this.pods.update(this.#config().pods);
+    this.pods.update(this.podConfigs());
     void this.apply().catch((error) =>
       log(`fairgate: pool ${this.name}: applying reloaded config failed: ${String(error)}`),
     );
@@ -237,6 +285,7 @@ export class PoolRuntime {
   }
 
   async close(): Promise<void> {
+    await this.discovery?.stop();
     await this.control.stop();
     this.#monitor?.close();
     await this.#localShare?.stop();

@@ -498,6 +498,37 @@ describe('bad configs name the key', () => {
       (c) => (c.tenants[0].batch_class = 'overnight'),
       'tenants[0].batch_class',
     ],
+    ['no pods and no discovery', (c) => (c.pods = []), 'pods'],
+    [
+      'discovery with neither dns nor kubernetes',
+      (c) => (c.discovery = { refresh_ms: 1_000 }),
+      'discovery',
+    ],
+    [
+      'discovery with both dns and kubernetes',
+      (c) => (c.discovery = { dns: { name: 'sim', port: 8000 }, kubernetes: { service: 'v' } }),
+      'discovery',
+    ],
+    [
+      'dns discovery without a port',
+      (c) => (c.discovery = { dns: { name: 'sim' } }),
+      'discovery.dns.port',
+    ],
+    [
+      'dns discovery refresh too short',
+      (c) => (c.discovery = { dns: { name: 'sim', port: 80 }, refresh_ms: 10 }),
+      'discovery.refresh_ms',
+    ],
+    [
+      'kubernetes discovery without a service',
+      (c) => (c.discovery = { kubernetes: { port: 'http' } }),
+      'discovery.kubernetes.service',
+    ],
+    [
+      'discovery with an unknown scheme',
+      (c) => (c.discovery = { dns: { name: 'sim', port: 80, scheme: 'grpc' } }),
+      'discovery.dns.scheme',
+    ],
   ];
   it.each(cases)('%s -> %s', (_name, mutate, key) => {
     const raw = minimal();
@@ -582,6 +613,41 @@ describe('ConfigWatcher', () => {
     } finally {
       watcher.stop();
     }
+  });
+});
+
+describe('discovery', () => {
+  it('a pool may have discovered pods only, or both; defaults filled', () => {
+    const raw = minimal();
+    delete raw.pods;
+    raw.discovery = { dns: { name: 'sim', port: 8000 } };
+    const config = parseConfig(raw);
+    expect(config.pods).toEqual([]);
+    expect(config.pools[0]?.discovery).toEqual({
+      dns: { name: 'sim', port: 8000, srv: false, scheme: 'http' },
+      refresh_ms: 5_000,
+      cap: 64,
+    });
+    expect(poolView(config, config.pool).discovery?.dns?.name).toBe('sim');
+    const both = parseConfig({ ...minimal(), discovery: { kubernetes: { service: 'vllm' } } });
+    expect(both.pods.map((p) => p.name)).toEqual(['p']);
+    expect(both.pools[0]?.discovery?.kubernetes).toEqual({ service: 'vllm', scheme: 'http' });
+    // SRV records carry the port.
+    expect(() =>
+      parseConfig({ ...minimal(), discovery: { dns: { name: '_http._tcp.v', srv: true } } }),
+    ).not.toThrow();
+  });
+
+  it('a reload cannot change where pods are discovered', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fairgate-config-'));
+    const file = join(dir, 'gateway.yaml');
+    writeFileSync(file, stringify({ ...minimal(), discovery: { dns: { name: 'a', port: 80 } } }));
+    const refused: string[] = [];
+    const watcher = new ConfigWatcher(file, { onRejected: (error) => refused.push(error.key) });
+    writeFileSync(file, stringify({ ...minimal(), discovery: { dns: { name: 'b', port: 80 } } }));
+    expect(watcher.reload()).toBe(false);
+    expect(refused).toEqual(['discovery']);
+    expect(watcher.current.pools[0]?.discovery?.dns?.name).toBe('a');
   });
 });
 

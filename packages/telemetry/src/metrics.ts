@@ -206,6 +206,16 @@ function upstreamMetrics(registry: Registry) {
       labelNames: ['pod'],
       registers: [registry],
     }),
+    discoveredPods: new Gauge({
+      name: 'fairgate_discovered_pods',
+      help: "Pods the pool's discovery (DNS or Kubernetes) lists on this replica.",
+      registers: [registry],
+    }),
+    discoveryErrors: new Counter({
+      name: 'fairgate_discovery_errors_total',
+      help: 'Discovery reads that failed (the last pod set stays in force).',
+      registers: [registry],
+    }),
   };
 }
 

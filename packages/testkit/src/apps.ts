@@ -28,6 +28,11 @@ export interface StartAppOptions {
   env?: Record<string, string | undefined>;
   /** Fixed port; a free one is picked when omitted. */
   port?: number;
+  /**
+   * The loopback address to listen on (`--host`; default 127.0.0.1): sims on 127.0.0.2,
+   * 127.0.0.3, ... share one port, as pods behind one DNS name do.
+   */
+  host?: string;
   /** Health path polled for readiness. */
   healthPath?: string;
   readyTimeoutMs?: number;
@@ -43,12 +48,14 @@ export async function startApp(app: string, options: StartAppOptions = {}): Prom
     );
   }
   const port = options.port ?? (await freePort());
-  const url = `http://127.0.0.1:${port}`;
+  const host = options.host ?? '127.0.0.1';
+  const url = `http://${host}:${port}`;
   const extra = Array.isArray(options.args) ? options.args : toFlags(options.args ?? {});
+  const hostFlags = options.host ? ['--host', options.host] : [];
   const child = spawnManaged({
-    name: `${app}:${port}`,
+    name: `${app}:${host === '127.0.0.1' ? '' : `${host}:`}${port}`,
     command: process.execPath,
-    args: [...(options.nodeArgs ?? []), entry, '--port', String(port), ...extra],
+    args: [...(options.nodeArgs ?? []), entry, '--port', String(port), ...hostFlags, ...extra],
     env: options.env ?? {},
     exitWithStdin: true,
   });

@@ -9,6 +9,12 @@ export {
   toFlags,
 } from './apps.js';
 export {
+  DNSMASQ_MISSING_HELP,
+  type DnsServerHandle,
+  findDnsmasq,
+  startDnsServer,
+} from './dnsmasq.js';
+export {
   defaultTestTenants,
   type GatewayConfigOptions,
   sha256Hex,

@@ -1,12 +1,15 @@
-import type { FairgateConfig } from '@fairgate/config';
+import type { FairgateConfig, PodConfig } from '@fairgate/config';
 import { isSheddablePriority } from '@fairgate/core';
 import type { Scheduler } from '@fairgate/scheduler';
 import type { ConfigGaugeValues, GatewayMetrics } from '@fairgate/telemetry';
+import type { PoolDiscovery } from '../discovery/pool-discovery.js';
+import type { PodPool } from '../upstream/pods.js';
 import { ControllerLoop } from './controller-loop.js';
 import { LeaderElection } from './election.js';
 import { JanitorLoop } from './janitor-loop.js';
 import { LatencyRecorder } from './latency-recorder.js';
 import { type MetricsFetcher, PodScraper } from './pod-scraper.js';
+import { PodSetWriter } from './pod-set-writer.js';
 import { PoolGauges } from './pool-gauges.js';
 import { TunerLoop } from './tuner-loop.js';
 import { WriteLedger } from './write-ledger.js';
@@ -17,6 +20,10 @@ export interface ControlPlaneOptions {
   config: () => FairgateConfig;
   metrics: GatewayMetrics;
   log: (line: string) => void;
+  /** The pool's pods in force: the config's and the discovered ones (scraped and tuned). */
+  pods?: () => readonly PodConfig[];
+  /** The pool's discovery, whose pods the leader writes into the shared state. */
+  discovery?: { source: PoolDiscovery; pods: PodPool };
   /** How the leader GETs a pod's /metrics (tests replace it). */
   fetchMetrics?: MetricsFetcher;
 }
@@ -35,9 +42,11 @@ export class ControlPlane {
   readonly ledger: WriteLedger;
   readonly janitor: JanitorLoop;
   readonly poolGauges: PoolGauges;
+  readonly podSet: PodSetWriter | undefined;
 
   constructor(options: ControlPlaneOptions) {
     const { scheduler, replica, metrics, log } = options;
+    const pods = options.pods ?? (() => options.config().pods);
     const leader = options.config().leader;
     this.ledger = new WriteLedger(metrics);
     this.recorder = new LatencyRecorder({
@@ -58,11 +67,13 @@ export class ControlPlane {
         this.controller.lead(fence);
         this.janitor.lead();
         this.poolGauges.lead(fence);
+        this.podSet?.lead(fence);
       },
       onDeposed: (fence, reason) => {
         metrics.isLeader.set(0);
         log(`fairgate: replica ${replica} no longer leads (epoch ${fence.epoch}): ${reason}`);
         this.janitor.stepDown();
+        this.podSet?.stepDown();
         this.poolGauges.stepDown();
         this.controller.stepDown();
         this.tuner.stepDown();
@@ -75,6 +86,7 @@ export class ControlPlane {
       store: scheduler,
       election: this.election,
       config: options.config,
+      pods,
       metrics,
       log,
       ...(options.fetchMetrics ? { fetcher: options.fetchMetrics } : {}),
@@ -83,6 +95,7 @@ export class ControlPlane {
       store: scheduler,
       election: this.election,
       config: options.config,
+      pods,
       metrics,
       scrapes: this.scraper,
       log,
@@ -108,6 +121,18 @@ export class ControlPlane {
       metrics,
       onError: () => metrics.redisErrors.inc({ operation: 'poolGauges' }),
     });
+    const discovery = options.discovery;
+    this.podSet = discovery
+      ? new PodSetWriter({
+          scheduler,
+          election: this.election,
+          discovery: discovery.source,
+          pods: discovery.pods,
+          everyMs: () => options.config().discovery?.refresh_ms ?? 5_000,
+          onError: () => metrics.redisErrors.inc({ operation: 'syncPods' }),
+          onRejected: () => this.ledger.rejected('pod_set'),
+        })
+      : undefined;
     metrics.readConfigFrom(() => configGaugeValues(options.config()));
     metrics.isLeader.set(0);
   }
@@ -144,6 +169,7 @@ export class ControlPlane {
     // All of them stop their timers synchronously before their first await.
     this.janitor.stepDown();
     const stopping = Promise.all([
+      this.podSet?.stop(),
       this.poolGauges.stop(),
       this.controller.stop(),
       this.tuner.stop(),

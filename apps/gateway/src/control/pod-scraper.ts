@@ -1,4 +1,4 @@
-import type { FairgateConfig } from '@fairgate/config';
+import type { FairgateConfig, PodConfig } from '@fairgate/config';
 import { addGaugeSample, emptyGaugeSums, type GaugeSums } from '@fairgate/control';
 import { parseVllmMetrics, type VllmMetrics } from '@fairgate/openai';
 import type { Fence, PodLoadReport, Scheduler } from '@fairgate/scheduler';
@@ -40,6 +40,8 @@ export interface PodScraperOptions {
   store: Pick<Scheduler, 'reportPodLoad' | 'forgetPrefixes'>;
   election: Pick<LeaderElection, 'holds'>;
   config: () => FairgateConfig;
+  /** The pods to scrape (the config's and the discovered ones); default: the config's. */
+  pods?: () => readonly PodConfig[];
   metrics: GatewayMetrics;
   log: (line: string) => void;
   fetcher?: MetricsFetcher;
@@ -93,8 +95,10 @@ export class PodScraper {
     const { config, metrics, election, store, log } = this.options;
     const cfg = config();
     const fetcher = this.options.fetcher ?? fetchMetrics;
+    const pods = this.options.pods?.() ?? cfg.pods;
+    this.#forgetGone(pods);
     const results = await Promise.all(
-      cfg.pods.map(async (pod): Promise<PodScrape | null> => {
+      pods.map(async (pod): Promise<PodScrape | null> => {
         try {
           const text = await fetcher(new URL('/metrics', pod.url).href, cfg.scrape.timeout_ms);
           const parsed = parseVllmMetrics(text);
@@ -162,6 +166,19 @@ export class PodScraper {
       metrics.redisErrors.inc({ operation: 'reportPodLoad' });
     }
     return scrapes;
+  }
+
+  /** Drops what is kept of pods that are gone (discovery no longer lists them). */
+  #forgetGone(pods: readonly PodConfig[]): void {
+    const names = new Set(pods.map((pod) => pod.name));
+    for (const pod of new Set([...this.#latest.keys(), ...this.#gauges.keys()])) {
+      if (names.has(pod)) continue;
+      this.#latest.delete(pod);
+      this.#gauges.delete(pod);
+      this.#failing.delete(pod);
+      const m = this.options.metrics;
+      for (const gauge of [m.podWaiting, m.podRunning, m.podKvCacheUsage]) gauge.remove({ pod });
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-import type { FairgateConfig } from '@fairgate/config';
+import type { FairgateConfig, PodConfig } from '@fairgate/config';
 import {
   type CapacityReport,
   capacityReport,
@@ -42,6 +42,8 @@ export interface TunerLoopOptions {
   store: Pick<Scheduler, 'getLeaderData' | 'setLeaderData'>;
   election: Pick<LeaderElection, 'holds'>;
   config: () => FairgateConfig;
+  /** The pods to tune (the config's and the discovered ones); default: the config's. */
+  pods?: () => readonly PodConfig[];
   metrics: GatewayMetrics;
   scrapes: { latest(pod: string): PodScrape | undefined };
   log: (line: string) => void;
@@ -94,6 +96,27 @@ export class TunerLoop {
 
   constructor(private readonly options: TunerLoopOptions) {}
 
+  #pods(): readonly PodConfig[] {
+    return this.options.pods?.() ?? this.options.config().pods;
+  }
+
+  /**
+   * Drops the state and series of pods that are gone (discovery no longer lists them): a
+   * pod that comes back under the same address starts afresh from its stored state.
+   */
+  #forgetGone(pods: readonly PodConfig[]): void {
+    const names = new Set(pods.map((pod) => pod.name));
+    const m = this.options.metrics;
+    for (const pod of [...this.#states.keys()]) {
+      if (names.has(pod)) continue;
+      this.#states.delete(pod);
+      this.#baseline.delete(pod);
+      for (const gauge of [m.tunerAlpha, m.tunerBeta, m.tunerGamma, m.tunerNis, m.capacityRps]) {
+        gauge.remove({ pod });
+      }
+    }
+  }
+
   /** The last report this replica computed while leading (null before the first). */
   get report(): CapacityView | null {
     return this.#report;
@@ -109,7 +132,7 @@ export class TunerLoop {
     this.#baseline.clear();
     this.#period = 0;
     // Every series from 0, so increase() sees a pod's first rejection.
-    for (const pod of this.options.config().pods) {
+    for (const pod of this.#pods()) {
       for (const result of TUNER_OUTCOMES) {
         this.options.metrics.tunerUpdates.inc({ pod: pod.name, result }, 0);
       }
@@ -166,7 +189,9 @@ export class TunerLoop {
     const periods: PodPeriod[] = [];
     const changed: string[] = [];
     const outcomes: Array<[pod: string, record: OutcomeRecord]> = [];
-    for (const pod of config.pods) {
+    const pods = this.#pods();
+    this.#forgetGone(pods);
+    for (const pod of pods) {
       const name = pod.name;
       let state = this.#states.get(name);
       if (!state) {

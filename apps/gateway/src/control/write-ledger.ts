@@ -1,6 +1,6 @@
 import type { GatewayMetrics } from '@fairgate/telemetry';
 
-export type FencedOperation = 'renew' | 'take_peak' | 'control';
+export type FencedOperation = 'renew' | 'take_peak' | 'control' | 'pod_set';
 
 /**
  * What this replica's fenced writes did: accepted controller writes per epoch (an audit:
@@ -9,7 +9,12 @@ export type FencedOperation = 'renew' | 'take_peak' | 'control';
  */
 export class WriteLedger {
   readonly #acceptedByEpoch = new Map<number, number>();
-  readonly #rejected: Record<FencedOperation, number> = { renew: 0, take_peak: 0, control: 0 };
+  readonly #rejected: Record<FencedOperation, number> = {
+    renew: 0,
+    take_peak: 0,
+    control: 0,
+    pod_set: 0,
+  };
   readonly #ledEpochs: number[] = [];
   #droppedTicks = 0;
 

@@ -70,7 +70,7 @@ async function attempts(
   const { forwarding } = call;
   const retries = deps.config().upstream.retries;
   const { pods } = call.pool;
-  let pod: PodState | undefined = pods.get(podName) ?? pods.alternative(podName);
+  let pod: PodState | undefined = pods.granted(podName) ?? pods.alternative(podName);
   let lastError: unknown; // an Error captures a stack trace: only built when needed
   for (let attempt = 0; attempt <= retries && pod; attempt++) {
     const client = startChildSpan(

@@ -12,6 +12,11 @@ export interface PodState {
 
 export interface PodPoolEvents {
   onHealthChange?: (pod: string, healthy: boolean) => void;
+  /**
+   * A pod this replica does not know yet, named in a grant: the leader's discovery saw it
+   * first (pool-discovery.ts). Its config, or undefined when the name is no pod of the pool.
+   */
+  resolveUnknown?: (pod: string) => PodConfig | undefined;
 }
 
 /**
@@ -32,7 +37,7 @@ export class PodPool {
     for (const config of pods) this.#pods.set(config.name, this.#createState(config));
   }
 
-  #createState(config: PodConfig): PodState {
+  #createState(config: PodConfig, healthy = true): PodState {
     const pool = new Pool(config.url, {
       connections: this.upstream.keepalive_connections,
       connect: { timeout: this.upstream.connect_timeout_ms },
@@ -40,11 +45,26 @@ export class PodPool {
       bodyTimeout: this.upstream.body_timeout_ms,
       keepAliveTimeout: 30_000,
     });
-    return { config, pool, healthy: true, consecutiveFailures: 0, inflight: 0 };
+    return { config, pool, healthy, consecutiveFailures: 0, inflight: 0 };
   }
 
   get(name: string): PodState | undefined {
     return this.#pods.get(name);
+  }
+
+  /**
+   * The pod a grant names: a known one, or one the leader's discovery listed before this
+   * replica's did (added now, and dropped again by this replica's next discovery read if
+   * that does not list it).
+   */
+  granted(name: string): PodState | undefined {
+    const known = this.#pods.get(name);
+    if (known) return known;
+    const config = this.events.resolveUnknown?.(name);
+    if (!config) return undefined;
+    const state = this.#createState(config);
+    this.#pods.set(name, state);
+    return state;
   }
 
   get all(): PodState[] {
@@ -71,24 +91,33 @@ export class PodPool {
     return best;
   }
 
-  /** Applies a reloaded pod list: new pods are added, removed ones closed, changed URLs reconnected. */
-  update(pods: readonly PodConfig[]): void {
+  /**
+   * Applies a new pod list (a reloaded config, a discovery read): new pods are added,
+   * removed ones closed once their requests end, changed URLs reconnected. New pods start
+   * healthy unless `unchecked` (discovered ones: healthy after their first check). Returns
+   * the names added.
+   */
+  update(pods: readonly PodConfig[], options: { unchecked?: boolean } = {}): string[] {
     const next = new Set(pods.map((p) => p.name));
     for (const [name, state] of this.#pods) {
       if (!next.has(name)) {
         this.#pods.delete(name);
+        // undici's close lets the requests in flight finish.
         void state.pool.close();
       }
     }
+    const added: string[] = [];
     for (const config of pods) {
       const current = this.#pods.get(config.name);
       if (current && current.config.url === config.url) {
         (current as { config: PodConfig }).config = config;
       } else {
         if (current) void current.pool.close();
-        this.#pods.set(config.name, this.#createState(config));
+        this.#pods.set(config.name, this.#createState(config, !options.unchecked));
+        added.push(config.name);
       }
     }
+    return added;
   }
 
   /** Records a check result; returns true when the pod's health flipped. */
@@ -107,9 +136,11 @@ export class PodPool {
     return was !== pod.healthy;
   }
 
-  async checkOnce(): Promise<void> {
+  /** Health-checks every pod now, or the ones named. */
+  async checkOnce(names?: readonly string[]): Promise<void> {
+    const pods = names ? names.flatMap((name) => this.#pods.get(name) ?? []) : this.all;
     await Promise.all(
-      this.all.map(async (pod) => {
+      pods.map(async (pod) => {
         let ok = false;
         try {
           const response = await pod.pool.request({
