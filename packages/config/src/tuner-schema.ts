@@ -54,6 +54,15 @@ export const tunerSchema = z.strictObject({
   max_batch: z.number().int().min(1).max(65_536).default(256),
   queue_size: z.number().int().min(0).max(65_536).default(100),
   models: z.record(z.string().min(1), tunerModelSchema).default({}),
+  /**
+   * fairgate_desired_pods (the scaling signal): it rises at once, and falls only after
+   * this many periods in a row in which fewer pods would do with scale_tolerance of headroom.
+   */
+  scale_down_periods: z.number().int().min(1).max(1_000).default(3),
+  /** Headroom a smaller pod count must leave before the signal falls to it. */
+  scale_tolerance: z.number().min(0).lt(1).default(0.1),
+  /** The signal's floor: a pool with no pod has no traffic to size from. */
+  min_pods: z.number().int().min(0).max(100_000).default(1),
 });
 
 export type ScrapeConfig = z.infer<typeof scrapeSchema>;

@@ -55,6 +55,12 @@ export {
   type Workload,
 } from './tuner/queueing-model.js';
 export {
+  INITIAL_SCALE_SIGNAL,
+  nextScaleSignal,
+  type ScaleSignalConfig,
+  type ScaleSignalState,
+} from './tuner/scale-signal.js';
+export {
   type CapacityReport,
   capacityReport,
   decodePodTuner,

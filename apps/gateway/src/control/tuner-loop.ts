@@ -4,7 +4,9 @@ import {
   capacityReport,
   decodePodTuner,
   encodePodTuner,
+  INITIAL_SCALE_SIGNAL,
   type ModelTuning,
+  nextScaleSignal,
   type OutcomeRecord,
   observePeriod,
   outcomeOf,
@@ -12,6 +14,7 @@ import {
   type PodPeriod,
   type PodTunerState,
   recordOutcome,
+  type ScaleSignalState,
   skipPeriod,
   TUNER_OUTCOMES,
   tunePod,
@@ -93,6 +96,7 @@ export class TunerLoop {
   #baseline = new Map<string, PodScrape>();
   #period = 0;
   #report: CapacityView | null = null;
+  #signal: ScaleSignalState = INITIAL_SCALE_SIGNAL;
 
   constructor(private readonly options: TunerLoopOptions) {}
 
@@ -131,6 +135,7 @@ export class TunerLoop {
     this.#states.clear();
     this.#baseline.clear();
     this.#period = 0;
+    this.#signal = INITIAL_SCALE_SIGNAL;
     // Every series from 0, so increase() sees a pod's first rejection.
     for (const pod of this.#pods()) {
       for (const result of TUNER_OUTCOMES) {
@@ -268,8 +273,15 @@ export class TunerLoop {
       (model) => modelTuning(config, model),
       tuner.slo_multiplier,
     );
+    this.#signal = nextScaleSignal(this.#signal, report.need, {
+      downPeriods: tuner.scale_down_periods,
+      tolerance: tuner.scale_tolerance,
+      minPods: tuner.min_pods,
+    });
     const view: CapacityView = {
       ...report,
+      // The scaling signal: the periods' need with hysteresis (scale-signal.ts).
+      desiredPods: this.#signal.desired,
       period: this.#period,
       periodS: tuner.period_s,
       sloMultiplier: tuner.slo_multiplier,
@@ -288,7 +300,7 @@ export class TunerLoop {
         if (r.nis !== null && Number.isFinite(r.nis)) metrics.tunerNis.set({ pod }, r.nis);
         if (r.lambdaStar !== undefined) metrics.capacityRps.set({ pod }, r.lambdaStar);
       }
-      if (report.desiredPods !== null) metrics.desiredPods.set(report.desiredPods);
+      if (view.desiredPods !== null) metrics.desiredPods.set(view.desiredPods);
       for (const [pod, record] of outcomes) {
         metrics.tunerUpdates.inc({ pod, result: record.outcome });
         if (record.reason) {

@@ -150,3 +150,11 @@ export function modelDesiredPods(totalRate: number, lambdaStars: readonly number
   const mean = lambdaStars.reduce((a, b) => a + b, 0) / lambdaStars.length;
   return desiredPods(totalRate, mean);
 }
+
+/** The same need unrounded (pods, fractional): what the scale signal's hysteresis reads. */
+export function modelPodNeed(totalRate: number, lambdaStars: readonly number[]): number | null {
+  if (lambdaStars.length === 0) return null;
+  const mean = lambdaStars.reduce((a, b) => a + b, 0) / lambdaStars.length;
+  if (totalRate <= 0) return 0;
+  return mean > 0 ? totalRate / mean : null;
+}

@@ -1,5 +1,6 @@
 import {
   modelDesiredPods,
+  modelPodNeed,
   type PodCapacity,
   podCapacity,
   type ResolvedTargets,
@@ -351,6 +352,8 @@ export interface ModelReport {
   /** Sum of the model's pods' observed rates. */
   totalRate: number;
   desiredPods: number | null;
+  /** totalRate over the mean lambda*, unrounded (null while no pod is sized). */
+  need: number | null;
   pods: string[];
 }
 
@@ -359,6 +362,8 @@ export interface CapacityReport {
   models: Record<string, ModelReport>;
   /** Sum over models; null while no model can be sized. */
   desiredPods: number | null;
+  /** Sum of the models' unrounded needs (scale-signal.ts makes the signal from it). */
+  need: number | null;
   /** For controller.bootstrap: model — per worker, the smallest over sized pods. */
   controller: { startCap: number; ceilingCap: number } | null;
 }
@@ -381,6 +386,7 @@ export function capacityReport(
     byModel.set(period.model, list);
   }
   let desiredTotal: number | null = null;
+  let needTotal: number | null = null;
   let startCap = Number.POSITIVE_INFINITY;
   let ceilingCap = Number.POSITIVE_INFINITY;
   for (const [model, list] of byModel) {
@@ -445,10 +451,13 @@ export function capacityReport(
     const desired = modelDesiredPods(totalRate, lambdaStars);
     const finite = desired !== null && Number.isFinite(desired) ? desired : null;
     if (finite !== null) desiredTotal = (desiredTotal ?? 0) + finite;
+    const need = modelPodNeed(totalRate, lambdaStars);
+    if (need !== null) needTotal = (needTotal ?? 0) + need;
     models[model] = {
       targets,
       totalRate,
       desiredPods: finite,
+      need,
       pods: list.map((p) => p.pod),
     };
   }
@@ -456,6 +465,7 @@ export function capacityReport(
     pods,
     models,
     desiredPods: desiredTotal,
+    need: needTotal,
     controller: Number.isFinite(startCap)
       ? { startCap: Math.min(startCap, ceilingCap), ceilingCap }
       : null,
