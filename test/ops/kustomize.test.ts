@@ -1,24 +1,28 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type FairgateConfig, parseConfigText } from '@fairgate/config';
+import { ScaledObject } from '@kubernetes-models/keda/keda.sh/v1alpha1';
 import { ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
-import { ConfigMap, Namespace, Secret, Service } from 'kubernetes-models/v1';
+import { Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
+import { ConfigMap, Namespace, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { describeWithTools } from '../support/required-tools.js';
 
 /**
  * deploy/: renders the base and every overlay with `kubectl kustomize` (offline), validates
- * every object against the Kubernetes schemas (kubernetes-models; the ServiceMonitor against
- * the Prometheus Operator's CRD schema) and checks that the pieces fit: the gateway config
- * in the ConfigMap parses with the gateway's own parser once the Deployment's env (the
- * Secret's values) is applied, the grace period covers preStop plus the drain, probes,
- * selectors, the HPA's target and the PDB all point at the gateway's pods.
+ * every object against the Kubernetes schemas (kubernetes-models; the ServiceMonitor and the
+ * ScaledObject against the Prometheus Operator's and KEDA's CRD schemas) and checks that the
+ * pieces fit: the gateway config in the ConfigMap parses with the gateway's own parser once
+ * the Deployment's env (the Secret's values) is applied, the grace period covers preStop
+ * plus the drain, probes, selectors, the HPA's target and the PDB all point at the gateway's
+ * pods, its ServiceAccount may watch EndpointSlices and nothing else, and KEDA scales the
+ * vLLM Deployment from the signal of the config's pool.
  */
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
@@ -40,10 +44,14 @@ const MODELS: Record<string, ModelClass> = {
   'v1/ConfigMap': ConfigMap,
   'v1/Secret': Secret,
   'v1/Service': Service,
+  'v1/ServiceAccount': ServiceAccount,
+  'rbac.authorization.k8s.io/v1/Role': Role,
+  'rbac.authorization.k8s.io/v1/RoleBinding': RoleBinding,
   'apps/v1/Deployment': Deployment,
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
   'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
   'monitoring.coreos.com/v1/ServiceMonitor': ServiceMonitor,
+  'keda.sh/v1alpha1/ScaledObject': ScaledObject,
 };
 
 const GATEWAY = 'fairgate';
@@ -232,7 +240,9 @@ describeWithTools(
         it("the ConfigMap's gateway config parses with the Deployment's env and Secret", () => {
           const { config, env } = gateway();
           expect(config.tenants.length).toBeGreaterThan(0);
-          expect(config.pods.length).toBeGreaterThan(0);
+          for (const pool of config.pools) {
+            expect(pool.pods.length > 0 || pool.discovery, `pool ${pool.name}: pods`).toBeTruthy();
+          }
           // Many replicas need the shared scheduler: Redis is configured, its URL (when one
           // is used rather than Sentinel or Cluster seeds) from the Secret.
           expect(config.redis, 'redis configured').toBeTruthy();
@@ -353,6 +363,97 @@ describeWithTools(
           const budget = pdb.spec.maxUnavailable ?? pdb.spec.minAvailable;
           expect(budget, 'maxUnavailable or minAvailable').toBeDefined();
           if (pdb.spec.maxUnavailable !== undefined) expect(pdb.spec.maxUnavailable).toBe(1);
+        });
+
+        it('the gateway may watch EndpointSlices in its namespace, and do nothing else', () => {
+          const objs = objects();
+          const { deployment, config } = gateway();
+          const pod = deployment.spec.template.spec;
+          const account = find(objs, 'ServiceAccount', pod.serviceAccountName);
+          const namespace = deployment.metadata.namespace;
+          expect(account.metadata.namespace).toBe(namespace);
+          // Kubernetes discovery reads the API server with the account's token.
+          if (config.pools.some((pool) => pool.discovery?.kubernetes)) {
+            expect(pod.automountServiceAccountToken, 'token mounted').not.toBe(false);
+            const ownNamespace = config.pools.every(
+              (pool) => (pool.discovery?.kubernetes?.namespace ?? namespace) === namespace,
+            );
+            expect(ownNamespace, 'the discovered Services are in the Role namespace').toBe(true);
+          }
+          expect(objs.filter((o) => /^Cluster/.test(o.kind)).map(idOf)).toEqual([]);
+          const bindings = objs.filter(
+            (o) =>
+              o.kind === 'RoleBinding' &&
+              o.subjects?.some(
+                (s: Obj) =>
+                  s.kind === 'ServiceAccount' &&
+                  s.name === account.metadata.name &&
+                  (s.namespace ?? o.metadata.namespace) === namespace,
+              ),
+          );
+          expect(bindings.map(idOf)).toHaveLength(1);
+          const binding = bindings[0]!;
+          expect(binding.metadata.namespace).toBe(namespace);
+          expect(binding.roleRef).toEqual({
+            apiGroup: 'rbac.authorization.k8s.io',
+            kind: 'Role',
+            name: expect.any(String),
+          });
+          const role = find(objs, 'Role', binding.roleRef.name);
+          expect(role.metadata.namespace).toBe(namespace);
+          expect(
+            role.rules.map((rule: Obj) => ({ ...rule, verbs: [...rule.verbs].sort() })),
+          ).toEqual([
+            {
+              apiGroups: ['discovery.k8s.io'],
+              resources: ['endpointslices'],
+              verbs: ['get', 'list', 'watch'],
+            },
+          ]);
+        });
+
+        it('KEDA scales the vLLM Deployment to fairgate_desired_pods of the pool', () => {
+          const objs = objects();
+          const { deployment, config } = gateway();
+          const scaled = objs.filter((o) => o.kind === 'ScaledObject');
+          if (dir === 'overlays/production') expect(scaled).toHaveLength(1);
+          const readme = readFileSync(join(deployDir, 'README.md'), 'utf8');
+          for (const object of scaled) {
+            const spec = object.spec;
+            // The pods it adds are the ones the gateway discovers.
+            expect(config.pools.some((pool) => pool.discovery?.kubernetes)).toBe(true);
+            const target = spec.scaleTargetRef;
+            expect(target.kind ?? 'Deployment').toBe('Deployment');
+            expect(target.apiVersion ?? 'apps/v1').toBe('apps/v1');
+            expect(target.name).not.toBe(deployment.metadata.name);
+            // A Deployment of this render, or the one deploy/README.md says to bring.
+            const rendered = objs.some(
+              (o) => o.kind === 'Deployment' && o.metadata.name === target.name,
+            );
+            if (!rendered) expect(readme).toContain(`Deployment \`${target.name}\``);
+            const hpas = objs.filter((o) => o.kind === 'HorizontalPodAutoscaler');
+            expect(hpas.map((h) => h.spec.scaleTargetRef.name)).not.toContain(target.name);
+
+            expect(spec.triggers).toHaveLength(1);
+            const trigger = spec.triggers[0];
+            expect(trigger.type).toBe('prometheus');
+            const query: string = trigger.metadata.query;
+            const selector = /\bfairgate_desired_pods\{([^}]*)\}/.exec(query);
+            expect(selector, query).not.toBeNull();
+            expect(selector![1]).toContain(`pool="${config.pool}"`);
+            const namespaceLabel = /\bnamespace="([^"]*)"/.exec(selector![1]!);
+            if (namespaceLabel) expect(namespaceLabel[1]).toBe(deployment.metadata.namespace);
+            // replicas = the signal: AverageValue over a threshold of 1. A missing series is
+            // an error (the count holds), not a 0 (the minimum).
+            expect(trigger.metricType).toBe('AverageValue');
+            expect(trigger.metadata.threshold).toBe('1');
+            expect(trigger.metadata.ignoreNullValues).toBe('false');
+
+            expect(spec.minReplicaCount).toBeGreaterThanOrEqual(1);
+            expect(spec.maxReplicaCount).toBeGreaterThan(spec.minReplicaCount);
+            const scaleDown = spec.advanced?.horizontalPodAutoscalerConfig?.behavior?.scaleDown;
+            expect(scaleDown?.stabilizationWindowSeconds).toBeGreaterThanOrEqual(60);
+          }
         });
 
         it('the ServiceMonitor, where present, scrapes /metrics on the Service port', () => {

@@ -1,6 +1,8 @@
+import { readFileSync } from 'node:fs';
 import type { DiscoveryConfig, PodConfig } from '@fairgate/config';
 import type { PodPool } from '../upstream/pods.js';
 import { DnsSource } from './dns-source.js';
+import { EndpointSliceSource } from './kubernetes-source.js';
 import { type DiscoveredPod, type PodSource, podUrl } from './pod-source.js';
 
 export interface PoolDiscoveryOptions {
@@ -138,5 +140,22 @@ function createSource(discovery: DiscoveryConfig): PodSource {
       refreshMs: discovery.refresh_ms,
     });
   }
-  throw new Error('discovery: kubernetes is not wired yet');
+  const kubernetes = discovery.kubernetes as NonNullable<DiscoveryConfig['kubernetes']>;
+  return new EndpointSliceSource({
+    namespace: kubernetes.namespace ?? ownNamespace(),
+    service: kubernetes.service,
+    ...(kubernetes.port !== undefined ? { port: kubernetes.port } : {}),
+    scheme: kubernetes.scheme,
+  });
 }
+
+/** In a cluster, the namespace of the gateway's service account; elsewhere `default`. */
+function ownNamespace(): string {
+  try {
+    return readFileSync(SERVICE_ACCOUNT_NAMESPACE, 'utf8').trim() || 'default';
+  } catch {
+    return 'default';
+  }
+}
+
+const SERVICE_ACCOUNT_NAMESPACE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
