@@ -149,11 +149,13 @@ describeWithTools(
       await expect(composeServices()).resolves.toBeDefined();
     });
 
-    it('runs the stack: redis, two pods, the gateways, the balancer, Jaeger, Prometheus, Grafana', async () => {
+    it('runs the stack: redis, the pods, the gateways, the balancer, Jaeger, Prometheus, Grafana', async () => {
       const services = await composeServices();
       expect(Object.keys(services).sort()).toEqual(
-        ['gateway', 'grafana', 'jaeger', 'lb', 'prometheus', 'redis', 'sim-a', 'sim-b'].sort(),
+        ['gateway', 'grafana', 'jaeger', 'lb', 'prometheus', 'redis', 'sim'].sort(),
       );
+      // Two pods by default; `--scale sim=N` changes that with no config edit.
+      expect((services.sim as { deploy?: { replicas?: number } }).deploy?.replicas).toBe(2);
     });
 
     it('publishes one port per UI and the balancer, and nothing else (the gateway scales)', async () => {
@@ -180,7 +182,7 @@ describeWithTools(
 
     it('builds one image (the Dockerfile) for the pods and the gateways', async () => {
       const services = await composeServices();
-      for (const name of ['gateway', 'sim-a', 'sim-b']) {
+      for (const name of ['gateway', 'sim']) {
         const service = services[name]!;
         expect(service.image, name).toBe('fairgate:dev');
         const context = typeof service.build === 'string' ? service.build : service.build?.context;
@@ -192,8 +194,7 @@ describeWithTools(
             .bin,
         );
       expect(bins('apps/gateway')).toContain(commandOf(services.gateway!)[0]);
-      expect(bins('apps/vllm-sim')).toContain(commandOf(services['sim-a']!)[0]);
-      expect(bins('apps/vllm-sim')).toContain(commandOf(services['sim-b']!)[0]);
+      expect(bins('apps/vllm-sim')).toContain(commandOf(services.sim!)[0]);
     });
 
     it('mounts only host paths that exist in the repository', async () => {
@@ -220,19 +221,21 @@ describeWithTools(
       const redisConf = readFileSync(join(root, 'infra/redis.conf'), 'utf8');
       expect(/^port (\d+)$/m.exec(redisConf)?.[1]).toBe(redis.port || '6379');
 
-      // Each pod is a sim service listening on all interfaces on the port the URL names,
-      // and the image's health check asks that port.
-      expect(gatewayConfig.pods.length).toBeGreaterThan(0);
-      for (const pod of gatewayConfig.pods) {
-        const url = new URL(pod.url);
-        const sim = services[url.hostname];
-        expect(sim, `pod ${pod.name}: service ${url.hostname}`).toBeDefined();
-        const command = commandOf(sim!);
-        expect(flagValue(command, '--port'), pod.name).toBe(url.port);
-        expect(flagValue(command, '--host'), pod.name).toBe('0.0.0.0');
-        const health = new URL(String(sim!.environment?.FAIRGATE_HEALTHCHECK_URL ?? ''));
-        expect(health.port, pod.name).toBe(url.port);
-      }
+      // The pods are discovered through Docker's DNS: the name is a service (one A record
+      // per container, so it scales), and the service listens on all interfaces on the
+      // discovered port, which the image's health check asks.
+      expect(gatewayConfig.pods).toEqual([]);
+      const dns = gatewayConfig.pools[0]?.discovery?.dns;
+      expect(dns, 'discovery.dns').toBeDefined();
+      expect(dns?.servers, 'Docker DNS from /etc/resolv.conf').toBeUndefined();
+      const sim = services[dns?.name ?? ''];
+      expect(sim, `discovery.dns.name ${dns?.name}: a service`).toBeDefined();
+      const command = commandOf(sim!);
+      expect(flagValue(command, '--port')).toBe(String(dns?.port));
+      expect(flagValue(command, '--host')).toBe('0.0.0.0');
+      const health = new URL(String(sim!.environment?.FAIRGATE_HEALTHCHECK_URL ?? ''));
+      expect(health.port).toBe(String(dns?.port));
+      expect((sim!.expose ?? []).map(String)).toContain(String(dns?.port));
 
       // Traces go to the jaeger service's OTLP/HTTP port (fairgate sets up no OpenTelemetry
       // metrics or logs: packages/telemetry/src/sdk.ts).

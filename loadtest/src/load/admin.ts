@@ -18,6 +18,8 @@ export interface AdminSample {
   /** Sum of the pods' caps (pods[].cap) and of their in-flight requests (absent: no pods listed). */
   podCap?: number;
   podInflight?: number;
+  /** Pods taking grants: healthy, and not leaving (discovery dropped them). */
+  livePods?: number;
   capPerWorker: number | null;
   controllerEnabled: boolean;
   windowP99S: number | null;
@@ -67,6 +69,7 @@ export function parseAdminState(
       ? {
           podCap: pods.reduce((sum, p) => sum + num(p.cap), 0),
           podInflight: pods.reduce((sum, p) => sum + num(p.inflight), 0),
+          livePods: pods.filter((p) => p.healthy === true && p.leaving !== true).length,
         }
       : {}),
     capPerWorker: typeof controller.cap_per_worker === 'number' ? controller.cap_per_worker : null,

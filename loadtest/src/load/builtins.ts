@@ -11,6 +11,7 @@ export const BUILT_IN_NAMES = [
   'shared_prefix',
   'batch_backfill',
   'sweep',
+  'autoscale',
 ];
 
 export function builtInPath(name: string): string | undefined {

@@ -18,6 +18,7 @@ import {
   ScenarioError,
 } from './scenario.js';
 import {
+  createScaler,
   type Infra,
   modelCapacity,
   probeCapacity,
@@ -190,6 +191,10 @@ function checkedScenario(name: string, values: CliValues): Scenario {
   }
   if (scenario.kind === 'sweep' && !values.stack)
     throw new UsageError('a sweep starts its own stacks: add --stack');
+  if (values.baseline && scenario.stack.autoscale)
+    throw new UsageError(
+      '--baseline does not apply to an autoscale stack (its pods follow the run)',
+    );
   if (values.baseline && !values.stack)
     throw new UsageError('--baseline needs --stack (it configures the gateways)');
   if (!values.stack && !values.target)
@@ -269,6 +274,9 @@ async function stackRuns(
       log,
       `${scenario.name}-${v.label}`,
     );
+    // stack.autoscale: the local scaler follows desired_pods while the run lasts.
+    const scaler = createScaler(infra, gateways.urls[0] as string, log);
+    scaler?.start();
     try {
       results.push(
         await runOne(
@@ -293,7 +301,9 @@ async function stackRuns(
           },
         ),
       );
+      if (scaler) (results.at(-1) as RunResult).scaler = scaler.timeline;
     } finally {
+      await scaler?.stop();
       await gateways.stop();
     }
   }

@@ -53,7 +53,64 @@ export function runCharts(result: RunResult, prefix = ''): Chart[] {
   ];
   const backfill = batchChart(result, prefix);
   if (backfill) charts.push(backfill);
+  const scaling = autoscaleChart(panel);
+  if (scaling) charts.push(scaling);
   return charts;
+}
+
+/**
+ * stack.autoscale: the pods the scaler listed, the signal it read (desired_pods), the pods
+ * the gateways granted to and the budget in pods (budget / pod cap), beside the run's p99
+ * TTFT (right axis would mix units: the TTFT panel is its own chart).
+ */
+function autoscaleChart({ result, prefix, label }: Panel): Chart | undefined {
+  const timeline = result.scaler;
+  if (!timeline || timeline.length === 0) return undefined;
+  const podCap = Number((result.meta.stack as { pod_cap?: number } | undefined)?.pod_cap ?? 0);
+  const live = result.admin.flatMap((s) =>
+    s.livePods === undefined ? [] : [[s.t, s.livePods] as [number, number]],
+  );
+  return {
+    file: `${prefix}autoscale.svg`,
+    title: 'Pods, desired pods and budget',
+    svg: lineChart({
+      title: `Autoscale: pods against desired_pods (${label})`,
+      subtitle:
+        'desired_pods as the scaler read it; pods it listed in DNS; live pods and budget as /admin/state showed them',
+      xName: 'seconds',
+      yName: 'pods',
+      yMin: 0,
+      lines: [
+        {
+          name: 'desired_pods',
+          data: timeline.map((s) => [s.t, s.desired]),
+          color: '#dc2626',
+          dash: 'dashed',
+          step: true,
+          width: 2,
+        },
+        {
+          name: 'pods listed',
+          data: timeline.map((s) => [s.t, s.pods]),
+          color: '#111827',
+          step: true,
+          width: 2,
+        },
+        { name: 'live pods', data: live, color: '#16a34a', step: true },
+        ...(podCap > 0
+          ? [
+              {
+                name: `budget / ${podCap}`,
+                data: result.admin.map((s) => [s.t, s.budget / podCap] as [number, number]),
+                color: '#2563eb',
+                dash: 'dotted' as const,
+                step: true,
+              },
+            ]
+          : []),
+      ],
+    }),
+  };
 }
 
 /** What each panel of a run reads: the run, its series and the file prefix. */

@@ -7,6 +7,7 @@ import { BatchDriver, type BatchResult } from './batch.js';
 import { createAgent, type RequestPlan, type RequestRecord, sendRequest } from './client.js';
 import { conversationMessages } from './conversations.js';
 import { pause } from './pause.js';
+import type { ScalerSample } from './scaler.js';
 import { reportTarget, type Scenario, tenantApiKey } from './scenario.js';
 
 /**
@@ -71,6 +72,8 @@ export interface RunResult {
   stoppedEarly: boolean;
   /** The scenario's batch: submission, every poll, the output check. */
   batch?: BatchResult;
+  /** stack.autoscale: the scaler's reads of desired_pods and the pods it listed. */
+  scaler?: ScalerSample[];
   meta: Record<string, unknown>;
 }
 

@@ -172,6 +172,9 @@ export const gatewayOverridesSchema = z.strictObject({
   routing: section.optional(),
   /** The Batch API's workers: concurrency, retry_base_ms, retry_max_ms, ... (docs/batch.md). */
   batch: section.optional(),
+  /** The leader's pod scrape and the capacity tuner (the autoscale scenario sizes with it). */
+  scrape: section.optional(),
+  tuner: section.optional(),
   slo_classes: z.record(z.string(), z.number().int()).optional(),
 });
 export type GatewayOverrides = z.infer<typeof gatewayOverridesSchema>;
@@ -185,6 +188,28 @@ export const simSchema = z.strictObject({
   max_waiting: z.number().int().positive().optional(),
 });
 
+/**
+ * The autoscale stack: the pods are found through a real DNS server (dnsmasq), and a local
+ * scaler (scaler.ts) starts and stops them from the pool's desired_pods, standing in for
+ * KEDA. `stack.pods` is the number it starts with.
+ */
+export const autoscaleSchema = z
+  .strictObject({
+    min_pods: z.number().int().min(0).max(8).default(1),
+    max_pods: z.number().int().min(1).max(8).default(6),
+    /** How often the scaler reads desired_pods (KEDA's pollingInterval). */
+    poll_ms: z.number().int().min(100).max(60_000).default(1_000),
+    /** Most seconds a removed pod gets to finish what it holds before it is stopped. */
+    drain_s: z.number().min(0).max(600).default(30),
+    /** The gateways' discovery.refresh_ms. */
+    refresh_ms: z.number().int().min(100).max(60_000).default(1_000),
+  })
+  .refine((a) => a.min_pods <= a.max_pods, {
+    message: 'min_pods must be at most max_pods',
+    path: ['min_pods'],
+  });
+export type AutoscaleSpec = z.infer<typeof autoscaleSchema>;
+
 export const stackSchema = z.strictObject({
   pods: z.number().int().min(1).max(8).default(2),
   /** Gateway replicas (one when no redis-server is installed: embedded scheduler). */
@@ -194,6 +219,8 @@ export const stackSchema = z.strictObject({
   sim: simSchema.default(simSchema.parse({})),
   /** Seconds of a direct closed-loop probe of the pods at pod_cap before the run (0 = off; a cross-check of the modeled capacity). */
   capacity_probe_s: z.number().min(0).max(60).default(0),
+  /** Pods discovered by DNS and scaled from desired_pods (needs dnsmasq and redis-server). */
+  autoscale: autoscaleSchema.optional(),
 });
 export type StackSpec = z.infer<typeof stackSchema>;
 

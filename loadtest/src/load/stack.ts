@@ -4,9 +4,12 @@ import { join } from 'node:path';
 import { createRng } from '@fairgate/runtime';
 import {
   type AppHandle,
+  type DnsServerHandle,
   findRedisServer,
+  freePort,
   type RedisHandle,
   sha256Hex,
+  startDnsServer,
   startGatewayProcess,
   startRedis,
   startSim,
@@ -14,6 +17,7 @@ import {
 import { stringify } from 'yaml';
 import { drawLength } from './arrivals.js';
 import { createAgent, sendRequest } from './client.js';
+import { LocalScaler, podHost } from './scaler.js';
 import { DEV_ADMIN_TOKEN, type Scenario, type StackSpec, tenantApiKey } from './scenario.js';
 
 /**
@@ -30,8 +34,13 @@ export interface Infra {
   /** True when no redis-server was found: LocalScheduler, one replica. */
   embedded: boolean;
   spec: StackSpec;
+  /** stack.autoscale: the DNS server the gateways discover the pods with, and their port. */
+  discovery?: { dns: DnsServerHandle; name: string; port: number };
   stop(): Promise<void>;
 }
+
+/** The DNS name an autoscale stack's pods are listed under. */
+export const PODS_DNS_NAME = 'pods.fairgate.test';
 
 export type Log = (line: string) => void;
 
@@ -44,22 +53,27 @@ export async function startInfra(spec: StackSpec, log: Log): Promise<Infra> {
     log('redis:    redis-server is not installed: ONE gateway replica on the embedded scheduler');
   }
   const sim = spec.sim;
+  const simArgs = simFlags(spec);
+  let discovery: Infra['discovery'];
+  if (spec.autoscale) {
+    // One address per pod on one port, listed under one DNS name, as behind a Service.
+    const [dns, port] = await Promise.all([startDnsServer(), freePort()]);
+    discovery = { dns, name: PODS_DNS_NAME, port };
+  }
   const sims = await Promise.all(
     Array.from({ length: spec.pods }, (_, i) =>
-      startSim({
-        args: {
-          'alpha-ms': sim.alpha_ms,
-          'beta-ms': sim.beta_ms,
-          'gamma-ms': sim.gamma_ms,
-          'max-num-seqs': sim.max_num_seqs,
-          'kv-blocks': sim.kv_blocks,
-          'max-waiting': sim.max_waiting,
-          model: SIM_MODEL,
-          seed: i + 1,
-        },
-      }),
+      discovery
+        ? startSim({ host: podHost(i), port: discovery.port, args: simArgs })
+        : startSim({ args: { ...simArgs, seed: i + 1 } }),
     ),
   );
+  if (discovery) {
+    await discovery.dns.setRecords(
+      discovery.name,
+      sims.map((_, i) => podHost(i)),
+    );
+    log(`dns:      ${discovery.name} on ${discovery.dns.server} (dnsmasq)`);
+  }
   log(
     `pods:     ${sims.map((s) => s.url).join(', ')} (sim: alpha ${sim.alpha_ms} ms, beta ${sim.beta_ms} ms, gamma ${sim.gamma_ms} ms, max ${sim.max_num_seqs} seqs)`,
   );
@@ -68,11 +82,53 @@ export async function startInfra(spec: StackSpec, log: Log): Promise<Infra> {
     sims,
     embedded: redis === undefined,
     spec,
+    ...(discovery ? { discovery } : {}),
     async stop() {
       await Promise.all(sims.map((s) => s.stop()));
       await redis?.stop();
+      await discovery?.dns.stop();
     },
   };
+}
+
+/** The fairgate-sim flags of the stack's pods. */
+export function simFlags(spec: StackSpec) {
+  const sim = spec.sim;
+  return {
+    'alpha-ms': sim.alpha_ms,
+    'beta-ms': sim.beta_ms,
+    'gamma-ms': sim.gamma_ms,
+    'max-num-seqs': sim.max_num_seqs,
+    'kv-blocks': sim.kv_blocks,
+    'max-waiting': sim.max_waiting,
+    model: SIM_MODEL,
+  };
+}
+
+/**
+ * The autoscale stack's scaler for gateways at `gatewayUrl`: it takes over the pods the
+ * infra started (it stops the ones it removes; infra.stop() and stopAll() end the rest).
+ */
+export function createScaler(infra: Infra, gatewayUrl: string, log: Log): LocalScaler | undefined {
+  const auto = infra.spec.autoscale;
+  const discovery = infra.discovery;
+  if (!auto || !discovery) return undefined;
+  return new LocalScaler(
+    {
+      gatewayUrl,
+      adminToken: DEV_ADMIN_TOKEN,
+      dns: discovery.dns,
+      name: discovery.name,
+      port: discovery.port,
+      simArgs: simFlags(infra.spec),
+      minPods: auto.min_pods,
+      maxPods: auto.max_pods,
+      pollMs: auto.poll_ms,
+      drainS: auto.drain_s,
+      log,
+    },
+    infra.sims.map((sim, i) => ({ host: podHost(i), sim })),
+  );
 }
 
 /** Which configuration of the gateway a run uses. */
@@ -147,7 +203,19 @@ export function gatewayConfig(
       ...(t.token_bucket ? { token_bucket: t.token_bucket } : {}),
       ...(t.batch_class ? { batch_class: t.batch_class } : {}),
     })),
-    pods,
+    ...(infra.discovery
+      ? {
+          discovery: {
+            dns: {
+              name: infra.discovery.name,
+              port: infra.discovery.port,
+              servers: [infra.discovery.dns.server],
+            },
+            refresh_ms: infra.spec.autoscale?.refresh_ms,
+            cap: infra.spec.pod_cap,
+          },
+        }
+      : { pods }),
     scheduler,
     upstream: { health_interval_ms: 500, ...o.upstream },
     ...(controller ? { controller } : {}),
@@ -157,6 +225,8 @@ export function gatewayConfig(
     ...(o.limits ? { limits: o.limits } : {}),
     ...(o.routing ? { routing: o.routing } : {}),
     ...(o.batch ? { batch: o.batch } : {}),
+    ...(o.scrape ? { scrape: o.scrape } : {}),
+    ...(o.tuner ? { tuner: o.tuner } : {}),
   };
 }
 

@@ -16,7 +16,10 @@ export function capacityBody(view: CapacityView, source: 'leader' | 'store', rep
     slo_multiplier: view.sloMultiplier,
     writer: view.writer,
     written_at: new Date(view.writtenAt).toISOString(),
+    /** The scaling signal (hysteresis over the periods' need: docs/tuner.md). */
     desired_pods: view.desiredPods,
+    /** The last period's need in pods, unrounded. */
+    need: round(view.need ?? null),
     controller: view.controller
       ? { start_cap: view.controller.startCap, ceiling_cap: view.controller.ceilingCap }
       : null,
@@ -33,6 +36,7 @@ export function capacityBody(view: CapacityView, source: 'leader' | 'store', rep
             : null,
           total_rate: round(m.totalRate),
           desired_pods: m.desiredPods,
+          need: round(m.need ?? null),
           pods: m.pods,
         },
       ]),
