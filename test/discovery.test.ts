@@ -32,9 +32,9 @@ import { describeWithTools } from './support/required-tools.js';
  * the pod set*).
  */
 const NAME = 'sim.fairgate.test';
-const REFRESH_MS = 400;
+const REFRESH_MS = 1_000;
 const CAP = 4;
-const TICK_S = 0.5;
+const TICK_S = 1;
 /** Loopback addresses of the pods: one port, one address each, as behind one DNS name. */
 const HOSTS = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'];
 // Every engine step 8 ms whatever the batch: a 12-token answer takes ~100 ms.
@@ -119,7 +119,7 @@ describeWithTools(
           controller: {
             target_p99_ttft_s: 30,
             tick_s: TICK_S,
-            window_s: 1,
+            window_s: 2,
             cap_per_worker: CAP,
             cap_per_worker_min: CAP,
             cap_per_worker_max: CAP,

@@ -30,7 +30,9 @@ export function findDnsmasq(): string | undefined {
  * Starts dnsmasq on a free port of 127.0.0.1 with no upstream, no /etc/hosts and no cache:
  * it answers only from its own hosts file, with TTL 0, so every query sees the last edit.
  */
-export async function startDnsServer(): Promise<DnsServerHandle> {
+export async function startDnsServer(
+  options: { srv?: ReadonlyArray<{ name: string; target: string; port: number }> } = {},
+): Promise<DnsServerHandle> {
   const bin = findDnsmasq();
   if (!bin) throw new Error(`dnsmasq not found: ${DNSMASQ_MISSING_HELP}`);
   const dir = mkdtempSync(join(tmpdir(), 'fairgate-dns-'));
@@ -55,6 +57,8 @@ export async function startDnsServer(): Promise<DnsServerHandle> {
       '--local-ttl=0',
       `--addn-hosts=${hostsFile}`,
       `--pid-file=${join(dir, 'pid')}`,
+      // SRV records are fixed at start (a SIGHUP rereads only the hosts file).
+      ...(options.srv ?? []).map((r) => `--srv-host=${r.name},${r.target},${r.port}`),
       '--user=',
       '--log-facility=-',
     ],
