@@ -39,8 +39,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * of this very design at 5 s (`npm run bench:tuner-harness -w @fairgate/loadtest --
  * --period-s 5 --seeds 20`) puts alpha within 6%, beta within 12% and lambda* within 8% in
  * 40 of 40 pods, gamma within 15% in 31. So gamma is held to what the filter itself claims:
- * within three of its reported standard deviations. Sizing (desired_pods up when the
- * offered load doubles, down when it halves) is asserted.
+ * within three of its reported standard deviations. Sizing is asserted: the model's desired
+ * pods up when the offered load doubles and down when it halves, the scaling signal up with
+ * it and holding one period later.
  */
 const PERIOD_S = 5;
 /** The documented accuracy bounds (relative errors) after 10 periods. */
@@ -214,17 +215,23 @@ describe('capacity tuner against fairgate-sim', () => {
 
     // Sizing: base, double, half the offered load at one workload.
     const perPod = maxRate(TRUTH, TUNER_SWEEP_WORKLOAD, TARGETS);
+    // The period's need (ceil(rate / lambda*)) follows the load both ways; the scaling
+    // signal rises with it and holds when it falls (scale_down_periods, scale-signal.ts).
     const desired: number[] = [];
+    const signal: number[] = [];
     for (const factor of [1, 2, 0.5]) {
       const phase: Phase = { rate: perPod * 0.8 * factor, input: 500, output: 64 };
       r = await runPeriod(r, phase, random);
       log(`load x${factor}`, phase, r);
-      desired.push(r.desired_pods ?? Number.NaN);
+      desired.push(Object.values(r.models)[0]?.desired_pods ?? Number.NaN);
+      signal.push(r.desired_pods ?? Number.NaN);
     }
-    console.log(`desired pods at x1, x2, x0.5: ${desired.join(', ')}`);
+    console.log(`desired pods at x1, x2, x0.5: ${desired.join(', ')}; signal ${signal.join(', ')}`);
     expect(desired[1]).toBeGreaterThan(desired[0]!);
     expect(desired[2]).toBeLessThan(desired[1]!);
     expect(desired[2]).toBeLessThan(desired[0]!);
+    expect(signal[1]).toBeGreaterThanOrEqual(desired[1]!);
+    expect(signal[2]).toBe(signal[1]);
     await Promise.all(pending);
   }, 150_000);
 });

@@ -71,6 +71,7 @@ describe('scenario parsing', () => {
       'shared_prefix',
       'batch_backfill',
       'sweep',
+      'autoscale',
     ]);
     for (const name of builtInNames()) {
       const s = loadScenario(name);
