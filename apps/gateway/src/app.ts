@@ -12,6 +12,7 @@ import { registerBatchRoutes } from './routes/batches.js';
 import { adminCapacity } from './routes/capacity.js';
 import { registerFileRoutes } from './routes/files.js';
 import { adminState, healthz, metrics, models, readyz } from './routes/system.js';
+import { registerTenantRoutes } from './routes/tenants.js';
 
 /**
  * The gateway's HTTP surface (docs/architecture.md, "HTTP contract"). Every
@@ -38,6 +39,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   app.use('/admin/*', adminAuth({ tokenSha256: () => deps.config().admin.token_sha256 }));
   app.get('/admin/state', adminState(deps));
   app.get('/admin/capacity', adminCapacity(deps));
+  registerTenantRoutes(app, deps);
 
   app.notFound((c) => {
     const error = notFound(`${c.req.method} ${c.req.path}`);

@@ -5,6 +5,7 @@ import type { BatchService } from './batch/batch-service.js';
 import type { FileStore } from './batch/file-store.js';
 import type { Drain } from './drain.js';
 import type { Pools } from './pools.js';
+import type { Tenancy } from './tenancy/tenancy.js';
 import type { TenantDirectory } from './tenants.js';
 
 /** Everything a request handler needs; built once per gateway process. */
@@ -33,6 +34,11 @@ export interface GatewayDeps {
    */
   files: FileStore | undefined;
   batches: BatchService | undefined;
+  /**
+   * Tenants and keys made at run time (the admin API, routes/tenants.ts); undefined on the
+   * embedded scheduler (no Redis): those routes answer 501.
+   */
+  tenancy: Tenancy | undefined;
 }
 
 /** Per-request values set by middleware (Hono context variables). */

@@ -198,3 +198,30 @@ export function batchCancelled(batch: string): OpenAIHttpError {
     code: 'batch_cancelled',
   });
 }
+
+/** The tenant admin API on the embedded scheduler: run-time tenants live in Redis. */
+export function tenancyUnavailable(): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 501,
+    type: 'invalid_request_error',
+    message:
+      'Run-time tenants and keys need a shared Redis (config `redis:`); this gateway runs embedded',
+    code: 'tenants_unavailable',
+  });
+}
+
+/** A tenant or key the admin API does not have. */
+export function noSuchTenantObject(kind: 'tenant' | 'key', id: string): OpenAIHttpError {
+  return new OpenAIHttpError({
+    status: 404,
+    type: 'invalid_request_error',
+    message: `No such ${kind}: ${id}`,
+    param: 'id',
+    code: `${kind}_not_found`,
+  });
+}
+
+/** A write the admin API refuses as it stands (the id is taken, the tenant is the file's). */
+export function tenantConflict(code: 'tenant_exists' | 'tenant_in_config_file', message: string) {
+  return new OpenAIHttpError({ status: 409, type: 'invalid_request_error', message, code });
+}

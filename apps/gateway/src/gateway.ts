@@ -19,6 +19,7 @@ import { guardHttpEdge, httpServerOptions } from './http-edge.js';
 import { PoolRuntime, type PoolRuntimeOptions } from './pool-runtime.js';
 import { Pools } from './pools.js';
 import { installClientErrorHandler } from './server-errors.js';
+import { Tenancy } from './tenancy/tenancy.js';
 import { TenantDirectory } from './tenants.js';
 
 export interface GatewayOptions {
@@ -75,12 +76,19 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const replica = options.replicaId ?? defaultReplicaId();
   let tenants: TenantDirectory | undefined;
   let pools: Pools | undefined;
+  let tenancy: Tenancy | undefined;
+  // The config in force: the file's, with the run-time tenants (tenancy/) after its own.
+  const current = () => (tenancy ? tenancy.config(watcher.current) : watcher.current);
+  // A new file or a changed tenant store: who each key is, then every pool's tenants.
+  const applyTenants = () => {
+    tenants = tenancy ? tenancy.directory(current()) : new TenantDirectory(current());
+    for (const pool of pools?.all ?? []) pool.reload(log);
+  };
   const watcher = new ConfigWatcher(
     options.configPath,
     {
-      onReload: (next: FairgateConfig) => {
-        tenants = new TenantDirectory(next);
-        for (const pool of pools?.all ?? []) pool.reload(log);
+      onReload: () => {
+        applyTenants();
         log(`fairgate: config reloaded from ${options.configPath}`);
       },
       onRejected: (error) =>
@@ -88,10 +96,13 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     },
     env,
   );
-  const config = watcher.current;
-  tenants = new TenantDirectory(config);
+  tenancy = await Tenancy.start(watcher.current, log, () => {
+    applyTenants();
+    log(`fairgate: run-time tenants changed (version ${tenancy?.view.snapshot.version})`);
+  });
+  const config = current();
+  tenants = tenancy ? tenancy.directory(config) : new TenantDirectory(config);
   const metrics = createEdgeMetrics({ replica });
-  const current = () => watcher.current;
   pools = new Pools(await startPools(config, { replica, config: current, log }), current);
   // CPU, memory, event-loop delay and GC of this process, with the edge's series.
   const processMetrics = registerProcessMetrics(metrics.registry);
@@ -125,6 +136,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     log,
     files: batch?.files,
     batches: batch?.batches,
+    tenancy,
   };
   const app = createGatewayApp(deps);
   for (const pool of pools.all) pool.run();
@@ -287,6 +299,7 @@ async function closeReplica(
     deadline.unref();
   });
   await batch?.close();
+  await deps.tenancy?.close();
   await Promise.all(deps.pools.all.map((pool) => pool.close()));
   processMetrics.stop();
   // Spans that cannot be flushed (collector away) are lost, not a failed shutdown.

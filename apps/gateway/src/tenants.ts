@@ -1,6 +1,15 @@
 import { timingSafeEqual } from 'node:crypto';
 import { apiKeyDigest, type FairgateConfig, type TenantConfig } from '@fairgate/config';
 import { unauthorized } from './errors.js';
+import type { Tenancy } from './tenancy/tenancy.js';
+import type { StoredKey } from './tenancy/tenant-store.js';
+
+/** A key the admin API made (tenancy/): whose, and until when. */
+interface RuntimeKey {
+  readonly id: string;
+  readonly tenant: TenantConfig;
+  readonly expiresAt: number | null;
+}
 
 /**
  * API key -> tenant. Keys are never stored: the config holds sha256 digests.
@@ -12,19 +21,41 @@ import { unauthorized } from './errors.js';
 export class TenantDirectory {
   readonly #byDigest = new Map<string, TenantConfig>();
   readonly #byId = new Map<string, TenantConfig>();
+  /** Run-time keys by digest: checked after the file's, with their expiry. */
+  readonly #runtime = new Map<string, RuntimeKey>();
 
-  constructor(config: Pick<FairgateConfig, 'tenants'>) {
+  /**
+   * `runtimeKeys`: keys the admin API made (a key of a tenant not in `config` is left out);
+   * `onKeyUsed` hears of each request one of them authenticated (its last use).
+   */
+  constructor(
+    config: Pick<FairgateConfig, 'tenants'>,
+    runtimeKeys: Iterable<StoredKey> = [],
+    private readonly onKeyUsed?: (id: string) => void,
+  ) {
     for (const tenant of config.tenants) {
       this.#byId.set(tenant.id, tenant);
       for (const hex of tenant.api_key_sha256) {
         this.#byDigest.set(hex, tenant);
       }
     }
+    for (const key of runtimeKeys) {
+      const tenant = this.#byId.get(key.tenant);
+      if (tenant && !this.#byDigest.has(key.digest)) {
+        this.#runtime.set(key.digest, { id: key.id, tenant, expiresAt: key.expiresAt });
+      }
+    }
   }
 
-  /** The tenant owning `apiKey`, or undefined. */
+  /** The tenant owning `apiKey`, or undefined (unknown, or a run-time key past its expiry). */
   authenticate(apiKey: string): TenantConfig | undefined {
-    return this.#byDigest.get(apiKeyDigest(apiKey));
+    const digest = apiKeyDigest(apiKey);
+    const fromFile = this.#byDigest.get(digest);
+    if (fromFile) return fromFile;
+    const key = this.#runtime.get(digest);
+    if (!key || (key.expiresAt !== null && Date.now() >= key.expiresAt)) return undefined;
+    this.onKeyUsed?.(key.id);
+    return key.tenant;
   }
 
   get(id: string): TenantConfig | undefined {
@@ -38,17 +69,23 @@ export class TenantDirectory {
 
 /**
  * The tenant an `Authorization: Bearer <API key>` header names; 401 (OpenAI's wording)
- * without one or with an unknown key. Every tenant-facing route authenticates here.
+ * without one or with an unknown key. Every tenant-facing route authenticates here. A key
+ * this replica's copy does not know is looked up once in the run-time store (a key another
+ * replica made a moment ago: tenancy/tenancy.ts, `lookup`) before the 401.
  */
-export function authenticateTenant(
-  directory: TenantDirectory,
+export async function authenticateTenant(
+  deps: { tenants: () => TenantDirectory; tenancy: Tenancy | undefined },
   authorization: string | undefined,
-): TenantConfig {
+): Promise<TenantConfig> {
   const token = bearerToken(authorization);
   if (!token) throw unauthorized('Missing `Authorization: Bearer <API key>` header');
-  const tenant = directory.authenticate(token);
-  if (!tenant) throw unauthorized('Incorrect API key provided');
-  return tenant;
+  const tenant = deps.tenants().authenticate(token);
+  if (tenant) return tenant;
+  if (deps.tenancy && (await deps.tenancy.lookup(token))) {
+    const fresh = deps.tenants().authenticate(token);
+    if (fresh) return fresh;
+  }
+  throw unauthorized('Incorrect API key provided');
 }
 
 /** The token of an `Authorization: Bearer <token>` header, or undefined. */

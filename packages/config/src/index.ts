@@ -27,6 +27,7 @@ export {
   type TokenBucketConfig,
   type UpstreamConfig,
 } from './schema.js';
+export { parseRuntimeTenant } from './tenants.js';
 export type {
   ScrapeConfig,
   TunerConfig,

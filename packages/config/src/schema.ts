@@ -644,37 +644,71 @@ function checkTenants(
   pools: PoolConfig[],
   modelPaths: { name: string }[],
 ): void {
-  // A tenant's allow-list names models some pool serves; with a pool that takes every
-  // model, or one that discovers its models from the pods, any name can be served.
-  const served = new Set(modelPaths.map((m) => m.name));
-  const openEnded = pools.some((pool) => pool.models.length === 0 || pool.discoverModels);
+  const served = servedModels(pools, modelPaths);
   config.tenants.forEach((tenant, i) => {
-    if (!openEnded) {
-      tenant.models?.forEach((model, j) => {
-        if (!served.has(model)) {
-          ctx.addIssue({
-            code: 'custom',
-            path: ['tenants', i, 'models', j],
-            message: `unknown model '${model}' (served: ${[...served].join(', ')})`,
-          });
-        }
-      });
-    }
-    for (const key of ['default_class', 'max_class', 'batch_class'] as const) {
-      const name = tenant[key];
-      if (name !== undefined) checkKnownClass(config, ctx, name, ['tenants', i, key]);
-    }
-    const max = tenant.max_class ?? tenant.default_class;
-    const dflt = config.slo_classes[tenant.default_class];
-    const ceiling = config.slo_classes[max];
-    if (dflt !== undefined && ceiling !== undefined && dflt > ceiling) {
+    for (const problem of tenantProblems(config.slo_classes, served, tenant)) {
       ctx.addIssue({
         code: 'custom',
-        path: ['tenants', i, 'default_class'],
-        message: `default class '${tenant.default_class}' is above max class '${max}'`,
+        path: ['tenants', i, ...problem.path],
+        message: problem.message,
       });
     }
   });
+}
+
+/**
+ * The model names a tenant's allow-list may use: every configured name and alias; null
+ * when any name can be served (a pool that takes every model, or discovers its models).
+ */
+export function servedModels(
+  pools: readonly PoolConfig[],
+  modelPaths: readonly { name: string }[] = pools.flatMap((p) =>
+    p.models.flatMap((m) => [{ name: m.name }, ...m.aliases.map((name) => ({ name }))]),
+  ),
+): ReadonlySet<string> | null {
+  const openEnded = pools.some((pool) => pool.models.length === 0 || pool.discoverModels);
+  return openEnded ? null : new Set(modelPaths.map((m) => m.name));
+}
+
+/**
+ * What a tenant's schema cannot check alone: its classes are known and in order, its
+ * models served. Shared by the file's tenants and those the admin API creates.
+ */
+export function tenantProblems(
+  sloClasses: Readonly<Record<string, number>>,
+  served: ReadonlySet<string> | null,
+  tenant: Pick<TenantConfig, 'default_class' | 'max_class' | 'batch_class' | 'models'>,
+): Array<{ path: Path; message: string }> {
+  const problems: Array<{ path: Path; message: string }> = [];
+  if (served) {
+    tenant.models?.forEach((model, j) => {
+      if (!served.has(model)) {
+        problems.push({
+          path: ['models', j],
+          message: `unknown model '${model}' (served: ${[...served].join(', ')})`,
+        });
+      }
+    });
+  }
+  for (const key of ['default_class', 'max_class', 'batch_class'] as const) {
+    const name = tenant[key];
+    if (name !== undefined && !(name in sloClasses)) {
+      problems.push({
+        path: [key],
+        message: `unknown SLO class '${name}' (known: ${Object.keys(sloClasses).join(', ')})`,
+      });
+    }
+  }
+  const max = tenant.max_class ?? tenant.default_class;
+  const dflt = sloClasses[tenant.default_class];
+  const ceiling = sloClasses[max];
+  if (dflt !== undefined && ceiling !== undefined && dflt > ceiling) {
+    problems.push({
+      path: ['default_class'],
+      message: `default class '${tenant.default_class}' is above max class '${max}'`,
+    });
+  }
+  return problems;
 }
 
 /** What one key's schema cannot check: names unique, references resolved, pools well formed. */

@@ -81,7 +81,7 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
   const config = deps.config();
   const client = ClientLink.ofResponse(node.outgoing);
   const onBehalfOf = nodeHeader(node.incoming, BATCH_TENANT_HEADER);
-  const tenant = authenticate(deps, node, onBehalfOf);
+  const tenant = await authenticate(deps, node, onBehalfOf);
   span.setAttribute(Attr.tenant, tenant.id);
   const body = await readBodyText(node.incoming, config.limits.max_body_bytes);
   const request = parseGenerationRequest(arrival.endpoint, parseJsonBody(body));
@@ -144,11 +144,11 @@ function authenticate(
   deps: GatewayDeps,
   node: NodeExchange,
   onBehalfOf: string | undefined,
-): TenantConfig {
+): TenantConfig | Promise<TenantConfig> {
   const authorization = nodeHeader(node.incoming, 'authorization');
   if (onBehalfOf !== undefined) {
     if (!deps.batches) throw unauthorized(`${BATCH_TENANT_HEADER} is for batch lines only`);
     return deps.batches.credential.tenantOf(deps.tenants(), onBehalfOf, authorization);
   }
-  return authenticateTenant(deps.tenants(), authorization);
+  return authenticateTenant(deps, authorization);
 }

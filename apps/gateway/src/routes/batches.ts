@@ -16,7 +16,7 @@ export function registerBatchRoutes(app: Hono, deps: GatewayDeps): void {
   const serve =
     (handler: (c: Context, tenant: string, batches: BatchService) => Promise<Response>) =>
     async (c: Context) => {
-      const tenant = authenticateTenant(deps.tenants(), c.req.header('authorization'));
+      const tenant = await authenticateTenant(deps, c.req.header('authorization'));
       if (!deps.batches) throw batchUnavailable();
       return handler(c, tenant.id, deps.batches);
     };

@@ -77,7 +77,7 @@ export function registerFileRoutes(app: Hono, deps: GatewayDeps): void {
  */
 function authenticated(deps: GatewayDeps): MiddlewareHandler<FilesEnv> {
   return async function authenticateFiles(c, next) {
-    c.set('tenant', authenticateTenant(deps.tenants(), c.req.header('authorization')));
+    c.set('tenant', await authenticateTenant(deps, c.req.header('authorization')));
     if (!deps.files) throw batchUnavailable();
     c.set('files', deps.files);
     await next();

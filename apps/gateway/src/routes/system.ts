@@ -3,9 +3,8 @@ import { metricsText } from '@fairgate/telemetry';
 import type { Context } from 'hono';
 import type { GatewayDeps } from '../context.js';
 import { controllerView } from '../control/controller-view.js';
-import { unauthorized } from '../errors.js';
 import type { PoolRuntime } from '../pool-runtime.js';
-import { bearerToken } from '../tenants.js';
+import { authenticateTenant } from '../tenants.js';
 import type { ModelEntry } from '../upstream/pod-models.js';
 
 /** GET /healthz: the process is up. */
@@ -93,9 +92,7 @@ export function metrics(deps: GatewayDeps) {
  */
 export function models(deps: GatewayDeps) {
   return async function modelsRoute(c: Context): Promise<Response> {
-    const token = bearerToken(c.req.header('authorization'));
-    const tenant = token ? deps.tenants().authenticate(token) : undefined;
-    if (!tenant) throw unauthorized('Incorrect or missing API key');
+    const tenant = await authenticateTenant(deps, c.req.header('authorization'));
     await Promise.all(deps.pools.all.map((pool) => pool.models.ready()));
     const byId = new Map<string, ModelEntry>();
     for (const pool of deps.pools.all) {
