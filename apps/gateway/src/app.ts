@@ -13,6 +13,7 @@ import { adminCapacity } from './routes/capacity.js';
 import { registerFileRoutes } from './routes/files.js';
 import { adminState, healthz, metrics, models, readyz } from './routes/system.js';
 import { registerTenantRoutes } from './routes/tenants.js';
+import { adminUsage } from './routes/usage.js';
 
 /**
  * The gateway's HTTP surface (docs/architecture.md, "HTTP contract"). Every
@@ -40,6 +41,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   app.get('/admin/state', adminState(deps));
   app.get('/admin/capacity', adminCapacity(deps));
   registerTenantRoutes(app, deps);
+  app.get('/admin/usage', adminUsage(deps));
 
   app.notFound((c) => {
     const error = notFound(`${c.req.method} ${c.req.path}`);

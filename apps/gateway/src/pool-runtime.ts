@@ -12,6 +12,7 @@ import { HeldLeases } from './slot/held-leases.js';
 import { SlotRecycler } from './slot/slot-recycler.js';
 import { PodModels } from './upstream/pod-models.js';
 import { PodPool } from './upstream/pods.js';
+import { UsageMeter } from './usage/usage-meter.js';
 
 /**
  * One pool as this replica runs it (config `pools:`, or the single pool of top-level
@@ -36,6 +37,8 @@ export class PoolRuntime {
   /** What the pods list in their GET /v1/models (refreshed every upstream.models_refresh_ms). */
   readonly models: PodModels;
   readonly control: ControlPlane;
+  /** What the pods reported at release, per tenant and model (GET /admin/usage). */
+  readonly usage: UsageMeter;
   /** The pool's metrics: every series carries `pool` (and `replica`). */
   readonly metrics: GatewayMetrics;
   /** 'redis' (shared, any number of replicas) or 'embedded' (LocalScheduler, one replica). */
@@ -155,6 +158,12 @@ export class PoolRuntime {
             onError,
           })
         : undefined;
+    this.usage = new UsageMeter({
+      scheduler,
+      metrics,
+      retentionS: () => this.#config().usage.retention_days * 86_400,
+      flushMs: () => this.#config().usage.flush_ms,
+    });
     this.control = new ControlPlane({
       scheduler,
       replica,
@@ -277,6 +286,7 @@ export class PoolRuntime {
     this.control.start();
     this.pods.startHealthChecks();
     this.models.start();
+    this.usage.start();
   }
 
   /** The lane of this pool's local share while Redis is away (local_share mode). */
@@ -285,6 +295,7 @@ export class PoolRuntime {
   }
 
   async close(): Promise<void> {
+    await this.usage.stop();
     await this.discovery?.stop();
     await this.control.stop();
     this.#monitor?.close();

@@ -44,6 +44,8 @@ const METHODS = [
   'upsertPods',
   'syncPods',
   'setPodHealth',
+  'meterUsage',
+  'readUsage',
   'forgetPrefixes',
   'enqueue',
   'poll',

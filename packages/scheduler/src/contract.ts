@@ -152,6 +152,22 @@ export interface ControlWrite {
   state?: string;
 }
 
+/** What the pods reported for one tenant and model (meterUsage). */
+export interface UsageCount {
+  tenant: TenantId;
+  model: string;
+  requests: number;
+  inputTokens: number;
+  outputTokens: number;
+  /** Input tokens the pod served from its prefix cache (part of inputTokens). */
+  cachedTokens: number;
+}
+
+/** A usage count in the hour (Unix seconds, server clock) it was metered in. */
+export interface UsageBucket extends UsageCount {
+  hour: number;
+}
+
 /** One pod's vLLM gauges as scraped by the leader (reportPodLoad). */
 export interface PodLoadReport {
   pod: PodName;
@@ -265,6 +281,14 @@ export interface Scheduler extends GrantSource {
   setPodHealth(pods: readonly PodHealth[]): Promise<void>;
   /** Drops the pods' prefix indexes (they restarted: their KV caches are empty). */
   forgetPrefixes(pods: readonly PodName[]): Promise<void>;
+  /**
+   * Adds usage to the current hour of the store clock, kept `retentionS` after the hour
+   * ends. Counts add up across replicas (each sends its own). `flushId` names the call: a
+   * retry with the same id (after a timeout) is applied at most once.
+   */
+  meterUsage(counts: readonly UsageCount[], retentionS: number, flushId: string): Promise<void>;
+  /** The usage metered in hours [fromHour, toHour] (Unix seconds, multiples of 3600). */
+  readUsage(fromHour: number, toHour: number): Promise<UsageBucket[]>;
 
   /** Admits a request: granted now, queued for a later grant notice, or rejected. */
   enqueue(request: EnqueueRequest): Promise<EnqueueResult>;

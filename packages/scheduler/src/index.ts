@@ -19,6 +19,8 @@ export type {
   Scheduler,
   SchedulerSnapshot,
   TenantSnapshot,
+  UsageBucket,
+  UsageCount,
 } from './contract.js';
 export { QUIET_MS } from './contract.js';
 export { GrantChannel, type GrantChannelOptions } from './grant-channel.js';

@@ -43,6 +43,8 @@ export interface PoolKeys {
   readonly noticesPrefix: string;
   readonly waitingByReplicaPrefix: string;
   readonly latencyPrefix: string;
+  /** usage:<hour> hashes: what the pods reported at release, per tenant, kind and model. */
+  readonly usagePrefix: string;
   /** pxc:<pod> / pxo:<pod> sets: the current / previous generation of a pod's prefix index. */
   readonly prefixCurrentPrefix: string;
   readonly prefixPreviousPrefix: string;
@@ -77,6 +79,7 @@ export function poolKeys(pool: string): PoolKeys {
     noticesPrefix: `${tag}grants:`,
     waitingByReplicaPrefix: `${tag}queued:`,
     latencyPrefix: `${tag}lat:`,
+    usagePrefix: `${tag}usage:`,
     prefixCurrentPrefix: `${tag}pxc:`,
     prefixPreviousPrefix: `${tag}pxo:`,
   };

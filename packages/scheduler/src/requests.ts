@@ -6,7 +6,13 @@ import {
   MAX_PREFIX_BLOCKS,
   type ReleaseOutcome,
 } from '@fairgate/core';
-import type { EnqueueRequest, PodLoadReport, ReleaseOptions } from './contract.js';
+import type {
+  EnqueueRequest,
+  PodLoadReport,
+  ReleaseOptions,
+  UsageBucket,
+  UsageCount,
+} from './contract.js';
 import { MAX_TOKENS } from './settings.js';
 
 const DAY_MS = 86_400_000;
@@ -151,4 +157,74 @@ export function normalizePodLoads(loads: readonly PodLoadReport[]): PodLoadRepor
       kvUtilization: load.kvUtilization,
     };
   });
+}
+
+/** Most hours one readUsage may span (a leap year). */
+export const MAX_USAGE_HOURS = 366 * 24;
+
+const USAGE_KINDS = {
+  r: 'requests',
+  i: 'inputTokens',
+  o: 'outputTokens',
+  c: 'cachedTokens',
+} as const satisfies Record<string, keyof UsageCount>;
+
+/** The hash fields of a usage count: '<tenant>|<kind>|<model>' -> count (zeros left out). */
+export function usageFields(count: UsageCount): Array<[string, number]> {
+  assertValidName('usage tenant', count.tenant);
+  if (typeof count.model !== 'string' || count.model.length === 0 || count.model.length > 256) {
+    throw new TypeError(`usage model must be 1-256 characters, got ${JSON.stringify(count.model)}`);
+  }
+  const fields: Array<[string, number]> = [];
+  for (const [kind, key] of Object.entries(USAGE_KINDS)) {
+    const value = count[key];
+    assertInteger(`usage.${key}`, value, 0);
+    if (value > 0) fields.push([`${count.tenant}|${kind}|${count.model}`, value]);
+  }
+  return fields;
+}
+
+/** A usage hash back to counts per tenant and model. */
+export function usageCounts(hour: number, fields: Iterable<[string, number]>): UsageBucket[] {
+  const byKey = new Map<string, UsageBucket>();
+  for (const [field, value] of fields) {
+    const first = field.indexOf('|');
+    const second = field.indexOf('|', first + 1);
+    if (first < 0 || second < 0) continue;
+    const tenant = field.slice(0, first);
+    const kind = field.slice(first + 1, second) as keyof typeof USAGE_KINDS;
+    const model = field.slice(second + 1);
+    const key = `${tenant}|${model}`;
+    let bucket = byKey.get(key);
+    if (!bucket) {
+      bucket = {
+        hour,
+        tenant,
+        model,
+        requests: 0,
+        inputTokens: 0,
+        outputTokens: 0,
+        cachedTokens: 0,
+      };
+      byKey.set(key, bucket);
+    }
+    const name = USAGE_KINDS[kind];
+    if (name) bucket[name] += value;
+  }
+  return [...byKey.values()];
+}
+
+/** Checks a readUsage range: whole hours, from <= to, at most MAX_USAGE_HOURS. */
+export function usageHours(fromHour: number, toHour: number): number[] {
+  assertInteger('fromHour', fromHour, 0);
+  assertInteger('toHour', toHour, fromHour);
+  if (fromHour % 3600 !== 0 || toHour % 3600 !== 0) {
+    throw new TypeError('usage hours must be multiples of 3600 (Unix seconds)');
+  }
+  const hours: number[] = [];
+  for (let h = fromHour; h <= toHour; h += 3600) hours.push(h);
+  if (hours.length > MAX_USAGE_HOURS) {
+    throw new TypeError(`a usage read spans at most ${MAX_USAGE_HOURS} hours, got ${hours.length}`);
+  }
+  return hours;
 }

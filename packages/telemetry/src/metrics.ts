@@ -211,6 +211,12 @@ function upstreamMetrics(registry: Registry) {
       help: "Pods the pool's discovery (DNS or Kubernetes) lists on this replica.",
       registers: [registry],
     }),
+    tokens: new Counter({
+      name: 'fairgate_tokens_total',
+      help: 'Tokens the pods reported at release, by tenant, model and direction (input, output, cached: input served from the prefix cache).',
+      labelNames: ['tenant', 'model', 'direction'],
+      registers: [registry],
+    }),
     discoveryErrors: new Counter({
       name: 'fairgate_discovery_errors_total',
       help: 'Discovery reads that failed (the last pod set stays in force).',

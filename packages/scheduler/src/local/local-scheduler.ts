@@ -28,6 +28,8 @@ import type {
   ReleaseOptions,
   Scheduler,
   SchedulerSnapshot,
+  UsageBucket,
+  UsageCount,
 } from '../contract.js';
 import { compareBytes, countersFromFields } from '../counters.js';
 import { parseNotice } from '../notices.js';
@@ -36,6 +38,9 @@ import {
   normalizeHandover,
   normalizePodLoads,
   normalizeRelease,
+  usageCounts,
+  usageFields,
+  usageHours,
 } from '../requests.js';
 import {
   type PodConfig,
@@ -69,6 +74,10 @@ export class LocalScheduler implements Scheduler {
   private readonly engine = new LocalEngine();
   private readonly clock: () => number;
   private readonly latency: LatencyWindow;
+  /** Mirrors lua/meterUsage-1.lua: hour -> {field -> count, expiry (store ms)}. */
+  private readonly usage = new Map<number, { fields: Map<string, number>; expiresAtMs: number }>();
+  /** Flush ids applied in the last hour (store ms they are forgotten at). */
+  private readonly usageFlushes = new Map<string, number>();
   private readonly lease = new LeaderLease();
   private readonly waiters = new Map<string, Set<() => void>>();
   private readonly leaderData = new Map<string, string>();
@@ -569,6 +578,36 @@ export class LocalScheduler implements Scheduler {
 
   async readLatencyWindow(seconds: number): Promise<Map<number, number>> {
     return this.latency.read(seconds, this.clock());
+  }
+
+  /** Mirrors lua/meterUsage-1.lua. */
+  async meterUsage(
+    counts: readonly UsageCount[],
+    retentionS: number,
+    flushId: string,
+  ): Promise<void> {
+    assertInteger('usage retention (s)', retentionS, 1);
+    assertValidName('usage flush id', flushId);
+    const fields = counts.flatMap(usageFields);
+    if (fields.length === 0) return;
+    const now = this.clock();
+    for (const [id, until] of this.usageFlushes) if (until <= now) this.usageFlushes.delete(id);
+    if (this.usageFlushes.has(flushId)) return;
+    this.usageFlushes.set(flushId, now + 3_600_000);
+    const hour = Math.floor(this.clock() / 3_600_000) * 3_600;
+    const bucket = this.usage.get(hour) ?? { fields: new Map<string, number>(), expiresAtMs: 0 };
+    for (const [field, value] of fields)
+      bucket.fields.set(field, (bucket.fields.get(field) ?? 0) + value);
+    bucket.expiresAtMs = (hour + 3_600 + retentionS) * 1_000;
+    this.usage.set(hour, bucket);
+  }
+
+  async readUsage(fromHour: number, toHour: number): Promise<UsageBucket[]> {
+    const now = this.clock();
+    for (const [hour, bucket] of this.usage) if (bucket.expiresAtMs <= now) this.usage.delete(hour);
+    return usageHours(fromHour, toHour).flatMap((hour) =>
+      usageCounts(hour, this.usage.get(hour)?.fields ?? []),
+    );
   }
 
   async close(): Promise<void> {

@@ -24,6 +24,8 @@ import type {
   ReleaseOptions,
   Scheduler,
   SchedulerSnapshot,
+  UsageBucket,
+  UsageCount,
 } from '../contract.js';
 import { QUIET_MS } from '../contract.js';
 import { type PoolKeys, poolKeys } from '../keys.js';
@@ -33,6 +35,9 @@ import {
   normalizeHandover,
   normalizePodLoads,
   normalizeRelease,
+  usageCounts,
+  usageFields,
+  usageHours,
 } from '../requests.js';
 import {
   type PodConfig,
@@ -529,6 +534,35 @@ export class RedisScheduler implements Scheduler {
     }
     // FCALL lua/flushLatency-1.lua
     if (args.length > 1) await this.run('flushLatency', [this.keys.latencyPrefix], args);
+  }
+
+  async meterUsage(
+    counts: readonly UsageCount[],
+    retentionS: number,
+    flushId: string,
+  ): Promise<void> {
+    assertInteger('usage retention (s)', retentionS, 1);
+    assertValidName('usage flush id', flushId);
+    const args: ScriptArg[] = [retentionS, flushId];
+    for (const count of counts)
+      for (const [field, value] of usageFields(count)) args.push(field, value);
+    // FCALL lua/meterUsage-1.lua
+    if (args.length > 2) await this.run('meterUsage', [this.keys.usagePrefix], args);
+  }
+
+  async readUsage(fromHour: number, toHour: number): Promise<UsageBucket[]> {
+    const hours = usageHours(fromHour, toHour);
+    const pipeline = this.redis.pipeline();
+    for (const hour of hours) pipeline.hgetall(`${this.keys.usagePrefix}${hour}`);
+    const replies = (await pipeline.exec()) ?? [];
+    return hours.flatMap((hour, i) => {
+      const [error, fields] = replies[i] ?? [null, {}];
+      if (error) throw error;
+      const entries = Object.entries(fields as Record<string, string>).map(
+        ([field, value]) => [field, Number(value)] as [string, number],
+      );
+      return usageCounts(hour, entries);
+    });
   }
 
   async readLatencyWindow(seconds: number): Promise<Map<number, number>> {

@@ -17,6 +17,7 @@ import { slotRecycling } from './recycling.js';
 import { replicas } from './replicas.js';
 import { queueShedding } from './shedding.js';
 import { tokenBuckets } from './token-bucket.js';
+import { usageMetering } from './usage.js';
 
 export type GetPool = () => TestPool;
 export type GetBackend = () => Backend;
@@ -59,4 +60,5 @@ export function describeSchedulerConformance(getBackend: GetBackend): void {
   describe('prefix-aware pod choice', () => prefixRouting(getPool));
   describe('slot recycling', () => slotRecycling(getPool));
   describe('discovered pods', () => discoveredPods(getPool));
+  describe('usage metering', () => usageMetering(getPool));
 }

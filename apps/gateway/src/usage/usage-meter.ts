@@ -1,0 +1,86 @@
+import { randomBytes } from 'node:crypto';
+import type { Usage } from '@fairgate/openai';
+import type { Scheduler, UsageCount } from '@fairgate/scheduler';
+import type { GatewayMetrics } from '@fairgate/telemetry';
+
+export interface UsageMeterOptions {
+  scheduler: Pick<Scheduler, 'meterUsage'>;
+  metrics: Pick<GatewayMetrics, 'tokens' | 'redisErrors'>;
+  retentionS: () => number;
+  flushMs: () => number;
+}
+
+/**
+ * One pool's usage on this replica: what the pods reported at release, per tenant and
+ * model, added to the shared hourly buckets (meterUsage) every `usage.flush_ms` and to
+ * `fairgate_tokens_total` at once. Counting off the request path keeps its cost to a map
+ * update. A replica killed between flushes loses at most one flush of counts; a count is
+ * never applied twice (a failed flush is sent again under its id, which Redis applies once).
+ */
+export class UsageMeter {
+  readonly #pending = new Map<string, UsageCount>();
+  /** A flush that failed, sent again (same id: applied at most once) before new counts. */
+  #unsent: { id: string; counts: UsageCount[] } | undefined;
+  #flushes = 0;
+  readonly #prefix = `${process.pid}-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+  #timer: NodeJS.Timeout | undefined;
+  #flushing: Promise<void> = Promise.resolve();
+
+  constructor(private readonly options: UsageMeterOptions) {}
+
+  /** A request released with the pod's usage. */
+  record(tenant: string, model: string, usage: Usage): void {
+    const cached = usage.prompt_tokens_details?.cached_tokens ?? 0;
+    const key = `${tenant}|${model}`;
+    let count = this.#pending.get(key);
+    if (!count) {
+      count = { tenant, model, requests: 0, inputTokens: 0, outputTokens: 0, cachedTokens: 0 };
+      this.#pending.set(key, count);
+    }
+    count.requests += 1;
+    count.inputTokens += usage.prompt_tokens;
+    count.outputTokens += usage.completion_tokens;
+    count.cachedTokens += cached;
+    const { tokens } = this.options.metrics;
+    tokens.inc({ tenant, model, direction: 'input' }, usage.prompt_tokens);
+    tokens.inc({ tenant, model, direction: 'output' }, usage.completion_tokens);
+    if (cached > 0) tokens.inc({ tenant, model, direction: 'cached' }, cached);
+  }
+
+  start(): void {
+    const loop = () => {
+      this.#flushing = this.flush().finally(() => {
+        if (this.#timer) this.#timer = setTimeout(loop, this.options.flushMs()).unref();
+      });
+    };
+    this.#timer = setTimeout(loop, this.options.flushMs()).unref();
+  }
+
+  /** Stops the timer and sends what is counted (a drain's last requests included). */
+  async stop(): Promise<void> {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await this.#flushing;
+    await this.flush();
+  }
+
+  /**
+   * Sends a flush that failed before (with its id: a timeout may hide a write Redis did,
+   * and the id makes the retry count at most once), then the counts since.
+   */
+  async flush(): Promise<void> {
+    if (!this.#unsent && this.#pending.size === 0) return;
+    const flush = this.#unsent ?? {
+      id: `${this.#prefix}-${++this.#flushes}`,
+      counts: [...this.#pending.values()],
+    };
+    if (!this.#unsent) this.#pending.clear();
+    try {
+      await this.options.scheduler.meterUsage(flush.counts, this.options.retentionS(), flush.id);
+      this.#unsent = undefined;
+    } catch {
+      this.options.metrics.redisErrors.inc({ operation: 'meterUsage' });
+      this.#unsent = flush;
+    }
+  }
+}
