@@ -5,6 +5,7 @@ import type { BatchService } from './batch/batch-service.js';
 import type { FileStore } from './batch/file-store.js';
 import type { Drain } from './drain.js';
 import type { Pools } from './pools.js';
+import type { JwtVerifier } from './tenancy/jwt.js';
 import type { Tenancy } from './tenancy/tenancy.js';
 import type { TenantDirectory } from './tenants.js';
 
@@ -39,6 +40,8 @@ export interface GatewayDeps {
    * embedded scheduler (no Redis): those routes answer 501.
    */
   tenancy: Tenancy | undefined;
+  /** JWT bearer tokens beside API keys (config `auth.jwt`, tenancy/jwt.ts); absent = API keys only. */
+  jwt?: JwtVerifier;
 }
 
 /** Per-request values set by middleware (Hono context variables). */

@@ -19,6 +19,7 @@ import { guardHttpEdge, httpServerOptions } from './http-edge.js';
 import { PoolRuntime, type PoolRuntimeOptions } from './pool-runtime.js';
 import { Pools } from './pools.js';
 import { installClientErrorHandler } from './server-errors.js';
+import { JwtVerifier } from './tenancy/jwt.js';
 import { Tenancy } from './tenancy/tenancy.js';
 import { TenantDirectory } from './tenants.js';
 
@@ -102,6 +103,13 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   });
   const config = current();
   tenants = tenancy ? tenancy.directory(config) : new TenantDirectory(config);
+  // JWTs beside API keys; jose is loaded only then. A reload cannot change auth.jwt.
+  const jwtConfig = config.auth?.jwt;
+  const jwt = jwtConfig
+    ? await JwtVerifier.create(jwtConfig, {
+        onJwksError: (error) => log(`fairgate: JWKS fetch failed: ${(error as Error).message}`),
+      })
+    : undefined;
   const metrics = createEdgeMetrics({ replica });
   pools = new Pools(await startPools(config, { replica, config: current, log }), current);
   // CPU, memory, event-loop delay and GC of this process, with the edge's series.
@@ -137,6 +145,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     files: batch?.files,
     batches: batch?.batches,
     tenancy,
+    ...(jwt ? { jwt } : {}),
   };
   const app = createGatewayApp(deps);
   for (const pool of pools.all) pool.run();

@@ -1,6 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import { apiKeyDigest, type FairgateConfig, type TenantConfig } from '@fairgate/config';
 import { unauthorized } from './errors.js';
+import { JwtRejected, type JwtVerifier, looksLikeJwt } from './tenancy/jwt.js';
 import type { Tenancy } from './tenancy/tenancy.js';
 import type { StoredKey } from './tenancy/tenant-store.js';
 
@@ -71,14 +72,16 @@ export class TenantDirectory {
  * The tenant an `Authorization: Bearer <API key>` header names; 401 (OpenAI's wording)
  * without one or with an unknown key. Every tenant-facing route authenticates here. A key
  * this replica's copy does not know is looked up once in the run-time store (a key another
- * replica made a moment ago: tenancy/tenancy.ts, `lookup`) before the 401.
+ * replica made a moment ago: tenancy/tenancy.ts, `lookup`) before the 401. With `auth.jwt`, a
+ * token of a JWT's shape is verified instead (tenancy/jwt.ts) and names its tenant.
  */
 export async function authenticateTenant(
-  deps: { tenants: () => TenantDirectory; tenancy: Tenancy | undefined },
+  deps: { tenants: () => TenantDirectory; tenancy: Tenancy | undefined; jwt?: JwtVerifier },
   authorization: string | undefined,
 ): Promise<TenantConfig> {
   const token = bearerToken(authorization);
   if (!token) throw unauthorized('Missing `Authorization: Bearer <API key>` header');
+  if (deps.jwt && looksLikeJwt(token)) return tenantOfJwt(deps.jwt, deps.tenants, token);
   const tenant = deps.tenants().authenticate(token);
   if (tenant) return tenant;
   if (deps.tenancy && (await deps.tenancy.lookup(token))) {
@@ -86,6 +89,20 @@ export async function authenticateTenant(
     if (fresh) return fresh;
   }
   throw unauthorized('Incorrect API key provided');
+}
+
+/** The tenant a verified JWT names; 401 with the reason for any failure, or an unknown tenant. */
+async function tenantOfJwt(
+  jwt: JwtVerifier,
+  tenants: () => TenantDirectory,
+  token: string,
+): Promise<TenantConfig> {
+  const id = await jwt.verify(token).catch((error: unknown) => {
+    throw unauthorized(error instanceof JwtRejected ? error.message : 'JWT cannot be verified');
+  });
+  const tenant = tenants().get(id);
+  if (!tenant) throw unauthorized(`JWT names an unknown tenant '${id}'`);
+  return tenant;
 }
 
 /** The token of an `Authorization: Bearer <token>` header, or undefined. */

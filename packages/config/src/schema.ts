@@ -418,6 +418,79 @@ export const batchSchema = z.strictObject({
   stalled_ms: z.number().int().min(100).max(600_000).default(30_000),
 });
 
+/**
+ * The JWS algorithms a JWT may be signed with: asymmetric only. `none` is never accepted, and
+ * HMAC (HS*) is left out: its key is a shared secret, which a JWKS served to every verifier
+ * would publish.
+ */
+const JWT_ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+  'Ed25519',
+] as const;
+
+/**
+ * JWT bearer tokens beside API keys (docs/tenants.md, *JWT*): signed by a key of a JWKS (a
+ * URL, fetched and cached, or a file read at start), from `issuer`, for `audience`, naming
+ * the tenant in `tenant_claim`. Read at start: a reload cannot change it.
+ */
+export const jwtAuthSchema = z
+  .strictObject({
+    /** The issuer's JWKS endpoint (its `jwks_uri`). */
+    jwks_url: z.url({ protocol: /^https?$/ }).optional(),
+    /** A JWKS (`{"keys": [...]}`) in a file, read once at start. */
+    jwks_file: z.string().min(1).optional(),
+    /** The `iss` every token must carry. */
+    issuer: z.string().min(1),
+    /** The `aud` (one of them) every token must carry. */
+    audience: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]),
+    /** The claim whose value is the tenant id. */
+    tenant_claim: z.string().min(1).default('tenant'),
+    /** Absent = every algorithm of JWT_ALGORITHMS. */
+    algorithms: z
+      .array(
+        z.enum(JWT_ALGORITHMS, {
+          message: `must be one of ${JWT_ALGORITHMS.join(', ')} (asymmetric only: never none or HS*)`,
+        }),
+      )
+      .min(1)
+      .optional(),
+    /** Seconds of clock skew allowed on `exp` and `nbf`. */
+    clock_tolerance_s: z.number().min(0).max(600).default(30),
+  })
+  .superRefine((jwt, ctx) => {
+    if ((jwt.jwks_url === undefined) === (jwt.jwks_file === undefined)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [jwt.jwks_url === undefined ? 'jwks_url' : 'jwks_file'],
+        message:
+          jwt.jwks_url === undefined
+            ? 'one of jwks_url or jwks_file is required'
+            : 'give only one of jwks_url, jwks_file',
+      });
+    }
+  })
+  .transform((jwt) => ({ ...jwt, algorithms: jwt.algorithms ?? [...JWT_ALGORITHMS] }));
+
+/** How tenants authenticate besides API keys. */
+export const authSchema = z.strictObject({ jwt: jwtAuthSchema.optional() });
+
+/** Usage metering (docs/tenants.md, *Usage*): hourly buckets per tenant, model and pool. */
+export const usageSchema = z.strictObject({
+  /** Days an hourly bucket is kept after its hour (GET /admin/usage reads them). */
+  retention_days: z.number().int().min(1).max(3_650).default(35),
+  /** How often a replica adds what it counted to the shared buckets. */
+  flush_ms: z.number().int().min(10).max(60_000).default(100),
+});
+
 /** Graceful shutdown on SIGTERM (docs/gateway.md, *Drain*). */
 export const shutdownSchema = z.strictObject({
   /**
@@ -476,6 +549,8 @@ const configObject = z.strictObject({
   /** Absent or null (`FAIRGATE__REDIS=null`): one replica on the embedded LocalScheduler. */
   redis: redisSchema.nullish(),
   admin: z.strictObject({ token_sha256: sha256Hex.optional() }).default({}),
+  /** JWT bearer tokens beside API keys; absent = API keys only. */
+  auth: authSchema.optional(),
   limits: z
     .strictObject({
       max_body_bytes: z
@@ -505,6 +580,7 @@ const configObject = z.strictObject({
   routing: routingSchema.default(routingSchema.parse({})),
   server: serverSchema.default(serverSchema.parse({})),
   shutdown: shutdownSchema.default(shutdownSchema.parse({})),
+  usage: usageSchema.default(usageSchema.parse({})),
   batch: batchSchema.default(batchSchema.parse({})),
 });
 

@@ -12,7 +12,8 @@ export interface ConfigWatcherEvents {
 
 /**
  * Holds the config in force and reloads it when the file changes. A bad
- * reload is refused and the old config kept, as is one that changes the pools' names. Polls the file's stat (robust to
+ * reload is refused and the old config kept, as is one that changes the pools' names, their
+ * discovery or `auth.jwt` (all built at start). Polls the file's stat (robust to
  * editors and ConfigMap updates that replace the file by rename).
  */
 export class ConfigWatcher {
@@ -96,6 +97,14 @@ export class ConfigWatcher {
         throw new ConfigError(
           `invalid config ${this.path}: discovery: a reload cannot change where pods are discovered; restart the replicas to change it`,
           'discovery',
+        );
+      }
+      const jwt = (c: FairgateConfig) => JSON.stringify(c.auth?.jwt ?? null);
+      if (jwt(next) !== jwt(previous)) {
+        // The JWT verifier (its JWKS, its cache of the issuer's keys) is built at start.
+        throw new ConfigError(
+          `invalid config ${this.path}: auth.jwt: a reload cannot change JWT authentication; restart the replicas to change it`,
+          'auth.jwt',
         );
       }
       this.#current = next;

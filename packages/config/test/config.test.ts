@@ -25,6 +25,15 @@ function minimal(): Record<string, unknown> {
   };
 }
 
+/** A valid `auth.jwt` section (a JWKS by URL). */
+function jwt(): Record<string, unknown> {
+  return {
+    jwks_url: 'https://idp.example/.well-known/jwks.json',
+    issuer: 'https://idp.example/',
+    audience: 'fairgate',
+  };
+}
+
 function errorOf(fn: () => unknown): ConfigError {
   try {
     fn();
@@ -529,6 +538,58 @@ describe('bad configs name the key', () => {
       (c) => (c.discovery = { dns: { name: 'sim', port: 80, scheme: 'grpc' } }),
       'discovery.dns.scheme',
     ],
+    [
+      'jwt with neither jwks_url nor jwks_file',
+      (c) => (c.auth = { jwt: { issuer: 'i', audience: 'a' } }),
+      'auth.jwt.jwks_url',
+    ],
+    [
+      'jwt with both jwks_url and jwks_file',
+      (c) => (c.auth = { jwt: { ...jwt(), jwks_file: '/etc/jwks.json' } }),
+      'auth.jwt.jwks_file',
+    ],
+    [
+      'jwt jwks_url not http',
+      (c) => (c.auth = { jwt: { ...jwt(), jwks_url: 'file:///etc/jwks.json' } }),
+      'auth.jwt.jwks_url',
+    ],
+    [
+      'jwt without an issuer',
+      (c) => (c.auth = { jwt: { jwks_url: 'https://idp/jwks', audience: 'a' } }),
+      'auth.jwt.issuer',
+    ],
+    [
+      'jwt without an audience',
+      (c) => (c.auth = { jwt: { jwks_url: 'https://idp/jwks', issuer: 'i' } }),
+      'auth.jwt.audience',
+    ],
+    [
+      'jwt empty audience list',
+      (c) => (c.auth = { jwt: { ...jwt(), audience: [] } }),
+      'auth.jwt.audience',
+    ],
+    [
+      'jwt algorithm none',
+      (c) => (c.auth = { jwt: { ...jwt(), algorithms: ['RS256', 'none'] } }),
+      'auth.jwt.algorithms[1]',
+    ],
+    [
+      'jwt HMAC algorithm',
+      (c) => (c.auth = { jwt: { ...jwt(), algorithms: ['HS256'] } }),
+      'auth.jwt.algorithms[0]',
+    ],
+    [
+      'jwt empty tenant claim',
+      (c) => (c.auth = { jwt: { ...jwt(), tenant_claim: '' } }),
+      'auth.jwt.tenant_claim',
+    ],
+    [
+      'jwt clock tolerance negative',
+      (c) => (c.auth = { jwt: { ...jwt(), clock_tolerance_s: -1 } }),
+      'auth.jwt.clock_tolerance_s',
+    ],
+    ['jwt unknown key', (c) => (c.auth = { jwt: { ...jwt(), leeway: 5 } }), 'auth.jwt'],
+    ['unknown auth key', (c) => (c.auth = { oidc: {} }), 'auth'],
   ];
   it.each(cases)('%s -> %s', (_name, mutate, key) => {
     const raw = minimal();
@@ -648,6 +709,75 @@ describe('discovery', () => {
     expect(watcher.reload()).toBe(false);
     expect(refused).toEqual(['discovery']);
     expect(watcher.current.pools[0]?.discovery?.dns?.name).toBe('a');
+  });
+});
+
+describe('auth.jwt', () => {
+  it('defaults the claim, the algorithms (asymmetric only) and the clock tolerance', () => {
+    const config = parseConfig({ ...minimal(), auth: { jwt: jwt() } });
+    expect(config.auth?.jwt).toEqual({
+      jwks_url: 'https://idp.example/.well-known/jwks.json',
+      issuer: 'https://idp.example/',
+      audience: 'fairgate',
+      tenant_claim: 'tenant',
+      algorithms: [
+        'RS256',
+        'RS384',
+        'RS512',
+        'PS256',
+        'PS384',
+        'PS512',
+        'ES256',
+        'ES384',
+        'ES512',
+        'EdDSA',
+        'Ed25519',
+      ],
+      clock_tolerance_s: 30,
+    });
+    const file = parseConfig({
+      ...minimal(),
+      auth: {
+        jwt: {
+          jwks_file: '/etc/fairgate/jwks.json',
+          issuer: 'i',
+          audience: ['a', 'b'],
+          tenant_claim: 'org',
+          algorithms: ['ES256'],
+          clock_tolerance_s: 0,
+        },
+      },
+    });
+    expect(file.auth?.jwt).toMatchObject({
+      audience: ['a', 'b'],
+      tenant_claim: 'org',
+      algorithms: ['ES256'],
+      clock_tolerance_s: 0,
+    });
+    expect(parseConfig(minimal()).auth).toBeUndefined();
+  });
+
+  it('a reload cannot change it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fairgate-config-'));
+    const file = join(dir, 'gateway.yaml');
+    writeFileSync(file, stringify({ ...minimal(), auth: { jwt: jwt() } }));
+    const refused: string[] = [];
+    const watcher = new ConfigWatcher(file, { onRejected: (error) => refused.push(error.key) });
+    writeFileSync(
+      file,
+      stringify({ ...minimal(), auth: { jwt: { ...jwt(), audience: 'other' } } }),
+    );
+    expect(watcher.reload()).toBe(false);
+    writeFileSync(file, stringify(minimal()));
+    expect(watcher.reload()).toBe(false);
+    expect(refused).toEqual(['auth.jwt', 'auth.jwt']);
+    expect(watcher.current.auth?.jwt?.audience).toBe('fairgate');
+    // The same section with another tenant change reloads.
+    const next: Record<string, any> = { ...minimal(), auth: { jwt: jwt() } };
+    next.tenants[0].weight = 4;
+    writeFileSync(file, stringify(next));
+    expect(watcher.reload()).toBe(true);
+    expect(watcher.current.tenants[0]?.weight).toBe(4);
   });
 });
 
