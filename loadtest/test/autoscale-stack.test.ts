@@ -18,10 +18,12 @@ import {
 /**
  * The autoscale scenario scaled down, against a real stack: dnsmasq, redis-server, sims the
  * local scaler starts and stops from desired_pods, two gateway replicas that find the pods
- * only through DNS (built dist/: `npm run build` first). One tenant at 4 req/s, 16 req/s
- * (four times one pod's SLO capacity at these lengths) from 6 s to 18 s, then 4 again, with
- * 2 s tuner periods: the pods must rise to at least 2 while the load is high and be released
- * after it falls, with no failed request. The full scenario's figures: docs/load.md.
+ * only through DNS (built dist/: `npm run build` first). One tenant at 2 req/s, 14 req/s
+ * (about three times one pod's SLO capacity at these lengths) from 6 s to 18 s, then 2
+ * again (well inside one pod, so the release does not hang on the headroom even when the
+ * machine is busy and the pods slower), with 2 s tuner periods: the pods must rise to at
+ * least 2 while the load is high and be released after it falls, with no failed request.
+ * The full scenario's figures: docs/load.md.
  */
 describeWithTools(
   'the autoscale stack: desired_pods drives a local scaler through DNS',
@@ -45,7 +47,7 @@ describeWithTools(
             name: 'app',
             key_ref: 'paying',
             slo_class: 'standard',
-            arrival: { kind: 'burst', base_rate: 4, rate: 16, at_s: 6, duration_s: 12 },
+            arrival: { kind: 'burst', base_rate: 2, rate: 14, at_s: 6, duration_s: 12 },
             prompt_tokens: { median: 500, sigma: 0.3, min: 100, max: 1500 },
             output_tokens: { median: 32, sigma: 0.3, min: 8, max: 64 },
           },
@@ -116,7 +118,7 @@ describeWithTools(
       // Pods came and went without a failed request (queue drops under the overload are
       // flow control, not failures).
       expect(result.requests.filter((r) => r.outcome === 'error')).toEqual([]);
-      expect(result.requests.filter((r) => r.outcome === 'ok').length).toBeGreaterThan(150);
+      expect(result.requests.filter((r) => r.outcome === 'ok').length).toBeGreaterThan(120);
 
       const dir = mkdtempSync(join(tmpdir(), 'fairgate-load-autoscale-'));
       const report = writeRunReport(dir, [result], { title: 'autoscale_short' });

@@ -152,10 +152,17 @@ describe('tuner loop', () => {
     // fewer pods have done for scale_down_periods (scale-signal.ts).
     expect(report.need).toBeCloseTo(7 / p.lambdaStar!, 9);
     expect(report.desiredPods).toBeGreaterThanOrEqual(Math.ceil(7 / p.lambdaStar!));
+    // A quiet period (too few requests for an observation) is still sized, from the pod's
+    // last observation: the need follows the rate down, so the signal can fall at low load.
+    const lambdaStar = p.lambdaStar!;
+    current = pod.run(20, 0.3, 800, 64);
+    await tuner.tick(fence);
+    expect(tuner.report!.pods['pod-a']!.observation).toBeNull();
+    expect(tuner.report!.need).toBeCloseTo(0.3 / lambdaStar, 6);
     const stored = decodePodTuner(await scheduler.getLeaderData('tuner:pod-a'));
     expect(stored.problem).toBeUndefined();
-    expect(stored.state.filter!.updates).toBe(p.updates);
-    expect(JSON.parse((await scheduler.getLeaderData('capacity'))!).period).toBe(12);
+    expect(stored.state.filter!.updates).toBe(tuner.report!.pods['pod-a']!.updates);
+    expect(JSON.parse((await scheduler.getLeaderData('capacity'))!).period).toBe(13);
     const text = await metrics.registry.metrics();
     const alpha = /fairgate_tuner_alpha_ms\{pod="pod-a",replica="r"\} (\S+)/.exec(text);
     expect(Number(alpha?.[1])).toBeCloseTo(p.alphaMs!, 9);

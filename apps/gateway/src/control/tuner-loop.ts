@@ -10,6 +10,7 @@ import {
   type OutcomeRecord,
   observePeriod,
   outcomeOf,
+  type PeriodObservation,
   type PodCounters,
   type PodPeriod,
   type PodTunerState,
@@ -97,6 +98,8 @@ export class TunerLoop {
   #period = 0;
   #report: CapacityView | null = null;
   #signal: ScaleSignalState = INITIAL_SCALE_SIGNAL;
+  /** Each pod's latest observation (the workload it is sized for in a quiet period). */
+  readonly #lastObservation = new Map<string, PeriodObservation>();
 
   constructor(private readonly options: TunerLoopOptions) {}
 
@@ -115,6 +118,7 @@ export class TunerLoop {
       if (names.has(pod)) continue;
       this.#states.delete(pod);
       this.#baseline.delete(pod);
+      this.#lastObservation.delete(pod);
       for (const gauge of [m.tunerAlpha, m.tunerBeta, m.tunerGamma, m.tunerNis, m.capacityRps]) {
         gauge.remove({ pod });
       }
@@ -136,6 +140,7 @@ export class TunerLoop {
     this.#baseline.clear();
     this.#period = 0;
     this.#signal = INITIAL_SCALE_SIGNAL;
+    this.#lastObservation.clear();
     // Every series from 0, so increase() sees a pod's first rejection.
     for (const pod of this.#pods()) {
       for (const result of TUNER_OUTCOMES) {
@@ -255,6 +260,8 @@ export class TunerLoop {
         changed.push(name);
       }
       period.state = state;
+      if (period.observation) this.#lastObservation.set(name, period.observation);
+      else period.lastObservation = this.#lastObservation.get(name) ?? null;
       this.#states.set(name, state);
       periods.push(period);
     }

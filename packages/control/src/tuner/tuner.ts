@@ -323,6 +323,12 @@ export interface PodPeriod {
   observation: PeriodObservation | null;
   /** Requests/s the pod served this period even when too few for an observation. */
   rate: number;
+  /**
+   * The pod's latest observation of an earlier period: the workload its lambda* is sized
+   * for when this period has none (too few requests at low load), so the need still
+   * follows the rate down. Absent: sized only from this period's.
+   */
+  lastObservation?: PeriodObservation | null;
   /** NIS of this period's update, when one ran. */
   nis?: number;
   event?: TuneEvent;
@@ -393,7 +399,7 @@ export function capacityReport(
     const t = tuning(model);
     const sized = list.flatMap((p) => {
       const f = p.state.filter;
-      const obs = p.observation;
+      const obs = p.observation ?? p.lastObservation ?? null;
       if (!f || !obs) return [];
       const params: PodParams = { alpha: f.x[0], beta: f.x[1], gamma: f.x[2] };
       const workload: Workload = toWorkload(obs, t.maxBatch, t.maxQueue);
