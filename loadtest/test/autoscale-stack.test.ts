@@ -118,7 +118,12 @@ describeWithTools(
       // Pods came and went without a failed request (queue drops under the overload are
       // flow control, not failures).
       expect(result.requests.filter((r) => r.outcome === 'error')).toEqual([]);
-      expect(result.requests.filter((r) => r.outcome === 'ok').length).toBeGreaterThan(120);
+      const served = result.requests.filter((r) => r.outcome === 'ok');
+      expect(served.length).toBeGreaterThan(120);
+      // The gateway's metered usage after the run: every served request, once.
+      expect(result.usage).toEqual([
+        expect.objectContaining({ tenant: 'app', requests: served.length }),
+      ]);
 
       const dir = mkdtempSync(join(tmpdir(), 'fairgate-load-autoscale-'));
       const report = writeRunReport(dir, [result], { title: 'autoscale_short' });

@@ -165,3 +165,40 @@ export class AdminPoller {
     return [...this.actions.values()].sort((a, b) => a.tick - b.tick);
   }
 }
+
+/** One row of GET /admin/usage (group_by tenant,model): what the pods reported at release. */
+export interface UsageRow {
+  tenant: string;
+  model: string;
+  requests: number;
+  input_tokens: number;
+  output_tokens: number;
+  cached_tokens: number;
+}
+
+/**
+ * The gateway's metered usage per tenant and model since `fromMs` (whole hours: the hour
+ * the run started in, so it may include an earlier run's on the same Redis); undefined when
+ * the gateway cannot tell (no such route, the embedded scheduler, a wrong token).
+ */
+export async function fetchUsage(
+  target: string,
+  token: string,
+  fromMs: number,
+): Promise<UsageRow[] | undefined> {
+  try {
+    const from = Math.floor(fromMs / 3_600_000) * 3_600;
+    const response = await request(`${target}/admin/usage?group_by=tenant,model&from=${from}`, {
+      headers: { authorization: `Bearer ${token}` },
+      signal: AbortSignal.timeout(5_000),
+    });
+    if (response.statusCode !== 200) {
+      await response.body.dump();
+      return undefined;
+    }
+    const body = (await response.body.json()) as { data?: UsageRow[] };
+    return Array.isArray(body.data) ? body.data : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,4 +1,4 @@
-import type { AdminSample } from './admin.js';
+import type { AdminSample, UsageRow } from './admin.js';
 import type { OutputCheck } from './batch.js';
 import type { RequestRecord } from './client.js';
 import type { RunResult } from './runner.js';
@@ -57,6 +57,8 @@ export interface RunSummary {
   lastCapPerWorker?: number;
   /** The scenario's batch (the `batch:` section), when it had one. */
   batch?: BatchSummary;
+  /** The gateway's metered tokens per tenant (GET /admin/usage), when it answered. */
+  usage?: UsageRow[];
 }
 
 interface Window {
@@ -190,6 +192,7 @@ export function summarize(result: RunResult, window: Window = defaultWindow(resu
       : {}),
     ...(lastCap !== undefined && lastCap !== null ? { lastCapPerWorker: lastCap } : {}),
     ...(result.batch ? { batch: summarizeBatch(result, window) } : {}),
+    ...(result.usage ? { usage: result.usage } : {}),
   };
 }
 

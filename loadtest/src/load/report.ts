@@ -609,6 +609,11 @@ export function summaryText(summary: RunSummary, classes?: Record<string, number
     );
   }
   lines.push(poolLine(summary));
+  for (const u of summary.usage ?? []) {
+    lines.push(
+      `  metered ${u.tenant} (${u.model}): ${u.requests} requests, ${u.input_tokens} input / ${u.output_tokens} output / ${u.cached_tokens} cached tokens (GET /admin/usage)`,
+    );
+  }
   for (const c of checks(summary, classes)) lines.push(`  - ${c}`);
   if (summary.batch) for (const b of batchText(summary.batch)) lines.push(`  - ${b}`);
   return lines.join('\n');
@@ -641,6 +646,18 @@ export interface WrittenReport {
   summaries: RunSummary[];
 }
 
+/** The gateway's metered tokens per tenant and model (GET /admin/usage), when it answered. */
+function usageTable(summary: RunSummary): string {
+  if (!summary.usage || summary.usage.length === 0) return '';
+  const rows = summary.usage
+    .map(
+      (u) =>
+        `<tr><td>${esc(u.tenant)}</td><td>${esc(u.model)}</td><td>${u.requests}</td><td>${u.input_tokens}</td><td>${u.output_tokens}</td><td>${u.cached_tokens}</td></tr>`,
+    )
+    .join('');
+  return `<h3>Metered usage per tenant</h3><p class="muted">GET /admin/usage after the run: what the pods reported at release, in the hours of the run</p><table><tr><th>tenant</th><th>model</th><th>requests</th><th>input tokens</th><th>output tokens</th><th>cached tokens</th></tr>${rows}</table>`;
+}
+
 function runSection(
   result: RunResult,
   summary: RunSummary,
@@ -654,6 +671,7 @@ ${tenantTable(summary)}
 <ul>${checks(summary, classes)
     .map((c) => `<li>${esc(c)}</li>`)
     .join('')}</ul>
+${usageTable(summary)}
 ${
   summary.batch
     ? `<h3>Batch</h3><ul>${batchText(summary.batch)

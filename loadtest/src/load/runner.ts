@@ -1,7 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isFlowControlDrop } from '@fairgate/core';
 import type { Agent } from 'undici';
-import { AdminPoller, type AdminSample, type SeenAction } from './admin.js';
+import {
+  AdminPoller,
+  type AdminSample,
+  fetchUsage,
+  type SeenAction,
+  type UsageRow,
+} from './admin.js';
 import { type Arrival, buildSchedule } from './arrivals.js';
 import { BatchDriver, type BatchResult } from './batch.js';
 import { createAgent, type RequestPlan, type RequestRecord, sendRequest } from './client.js';
@@ -74,6 +80,8 @@ export interface RunResult {
   batch?: BatchResult;
   /** stack.autoscale: the scaler's reads of desired_pods and the pods it listed. */
   scaler?: ScalerSample[];
+  /** The gateway's metered usage per tenant and model (GET /admin/usage) after the run. */
+  usage?: UsageRow[];
   meta: Record<string, unknown>;
 }
 
@@ -152,7 +160,11 @@ export async function runScenario(options: RunOptions): Promise<RunResult> {
   options.signal?.removeEventListener('abort', onExternal);
   await agent.close().catch(() => {});
   run.records.sort((a, b) => a.startS - b.startS);
-  return runResult(run, { startedAt, durationS, admin, stoppedEarly, batchResult });
+  // The gateway's own count of the run's tokens, per tenant (after its last flush).
+  await new Promise((r) => setTimeout(r, 300));
+  const usage = await fetchUsage(targets[0] as string, options.adminToken, wallAtZeroMs);
+  const result = runResult(run, { startedAt, durationS, admin, stoppedEarly, batchResult });
+  return usage ? { ...result, usage } : result;
 }
 
 /** One run's shared state: what every launched request reads and writes. */
