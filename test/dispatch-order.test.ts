@@ -22,6 +22,13 @@ interface Labelled extends GenerateOptions {
   key?: string;
 }
 
+/**
+ * The order is what is checked, not Redis latency: with the default 250 ms command bound, a
+ * stall of the CPU-starved CI machine (a Sentinel failover beside this file) counted as a
+ * Redis outage and answered /admin/state 503.
+ */
+const SLOW_MACHINE_REDIS = { command_timeout_ms: 2_000 };
+
 async function dispatchOrder(pool: Pool, requests: Labelled[]): Promise<string[]> {
   const url = (i: number) => pool.gateways[i % pool.gateways.length]!.url;
   const blocker = generate(url(0), TEST_KEYS.paying, { maxTokens: 40 });
@@ -81,6 +88,7 @@ describe.each([
       budget: 1,
       tenants: tenants(),
       scheduler: { dispatch_order: order, queue_ttl_ms: 10_000 },
+      redis: SLOW_MACHINE_REDIS,
     });
   }, 60_000);
   afterAll(async () => pool?.stop());
@@ -107,6 +115,7 @@ describe('dispatch_order slo-deadline', () => {
         // A request without x-slo-ttft-ms gets its class's target as its deadline.
         slo_targets_ms: { standard: 2_500 },
       },
+      redis: SLOW_MACHINE_REDIS,
     });
   }, 60_000);
   afterAll(async () => pool?.stop());
