@@ -110,6 +110,18 @@ describe('JWT authentication', () => {
     }
   });
 
+  it('a token for a tenant the admin API made on the other replica a moment ago is served', async () => {
+    const created = await fetch(`${url(0)}/admin/tenants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_KEYS.admin}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ id: 'newcomer' }),
+    });
+    expect(created.status).toBe(201);
+    // No wait: replica 1 finds the tenant in the store on its first request.
+    const result = await generate(url(1), await sign({ tenant: 'newcomer' }));
+    expect(result.status, result.body).toBe(200);
+  });
+
   it('an unknown API key is still refused as one', async () => {
     const result = await generate(url(0), 'fg-not-a-key');
     expect(result.status).toBe(401);

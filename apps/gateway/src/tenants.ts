@@ -81,7 +81,7 @@ export async function authenticateTenant(
 ): Promise<TenantConfig> {
   const token = bearerToken(authorization);
   if (!token) throw unauthorized('Missing `Authorization: Bearer <API key>` header');
-  if (deps.jwt && looksLikeJwt(token)) return tenantOfJwt(deps.jwt, deps.tenants, token);
+  if (deps.jwt && looksLikeJwt(token)) return tenantOfJwt(deps, deps.jwt, token);
   const tenant = deps.tenants().authenticate(token);
   if (tenant) return tenant;
   if (deps.tenancy && (await deps.tenancy.lookup(token))) {
@@ -93,14 +93,17 @@ export async function authenticateTenant(
 
 /** The tenant a verified JWT names; 401 with the reason for any failure, or an unknown tenant. */
 async function tenantOfJwt(
+  deps: { tenants: () => TenantDirectory; tenancy: Tenancy | undefined },
   jwt: JwtVerifier,
-  tenants: () => TenantDirectory,
   token: string,
 ): Promise<TenantConfig> {
   const id = await jwt.verify(token).catch((error: unknown) => {
     throw unauthorized(error instanceof JwtRejected ? error.message : 'JWT cannot be verified');
   });
-  const tenant = tenants().get(id);
+  // A run-time tenant made on another replica a moment ago: looked up once in the store.
+  const tenant =
+    deps.tenants().get(id) ??
+    ((await deps.tenancy?.lookupTenant(id)) ? deps.tenants().get(id) : undefined);
   if (!tenant) throw unauthorized(`JWT names an unknown tenant '${id}'`);
   return tenant;
 }

@@ -104,13 +104,27 @@ export class Tenancy {
    */
   async lookup(apiKey: string): Promise<boolean> {
     const digest = apiKeyDigest(apiKey);
+    return this.#lookupOnce(
+      `key:${digest}`,
+      async () => (await this.store.keyByDigest(digest)) !== undefined,
+    );
+  }
+
+  /**
+   * The same for a tenant a verified JWT names (tenancy/jwt.ts): one the store has but this
+   * copy does not yet reloads the copy (true); an unknown id is not asked again for a second.
+   */
+  lookupTenant(id: string): Promise<boolean> {
+    return this.#lookupOnce(`tenant:${id}`, () => this.store.hasTenant(id));
+  }
+
+  async #lookupOnce(miss: string, inStore: () => Promise<boolean>): Promise<boolean> {
     const now = Date.now();
-    const missed = this.#misses.get(digest);
+    const missed = this.#misses.get(miss);
     if (missed !== undefined && missed > now) return false;
-    const key = await this.store.keyByDigest(digest).catch(() => undefined);
-    if (!key) {
+    if (!(await inStore().catch(() => false))) {
       if (this.#misses.size >= MAX_MISSES) this.#misses.clear();
-      this.#misses.set(digest, now + MISS_TTL_MS);
+      this.#misses.set(miss, now + MISS_TTL_MS);
       return false;
     }
     await this.view.reload().catch(() => {});

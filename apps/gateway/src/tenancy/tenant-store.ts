@@ -86,6 +86,10 @@ export class TenantStore {
     return json ? (JSON.parse(json) as StoredKey) : undefined;
   }
 
+  async hasTenant(id: string): Promise<boolean> {
+    return (await this.redis.hexists(KEYS.tenants, id)) === 1;
+  }
+
   async lastUsed(): Promise<Map<string, number>> {
     const all = await this.redis.hgetall(KEYS.lastUsed);
     return new Map(Object.entries(all).map(([id, ms]) => [id, Number(ms)]));
