@@ -47,6 +47,7 @@ const SILENT = [
   'FairgateRedisOutage',
   'FairgatePodUnhealthy',
   'FairgatePodScrapeFailing',
+  'FairgateDiscoveryFailing',
   'FairgateTunerRejecting',
   'FairgateGatewayDown',
   // Its threshold and labels are pinned by infra/fairgate.rules.test.yml (promtool test rules).
