@@ -102,7 +102,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
     log(`fairgate: run-time tenants changed (version ${tenancy?.view.snapshot.version})`);
   });
   const config = current();
-  tenants = tenancy ? tenancy.directory(config) : new TenantDirectory(config);
+  applyTenants(); // no pool yet: only who each key is
   // JWTs beside API keys; jose is loaded only then. A reload cannot change auth.jwt.
   const jwtConfig = config.auth?.jwt;
   const jwt = jwtConfig

@@ -184,6 +184,20 @@ export function usageFields(count: UsageCount): Array<[string, number]> {
   return fields;
 }
 
+/**
+ * Validates a meterUsage call: its retention, its flush id and every count; returns the
+ * hash fields to add (usageFields of each count).
+ */
+export function normalizeUsage(
+  counts: readonly UsageCount[],
+  retentionS: number,
+  flushId: string,
+): Array<[string, number]> {
+  assertInteger('usage retention (s)', retentionS, 1);
+  assertValidName('usage flush id', flushId);
+  return counts.flatMap(usageFields);
+}
+
 /** A usage hash back to counts per tenant and model. */
 export function usageCounts(hour: number, fields: Iterable<[string, number]>): UsageBucket[] {
   const byKey = new Map<string, UsageBucket>();

@@ -211,12 +211,13 @@ function upstreamMetrics(registry: Registry) {
       help: "Pods the pool's discovery (DNS or Kubernetes) lists on this replica.",
       registers: [registry],
     }),
-    tokens: new Counter({
-      name: 'fairgate_tokens_total',
-      help: 'Tokens the pods reported at release, by tenant, model and direction (input, output, cached: input served from the prefix cache).',
-      labelNames: ['tenant', 'model', 'direction'],
-      registers: [registry],
-    }),
+    // Counted at every release: bound per tenant, model and direction (BoundMetric).
+    tokens: new BoundCounter(
+      'fairgate_tokens_total',
+      'Tokens the pods reported at release, by tenant, model and direction (input, output, cached: input served from the prefix cache).',
+      ['tenant', 'model', 'direction'],
+      registry,
+    ),
     discoveryErrors: new Counter({
       name: 'fairgate_discovery_errors_total',
       help: 'Discovery reads that failed (the last pod set stays in force).',

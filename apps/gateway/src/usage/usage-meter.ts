@@ -19,6 +19,10 @@ export interface UsageMeterOptions {
  */
 export class UsageMeter {
   readonly #pending = new Map<string, UsageCount>();
+  readonly #bound = new Map<
+    string,
+    Record<'input' | 'output' | 'cached', { inc(n: number): void }>
+  >();
   /** A flush that failed, sent again (same id: applied at most once) before new counts. */
   #unsent: { id: string; counts: UsageCount[] } | undefined;
   #flushes = 0;
@@ -41,10 +45,25 @@ export class UsageMeter {
     count.inputTokens += usage.prompt_tokens;
     count.outputTokens += usage.completion_tokens;
     count.cachedTokens += cached;
-    const { tokens } = this.options.metrics;
-    tokens.inc({ tenant, model, direction: 'input' }, usage.prompt_tokens);
-    tokens.inc({ tenant, model, direction: 'output' }, usage.completion_tokens);
-    if (cached > 0) tokens.inc({ tenant, model, direction: 'cached' }, cached);
+    const series = this.#series(key, tenant, model);
+    series.input.inc(usage.prompt_tokens);
+    series.output.inc(usage.completion_tokens);
+    if (cached > 0) series.cached.inc(cached);
+  }
+
+  /** The tenant's and model's fairgate_tokens_total series, bound once. */
+  #series(key: string, tenant: string, model: string) {
+    let series = this.#bound.get(key);
+    if (!series) {
+      const { tokens } = this.options.metrics;
+      series = {
+        input: tokens.labels({ tenant, model, direction: 'input' }),
+        output: tokens.labels({ tenant, model, direction: 'output' }),
+        cached: tokens.labels({ tenant, model, direction: 'cached' }),
+      };
+      this.#bound.set(key, series);
+    }
+    return series;
   }
 
   start(): void {

@@ -38,8 +38,8 @@ import {
   normalizeHandover,
   normalizePodLoads,
   normalizeRelease,
+  normalizeUsage,
   usageCounts,
-  usageFields,
   usageHours,
 } from '../requests.js';
 import {
@@ -586,9 +586,7 @@ export class LocalScheduler implements Scheduler {
     retentionS: number,
     flushId: string,
   ): Promise<void> {
-    assertInteger('usage retention (s)', retentionS, 1);
-    assertValidName('usage flush id', flushId);
-    const fields = counts.flatMap(usageFields);
+    const fields = normalizeUsage(counts, retentionS, flushId);
     if (fields.length === 0) return;
     const now = this.clock();
     for (const [id, until] of this.usageFlushes) if (until <= now) this.usageFlushes.delete(id);

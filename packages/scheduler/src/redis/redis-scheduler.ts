@@ -35,8 +35,8 @@ import {
   normalizeHandover,
   normalizePodLoads,
   normalizeRelease,
+  normalizeUsage,
   usageCounts,
-  usageFields,
   usageHours,
 } from '../requests.js';
 import {
@@ -195,19 +195,13 @@ export class RedisScheduler implements Scheduler {
   async upsertPods(pods: readonly PodConfig[]): Promise<void> {
     if (pods.length === 0) return;
     this.wake();
-    const args = pods.flatMap((pod) => {
-      const p = resolvePod(pod);
-      return [p.name, p.cap, p.healthy ? '1' : '0'];
-    });
+    const args = podArgs(pods);
     // FCALL lua/upsertPods-1.lua
     await this.run('upsertPods', [this.keys.pods], args);
   }
 
   async syncPods(fence: Fence, pods: readonly PodConfig[]): Promise<boolean> {
-    const args = pods.flatMap((pod) => {
-      const p = resolvePod(pod);
-      return [p.name, p.cap, p.healthy ? '1' : '0'];
-    });
+    const args = podArgs(pods);
     this.wake();
     // FCALL lua/syncPods-6.lua
     return this.fenced(
@@ -541,13 +535,15 @@ export class RedisScheduler implements Scheduler {
     retentionS: number,
     flushId: string,
   ): Promise<void> {
-    assertInteger('usage retention (s)', retentionS, 1);
-    assertValidName('usage flush id', flushId);
-    const args: ScriptArg[] = [retentionS, flushId];
-    for (const count of counts)
-      for (const [field, value] of usageFields(count)) args.push(field, value);
+    const fields = normalizeUsage(counts, retentionS, flushId);
     // FCALL lua/meterUsage-1.lua
-    if (args.length > 2) await this.run('meterUsage', [this.keys.usagePrefix], args);
+    if (fields.length > 0) {
+      await this.run(
+        'meterUsage',
+        [this.keys.usagePrefix],
+        [retentionS, flushId, ...fields.flat()],
+      );
+    }
   }
 
   async readUsage(fromHour: number, toHour: number): Promise<UsageBucket[]> {
@@ -614,4 +610,12 @@ export class RedisScheduler implements Scheduler {
     if (Array.isArray(reply)) return reply as string[];
     throw schedulerError(reply as number, context);
   }
+}
+
+/** Pods as upsertPods-1.lua and syncPods-6.lua take them: groups of name, cap, healthy. */
+function podArgs(pods: readonly PodConfig[]): ScriptArg[] {
+  return pods.flatMap((pod) => {
+    const p = resolvePod(pod);
+    return [p.name, p.cap, p.healthy ? '1' : '0'];
+  });
 }
