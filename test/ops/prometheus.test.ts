@@ -50,9 +50,14 @@ const SILENT = [
   'FairgateDiscoveryFailing',
   'FairgateTunerRejecting',
   'FairgateGatewayDown',
-  // Its threshold and labels are pinned by infra/fairgate.rules.test.yml (promtool test rules).
-  'FairgateReplicaEventLoopLag',
 ];
+/**
+ * Alerts whose condition follows the host, not the gateway: this test shares two cores with
+ * other test files, so a replica's event loop may run 0.1 s late for a moment. Its `for: 5m`
+ * keeps it from firing here (asserted); its threshold and labels are pinned by
+ * infra/fairgate.rules.test.yml (promtool test rules).
+ */
+const HOST_DEPENDENT = ['FairgateReplicaEventLoopLag'];
 
 interface RuleFile {
   groups: Array<{
@@ -92,7 +97,9 @@ describeWithTools(
         expect(rule.annotations?.summary, `${rule.alert}: summary`).toBeTruthy();
       }
       // The test decides for every alert whether this load provokes it.
-      expect(alertRules.map((r) => r.alert).sort()).toEqual([...PROVOKED, ...SILENT].sort());
+      expect(alertRules.map((r) => r.alert).sort()).toEqual(
+        [...PROVOKED, ...SILENT, ...HOST_DEPENDENT].sort(),
+      );
     });
 
     describe('on a real Prometheus', () => {
@@ -215,6 +222,10 @@ describeWithTools(
         expect(new Set(burn.map((a) => a.labels.class))).toEqual(new Set(['critical']));
         const silentButActive = alerts.filter((a) => SILENT.includes(a.labels.alertname ?? ''));
         expect(silentButActive, 'alerts that should be silent').toEqual([]);
+        const hostFiring = alerts.filter(
+          (a) => HOST_DEPENDENT.includes(a.labels.alertname ?? '') && a.state === 'firing',
+        );
+        expect(hostFiring, 'host-dependent alerts firing within their for:').toEqual([]);
 
         const rules = await prom.rules();
         expect(rules.length).toBe(allRules.length);
