@@ -23,6 +23,22 @@ export interface Classification {
   kvBlocks: number;
   /** Token-bucket cost (0 when the tenant has no bucket): input tokens (+ max_tokens). */
   bucketTokens: number;
+  /**
+   * The estimate reserved against the tenant's budgets (0 when it has no budget or rate):
+   * input tokens + max_tokens, trued up to the usage at release.
+   */
+  budgetTokens: number;
+}
+
+/** Whether the tenant has a budget or a rate (config `limits`). */
+export function hasLimits(tenant: TenantConfig): boolean {
+  const limits = tenant.limits;
+  return (
+    limits !== undefined &&
+    (limits.tokens_per_day !== undefined ||
+      limits.tokens_per_month !== undefined ||
+      limits.requests_per_minute !== undefined)
+  );
 }
 
 /** The token-bucket amount a finished request actually used, by the same rule as its cost. */
@@ -103,5 +119,6 @@ export function classify(input: ClassifyInput): Classification {
     bucketTokens: tenant.token_bucket
       ? inputTokens + (tenant.token_bucket.include_max_tokens ? maxTokens : 0)
       : 0,
+    budgetTokens: hasLimits(tenant) ? inputTokens + maxTokens : 0,
   };
 }

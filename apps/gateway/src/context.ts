@@ -49,6 +49,11 @@ export interface RequestState {
   requestId: string;
   /** performance.now() at arrival (t1). */
   t1: number;
+  /**
+   * OpenAI's x-ratelimit-* headers of a tenant with a budget or a rate, from its enqueue:
+   * sent with the answer, whatever it is (rate-limit-headers.ts).
+   */
+  rateLimitHeaders?: Record<string, string>;
 }
 
 declare module 'hono' {

@@ -107,6 +107,13 @@ export function schedulerTenants(config: FairgateConfig): SchedulerTenant[] {
     tokenBucket: t.token_bucket
       ? { capacity: t.token_bucket.capacity, refillPerSecond: t.token_bucket.refill_per_second }
       : null,
+    limits: t.limits
+      ? {
+          tokensPerDay: t.limits.tokens_per_day ?? null,
+          tokensPerMonth: t.limits.tokens_per_month ?? null,
+          requestsPerMinute: t.limits.requests_per_minute ?? null,
+        }
+      : null,
   }));
 }
 

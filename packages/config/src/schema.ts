@@ -50,6 +50,21 @@ export const tokenBucketSchema = z.strictObject({
   include_max_tokens: z.boolean().default(false),
 });
 
+/**
+ * A tenant's budgets and rates over UTC windows, exact across replicas (checked in the
+ * scheduler's enqueue script): a request is admitted while its day and month have tokens
+ * left and its minute has a request left. It reserves its estimate (input + max_tokens),
+ * trued up to the pod's usage at release. Absent = no limit. Each pool counts its own.
+ */
+export const tenantLimitsSchema = z.strictObject({
+  /** Tokens (input + output) per UTC day. */
+  tokens_per_day: z.number().int().min(1).max(1_000_000_000_000).optional(),
+  /** Tokens (input + output) per UTC calendar month. */
+  tokens_per_month: z.number().int().min(1).max(1_000_000_000_000).optional(),
+  /** Requests admitted per UTC minute. */
+  requests_per_minute: z.number().int().min(1).max(1_000_000_000).optional(),
+});
+
 export const tenantSchema = z.strictObject({
   id: identifier('tenant id'),
   /** sha256 hex digests of the tenant's API keys (never the keys themselves). */
@@ -60,6 +75,7 @@ export const tenantSchema = z.strictObject({
   max_class: z.string().optional(),
   quotas: quotasSchema.default({}),
   token_bucket: tokenBucketSchema.optional(),
+  limits: tenantLimitsSchema.optional(),
   /**
    * The models (names or aliases) this tenant may use; absent = every model. Another model
    * answers 404 `model_not_found`, and GET /v1/models lists only these.

@@ -102,6 +102,27 @@ export {
   type SloClassName,
 } from './slo.js';
 export {
+  admitUnderLimits,
+  civilFromDays,
+  currentCounters,
+  daysFromCivil,
+  EMPTY_COUNTERS,
+  hasLimits,
+  type LimitCharge,
+  type LimitCounters,
+  type LimitStanding,
+  type LimitsDecision,
+  type LimitsStanding,
+  type LimitWindow,
+  type LimitWindows,
+  limitsStanding,
+  limitWindows,
+  NO_LIMITS,
+  settleCharge,
+  type TenantLimits,
+  undoAdmission,
+} from './tenant-limits.js';
+export {
   type BucketConfig,
   type BucketState,
   currentBucket,

@@ -35,9 +35,10 @@ export type DropReason = RejectCode | NoticeDropCode | 'upstream_busy';
 /**
  * Whether waiting can help a request refused with the code, and so its Retry-After:
  * - `fixed`: yes, soon; Retry-After is the row's `retryAfterMs`.
- * - `refill`: once the tenant's token bucket holds the request's cost; Retry-After is the
- *   scheduler's estimate of that refill, and absent when the cost exceeds the bucket's
- *   capacity (then it never will).
+ * - `refill`: once the tenant's token bucket holds the request's cost, or its budget's or
+ *   rate's window ends; Retry-After is the scheduler's estimate of that refill or the
+ *   window's end, and absent when the cost exceeds the bucket's capacity (then it never
+ *   will).
  * - `never`: no, the request can never pass as it is; no Retry-After.
  * - `another_try`: a pod failed; another try may pass, with no promise of when (no
  *   Retry-After; a batch line gets a few tries).
@@ -127,6 +128,10 @@ export const OUTCOME_TABLE: Readonly<Record<OutcomeCode, OutcomeRow>> = {
   [RejectCode.NoHealthyPod]: unavailable('No healthy inference pod is available'),
   [RejectCode.RateLimited]: flowControl(
     "Tenant '{tenant}' is over its token rate limit (this request costs {cost} tokens)",
+    'refill',
+  ),
+  [RejectCode.BudgetExhausted]: flowControl(
+    "Tenant '{tenant}' has spent its token budget for this period",
     'refill',
   ),
   [RejectCode.ShedByTier]: flowControl("The pool is overloaded: class '{class}' is shed"),

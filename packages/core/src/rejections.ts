@@ -16,8 +16,13 @@ export enum RejectCode {
   QuotaKvBlocksNeverFits = 'quota_kv_blocks',
   /** No pod is healthy: waiting could only end in a queue TTL expiry. */
   NoHealthyPod = 'no_healthy_pod',
-  /** The tenant's token bucket does not hold the request's cost (see retryAfterMs). */
+  /**
+   * The tenant's token bucket does not hold the request's cost, or its requests_per_minute
+   * are spent for this minute (see retryAfterMs).
+   */
   RateLimited = 'rate_limited',
+  /** The tenant's tokens_per_day or tokens_per_month are spent until the window ends. */
+  BudgetExhausted = 'budget_exhausted',
   /** tier-shed admission: a pod is overloaded and the priority is below the minimum. */
   ShedByTier = 'shed_by_tier',
   /** gaie-legacy admission: a sheddable request while pool saturation >= 1. */

@@ -83,6 +83,14 @@ const EXPECTED: ReadonlyArray<
     'never',
   ],
   [
+    RejectCode.BudgetExhausted,
+    429,
+    'rate_limit_error',
+    "Tenant 'acme' has spent its token budget for this period",
+    flowHeaders('budget_exhausted', false),
+    'never',
+  ],
+  [
     RejectCode.ShedByTier,
     429,
     'rate_limit_error',
@@ -272,7 +280,7 @@ describe('the outcome table', () => {
       ...(['expired', 'evict', 'shed'] as const).map(noticeDropCode),
     ];
     expect(new Set(reasons).size).toBe(reasons.length);
-    expect(Object.values(RejectCode)).toHaveLength(10);
+    expect(Object.values(RejectCode)).toHaveLength(11);
   });
 });
 

@@ -6,7 +6,8 @@
 
   Checks, in order: configuration and tenant errors (nothing counted), a retried live id,
   no healthy pod, the admission policy, a quota the request can never fit, the tenant's
-  token bucket; then queue, dispatch pass, queue caps (with queue shedding).
+  budgets and rate (includes/limits.lua), its token bucket; then queue, dispatch pass,
+  queue caps (with queue shedding).
 
   Input:
     KEYS[1]  the pool's tag {fg:<pool>}: (includes/engineKeys.lua derives every key)
@@ -22,6 +23,7 @@
     ARGV[10] preferred pod, '' for none
     ARGV[11] token-bucket cost (integer >= 0; 0 = not charged)
     ARGV[12] prompt block hashes joined by ',', '' for none (includes/prefix.lua)
+    ARGV[13] token estimate reserved against the tenant's budgets (integer >= 0; '' = 0)
 
   Output:
     {1, pod, retried}   granted on pod (retried = 1 when the id was already live)
@@ -31,8 +33,12 @@
     {code, retryAfterMs | false}  rejected and counted: Code.TenantQueueFull | BandFull |
         GlobalQueueFull | QuotaConcurrencyNeverFits | QuotaKvBlocksNeverFits | NoHealthyPod |
         RateLimited (with the retry-after when waiting helps) | ShedByTier | Saturated |
-        RejectedByPolicy
+        RejectedByPolicy | BudgetExhausted | RequestRateLimited (both with the ms until
+        the window ends)
     Code.NotConfigured | UnknownTenant   configuration errors (nothing counted)
+  For a tenant with a budget or a rate (tenant.limited), every reply but a retry's is padded
+  to 4 elements ({code, retryAfterMs | false, 0, 0} when rejected) and followed by the 6 of
+  its standing after this request (includes/limits.lua limitsStanding).
 ]]
 local rcall = redis.call
 --- @include "includes/engineKeys"
@@ -42,6 +48,7 @@ local rcall = redis.call
 --- @include "includes/dispatch"
 --- @include "includes/admission"
 --- @include "includes/shedding"
+--- @include "includes/limits"
 
 local cfg = loadConfig()
 if not cfg then return Code.NotConfigured end
@@ -58,6 +65,7 @@ local req = {
   hint = ARGV[10],
   tokens = 0,
   prefix = ARGV[12] or '',
+  lim = '',
 }
 local band = tonumber(req.band)
 touchReplica(req.owner, now, cfg)
@@ -72,9 +80,24 @@ if not tenant then return Code.UnknownTenant end
 -- From here every path counts the arrival once, admitted or rejected: offered is their sum
 -- (src/counters.ts), so it costs no HINCRBY of its own.
 
+-- A limited tenant's budgets and rates, read once: checked below, and every reply carries
+-- its standing.
+local limits, windows = nil, nil
+if tenant.limited then
+  windows = limitWindows(now)
+  limits = loadLimits(req.tenant, windows)
+end
+local function answer(reply)
+  if not limits then return reply end
+  for i = #reply + 1, 4 do reply[i] = 0 end
+  local standing = limitsStanding(limits, windows, now)
+  for i = 1, 6 do reply[4 + i] = standing[i] end
+  return reply
+end
+
 local function reject(code, retryAfterMs)
   countRejection(req.tenant, req.class, code)
-  return { code, retryAfterMs or false }
+  return answer({ code, retryAfterMs or false })
 end
 
 local pods = loadPods()
@@ -85,10 +108,15 @@ if tenant.maxConcurrent == 0 then return reject(Code.QuotaConcurrencyNeverFits) 
 if tenant.maxKvBlocks and req.kvBlocks > tenant.maxKvBlocks then
   return reject(Code.QuotaKvBlocksNeverFits)
 end
+if limits then
+  local limitCode, untilEnd = checkLimits(limits, windows, now)
+  if limitCode then return reject(limitCode, untilEnd) end
+end
 local tokens = tonumber(ARGV[11])
 local bucketCode, retryAfterMs = takeTokens(req.tenant, tenant, tokens, now)
 if bucketCode then return reject(bucketCode, retryAfterMs) end
 if tenant.bucketCapacity then req.tokens = tokens end
+if limits then req.lim = countLimits(req.tenant, limits, windows, tonumber(ARGV[13]) or 0) end
 
 local ttlMs = tonumber(ARGV[9]) or cfg.queueTtlMs
 req.expiresAt = now + ttlMs
@@ -107,7 +135,7 @@ if (tonumber(gauges[1]) or 0) == 0 and not tenantAtQuota(tenant, req.kvBlocks)
       { peakInflight = tonumber(gauges[4]) or 0 })
     rememberPrefix(pod, req, cfg)
     countFlow('admitted', req.tenant, req.class)
-    return { 1, pod.name, 0 }
+    return answer({ 1, pod.name, 0 })
   end
 end
 
@@ -123,7 +151,7 @@ joinRing(req.band, req.tenant, tenant.weight * cfg.quantum)
 local grantedPod = dispatchPass(now, cfg, req.id)
 if grantedPod then
   countFlow('admitted', req.tenant, req.class)
-  return { 1, grantedPod, 0, 1 }
+  return answer({ 1, grantedPod, 0, 1 })
 end
 
 -- Still waiting: the caps bound what waits, so they are checked now (a request granted at
@@ -152,7 +180,11 @@ if code then
   unlinkWaiting(req)
   rcall('DEL', requestKey)
   if req.tokens > 0 then creditTokens(req.tenant, req.tokens) end
+  if req.lim ~= '' then
+    undoLimits(req.tenant, limits, req.lim)
+    limits = loadLimits(req.tenant, windows)
+  end
   return reject(code)
 end
 countFlow('admitted', req.tenant, req.class)
-return { 0, false, 0 }
+return answer({ 0, false, 0 })

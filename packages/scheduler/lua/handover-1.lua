@@ -9,10 +9,11 @@
   runs: the slot never was free.
 
   Nothing happens (reply 0) unless the finished request is a live granted request of that
-  replica with the same tenant and band, not charged to a token bucket, in a band >= 0 (a
-  sheddable one sits in the eviction index by grant order), with the same KV blocks when
-  the tenant has a KV-block quota (else the tenant's KV-block gauge follows the change),
-  and the next id is not live; the caller then releases the one and enqueues the other.
+  replica with the same tenant and band, not charged to a token bucket, of a tenant with no
+  budget or rate (each of its requests counts at its enqueue), in a band >= 0 (a sheddable
+  one sits in the eviction index by grant order), with the same KV blocks when the tenant
+  has a KV-block quota (else the tenant's KV-block gauge follows the change), and the next id
+  is not live; the caller then releases the one and enqueues the other.
 
   The reply says whether the slot should go back to the pool instead of being recycled
   again: a request waits, more is in flight than the budget, the tenant is over a quota, the
@@ -64,7 +65,8 @@ if not from or from.state ~= 'granted' or from.owner ~= ARGV[8] or from.tenant ~
   return 0
 end
 local tenant = loadTenant(from.tenant)
-if not tenant then return 0 end
+-- A tenant with a budget or a rate counts every request at its enqueue.
+if not tenant or tenant.limited then return 0 end
 -- KV blocks may differ only where no quota counts them (the tenant's gauge follows).
 local kvBlocks = tonumber(ARGV[11])
 if kvBlocks ~= from.kvBlocks and tenant.maxKvBlocks then return 0 end
@@ -89,6 +91,7 @@ local req = {
   hint = '',
   tokens = 0,
   prefix = '',
+  lim = '',
   expiresAt = now + cfg.queueTtlMs,
   seq = 0,
 }

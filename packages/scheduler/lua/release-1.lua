@@ -1,8 +1,9 @@
 #!lua
 --[[
   Ends a request with the caller's outcome: a granted one frees its slot (lease, tenant, pod
-  and global counts) and, given the actual tokens, trues up its tenant's bucket; a queued one
-  leaves its queue and gets its bucket tokens back; then a dispatch pass hands the room to
+  and global counts) and, given the actual tokens, trues up its tenant's bucket and, given
+  its input and output tokens, its budget reservation (includes/limits.lua); a queued one
+  leaves its queue and gets its bucket tokens and its reservation back; then a dispatch pass hands the room to
   whoever is next. An unknown id (already ended, or never admitted) is a no-op, so a retried
   release never counts twice. Used for cancel too (outcome 'cancelled').
 
@@ -42,10 +43,15 @@ if req then
   if actualTokens and req.state == 'granted' and req.tokens > 0 then
     creditTokens(req.tenant, req.tokens - actualTokens)
   end
+  -- The budget reservation, trued up to what the pod reported (kept without a report).
+  local inputTokens, outputTokens = tonumber(ARGV[3]), tonumber(ARGV[4])
+  if req.lim ~= '' and req.state == 'granted' and inputTokens and outputTokens then
+    settleLimits(req.tenant, req.lim, inputTokens + outputTokens)
+  end
   -- The counts as the caller sent them (integers, checked by the client), not as Lua numbers
   -- Redis would format again (includes/requests.lua).
-  if tonumber(ARGV[3]) then countFlow('inputTokens', req.tenant, req.class, ARGV[3]) end
-  if tonumber(ARGV[4]) then countFlow('outputTokens', req.tenant, req.class, ARGV[4]) end
+  if inputTokens then countFlow('inputTokens', req.tenant, req.class, ARGV[3]) end
+  if outputTokens then countFlow('outputTokens', req.tenant, req.class, ARGV[4]) end
   local _, passCfg = dispatchPass(nil, cfg, nil)
   cfg = cfg or passCfg
   if req.state == 'granted' then state = 1 else state = 2 end

@@ -9,12 +9,15 @@
     KEYS[3] pods hash        KEYS[7] tenant hash prefix
     KEYS[4] replicas zset    KEYS[8] leader string
                              KEYS[9] leader epoch counter
+                             KEYS[10] limits hash prefix
 
   Output:
     { now ms, config, ctl, pods, replicas (member, score, ...), stats,
-      tenants (groups of 12: tenant, weight, queueMax, maxConcurrent, maxKvBlocks,
-      inflight, kvBlocks, waiting, bucketCapacity, bucketRefill, bucketLevel, bucketAt;
-      '' for absent), leader or false, epoch or false }
+      tenants (groups of 21: tenant, weight, queueMax, maxConcurrent, maxKvBlocks,
+      inflight, kvBlocks, waiting, bucketCapacity, bucketRefill, bucketLevel, bucketAt, then
+      its limits hash: tokensPerDay, tokensPerMonth, requestsPerMinute, minuteId,
+      minuteRequests, dayId, dayTokens, monthId, monthTokens; '' for absent), leader or
+      false, epoch or false }
     where config/ctl/pods/stats are flat field, value lists.
 ]]
 local rcall = redis.call
@@ -27,6 +30,7 @@ local tenantsKey = KEYS[6]
 local tenantPrefix = KEYS[7]
 local leaderKey = KEYS[8]
 local leaderEpochKey = KEYS[9]
+local limitsPrefix = KEYS[10]
 --- @include "includes/serverTime"
 
 -- The config first: it may carry the pool's test clock (includes/serverTime.lua).
@@ -43,6 +47,11 @@ for _, tenant in ipairs(rcall('SMEMBERS', tenantsKey)) do
     'bucketAt')
   tenants[#tenants + 1] = tenant
   for i = 1, 11 do tenants[#tenants + 1] = row[i] or '' end
+  local limitsKey = limitsPrefix .. tenant
+  local limits = rcall('HMGET', limitsKey, 'tokensPerDay', 'tokensPerMonth',
+    'requestsPerMinute', 'minuteId', 'minuteRequests', 'dayId', 'dayTokens', 'monthId',
+    'monthTokens')
+  for i = 1, 9 do tenants[#tenants + 1] = limits[i] or '' end
 end
 
 return {

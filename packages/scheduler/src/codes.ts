@@ -15,6 +15,8 @@ export enum ScriptCode {
   ShedByTier = -8,
   Saturated = -9,
   RejectedByPolicy = -10,
+  BudgetExhausted = -11,
+  RequestRateLimited = -12,
   NotConfigured = -20,
   UnknownTenant = -21,
   StaleFence = -22,
@@ -31,6 +33,9 @@ const REJECTIONS: ReadonlyMap<ScriptCode, RejectCode> = new Map([
   [ScriptCode.ShedByTier, RejectCode.ShedByTier],
   [ScriptCode.Saturated, RejectCode.Saturated],
   [ScriptCode.RejectedByPolicy, RejectCode.RejectedByPolicy],
+  [ScriptCode.BudgetExhausted, RejectCode.BudgetExhausted],
+  // A full minute of the tenant's requests_per_minute: the same answer as its token bucket.
+  [ScriptCode.RequestRateLimited, RejectCode.RateLimited],
 ]);
 
 /** The rejection a code stands for, or undefined when the code is not a rejection. */

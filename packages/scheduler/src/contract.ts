@@ -1,6 +1,7 @@
 import type {
   Band,
   FlowCounters,
+  LimitsStanding,
   PodName,
   RejectCode,
   ReleaseOutcome,
@@ -8,6 +9,7 @@ import type {
   RequestId,
   ScrapedLoad,
   TenantId,
+  TenantLimits,
 } from '@fairgate/core';
 import type {
   PodConfig,
@@ -51,7 +53,20 @@ export interface EnqueueRequest {
    * gets a slot; trued up at release with ReleaseOptions.actualTokens.
    */
   tokens?: number;
+  /**
+   * The request's token estimate (input + max_tokens), integer >= 0 (default 0), reserved
+   * against its tenant's tokens_per_day and tokens_per_month when it is admitted, trued up
+   * at release to the usage's input + output, given back if it never gets a slot. A request
+   * with it is not handed over (slot recycling): each counts at its enqueue.
+   */
+  budgetTokens?: number;
 }
+
+/**
+ * The standing of a tenant with a budget or a rate, after the enqueue it answers (OpenAI's
+ * x-ratelimit-* headers): its requests per minute, and the tighter of its token windows.
+ */
+export type { LimitStanding, LimitsStanding } from '@fairgate/core';
 
 export type EnqueueResult =
   /**
@@ -59,14 +74,30 @@ export type EnqueueResult =
    * `contended`: granted by the dispatch pass that ran after it queued, because other
    * requests waited (absent when it was granted with nothing waiting).
    */
-  | { status: 'granted'; pod: PodName; retried: boolean; contended?: true }
+  | {
+      status: 'granted';
+      pod: PodName;
+      retried: boolean;
+      contended?: true;
+      limits?: LimitsStanding;
+    }
   /** Waiting; exactly one 'grant', 'expired' or 'shed' notice follows. */
-  | { status: 'queued'; retried: boolean }
+  | { status: 'queued'; retried: boolean; limits?: LimitsStanding }
   /**
-   * Refused, counted under `code`. retryAfterMs: rate_limited only, when the bucket refills
-   * the shortfall (absent when the cost exceeds the capacity or the bucket never refills).
+   * Refused, counted under `code`. retryAfterMs: rate_limited and budget_exhausted, when the
+   * bucket refills the shortfall or the window ends (absent when the cost exceeds the
+   * capacity or the bucket never refills). `limit`: which of the tenant's limits refused
+   * (absent for its token bucket and every other rejection).
+   * `limits` (every answer but a retry's, for a tenant with a budget or a rate): the
+   * tenant's standing after this enqueue.
    */
-  | { status: 'rejected'; code: RejectCode; retryAfterMs?: number };
+  | {
+      status: 'rejected';
+      code: RejectCode;
+      retryAfterMs?: number;
+      limit?: 'requests' | 'tokens';
+      limits?: LimitsStanding;
+    };
 
 /**
  * Key of the optional hint on poll()'s answer (an array property, so the answer stays a
@@ -186,6 +217,10 @@ export interface TenantSnapshot {
   maxConcurrent: number | null;
   maxKvBlocks: number | null;
   tokenBucket: TokenBucketConfig | null;
+  /** Budgets and rates (null where none). */
+  limits: TenantLimits;
+  /** The standing of its budgets and rate at snapshot time; null when it has none. */
+  standing: LimitsStanding | null;
   inflight: number;
   kvBlocks: number;
   waiting: number;

@@ -10,6 +10,8 @@ export type {
   HandoverResult,
   HeartbeatResult,
   LeadershipResult,
+  LimitStanding,
+  LimitsStanding,
   Notice,
   PodLoadReport,
   PodSnapshot,

@@ -36,6 +36,8 @@ export interface NormalizedEnqueue {
   tokens: number;
   /** Prompt block hashes (empty = none). */
   prefix: readonly string[];
+  /** Token estimate reserved against the tenant's budgets (0 = none). */
+  budgetTokens: number;
 }
 
 export function normalizeEnqueue(request: EnqueueRequest): NormalizedEnqueue {
@@ -55,6 +57,8 @@ export function normalizeEnqueue(request: EnqueueRequest): NormalizedEnqueue {
   if (request.podHint !== undefined) assertValidName('request.podHint', request.podHint);
   const tokens = request.tokens ?? 0;
   assertInteger('request.tokens', tokens, 0, MAX_TOKENS);
+  const budgetTokens = request.budgetTokens ?? 0;
+  assertInteger('request.budgetTokens', budgetTokens, 0, MAX_TOKENS);
   const prefix = request.prefix ?? [];
   if (!Array.isArray(prefix) || prefix.length > MAX_PREFIX_BLOCKS) {
     throw new TypeError(`request.prefix must be an array of at most ${MAX_PREFIX_BLOCKS} hashes`);
@@ -79,6 +83,7 @@ export function normalizeEnqueue(request: EnqueueRequest): NormalizedEnqueue {
     podHint: request.podHint ?? '',
     tokens,
     prefix,
+    budgetTokens,
   };
 }
 
@@ -107,11 +112,12 @@ export function normalizeRelease(id: string, options: ReleaseOptions): Normalize
 /**
  * Whether a slot can pass to `request` unchanged (handover): a band >= 0 (a sheddable
  * request's lease is ordered for eviction by its grant), no token-bucket charge (taken
- * before the forward), no prompt prefix (its pod is chosen for its prompt). The rule
- * normalizeHandover enforces, as a cheap test for the gateway's request path.
+ * before the forward), no budget estimate (its tenant's every request counts at its
+ * enqueue), no prompt prefix (its pod is chosen for its prompt). The rule normalizeHandover
+ * enforces, as a cheap test for the gateway's request path.
  */
 export function canHandOver(request: EnqueueRequest): boolean {
-  return request.band >= 0 && !request.tokens && !request.prefix?.length;
+  return request.band >= 0 && !request.tokens && !request.budgetTokens && !request.prefix?.length;
 }
 
 /**
@@ -129,6 +135,7 @@ export function normalizeHandover(
     throw new TypeError('handover: actualTokens is not allowed (a recycled slot is never charged)');
   }
   if (next.tokens !== 0) throw new TypeError('handover: request.tokens must be 0');
+  if (next.budgetTokens !== 0) throw new TypeError('handover: request.budgetTokens must be 0');
   if (next.prefix.length > 0) throw new TypeError('handover: request.prefix must be empty');
   if (next.band < 0) throw new TypeError(`handover: request.band must be >= 0, got ${next.band}`);
   return { release, request: next };

@@ -15,6 +15,7 @@ import {
   setSettingAt,
   settingAt,
   type TenantId,
+  type TenantLimits,
 } from '@fairgate/core';
 
 /**
@@ -84,6 +85,11 @@ export interface TenantConfig {
    * Integers: capacity >= 1 (also the burst), refillPerSecond >= 0. null = no bucket.
    */
   tokenBucket?: TokenBucketConfig | null;
+  /**
+   * Budgets and rates over UTC windows (@fairgate/core tenant-limits): integers >= 1, absent
+   * or null = none. null = no limits.
+   */
+  limits?: Partial<TenantLimits> | null;
 }
 
 export interface TokenBucketConfig {
@@ -98,10 +104,13 @@ export interface ResolvedTenantConfig {
   maxConcurrent: number | null;
   maxKvBlocks: number | null;
   tokenBucket: TokenBucketConfig | null;
+  limits: TenantLimits;
 }
 
 /** Largest token count anywhere (bucket capacity, refill, request tokens): exact in Lua. */
 export const MAX_TOKENS = 1_000_000_000;
+/** Largest budget (tokens per day or month): counters stay exact integers in Lua. */
+export const MAX_BUDGET_TOKENS = 1_000_000_000_000;
 
 export function resolveTenant(tenant: TenantConfig): ResolvedTenantConfig {
   assertValidName('tenant.id', tenant.id);
@@ -120,6 +129,12 @@ export function resolveTenant(tenant: TenantConfig): ResolvedTenantConfig {
     assertInteger(field('tokenBucket.refillPerSecond'), refillPerSecond, 0, MAX_TOKENS);
     tokenBucket = { capacity, refillPerSecond };
   }
+  const windowLimit = (name: keyof TenantLimits, max: number): number | null => {
+    const value = tenant.limits?.[name];
+    if (value === null || value === undefined) return null;
+    assertInteger(field(`limits.${name}`), value, 1, max);
+    return value;
+  };
   return {
     id: tenant.id,
     weight,
@@ -127,6 +142,11 @@ export function resolveTenant(tenant: TenantConfig): ResolvedTenantConfig {
     maxConcurrent: limit('maxConcurrent', tenant.maxConcurrent),
     maxKvBlocks: limit('maxKvBlocks', tenant.maxKvBlocks),
     tokenBucket,
+    limits: {
+      tokensPerDay: windowLimit('tokensPerDay', MAX_BUDGET_TOKENS),
+      tokensPerMonth: windowLimit('tokensPerMonth', MAX_BUDGET_TOKENS),
+      requestsPerMinute: windowLimit('requestsPerMinute', MAX_TOKENS),
+    },
   };
 }
 

@@ -37,6 +37,8 @@ const REACHED = [
   'enqueue:granted:retried',
   'enqueue:rejected:tenant_queue_full',
   'enqueue:rejected:rate_limited',
+  'enqueue:rejected:rate_limited:requests',
+  'enqueue:rejected:budget_exhausted:tokens',
   'notice:grant',
   'notice:expired',
   'notice:evict',

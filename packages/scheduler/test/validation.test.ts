@@ -103,10 +103,24 @@ describe('settings validation names the bad key', () => {
       maxConcurrent: null,
       maxKvBlocks: null,
       tokenBucket: null,
+      limits: { tokensPerDay: null, tokensPerMonth: null, requestsPerMinute: null },
     });
     expect(
       resolveTenant({ id: 'acme', tokenBucket: { capacity: 10, refillPerSecond: 0 } }).tokenBucket,
     ).toEqual({ capacity: 10, refillPerSecond: 0 });
+    expect(resolveTenant({ id: 'acme', limits: { tokensPerMonth: 5 } }).limits).toEqual({
+      tokensPerDay: null,
+      tokensPerMonth: 5,
+      requestsPerMinute: null,
+    });
+    for (const [limits, key] of [
+      [{ tokensPerDay: 0 }, 'limits.tokensPerDay'],
+      [{ tokensPerMonth: 1.5 }, 'limits.tokensPerMonth'],
+      [{ tokensPerMonth: 2e12 }, 'limits.tokensPerMonth'],
+      [{ requestsPerMinute: -1 }, 'limits.requestsPerMinute'],
+    ] as const) {
+      expect(() => resolveTenant({ id: 'acme', limits })).toThrow(`tenant acme: ${key}`);
+    }
     expect(() =>
       resolveTenant({ id: 'acme', tokenBucket: { capacity: 0, refillPerSecond: 1 } }),
     ).toThrow(/tenant acme: tokenBucket.capacity/);
@@ -137,6 +151,7 @@ describe('requests', () => {
       podHint: '',
       tokens: 0,
       prefix: [],
+      budgetTokens: 0,
     });
   });
 
@@ -145,6 +160,7 @@ describe('requests', () => {
     [{ cost: 0 }, /request.cost/],
     [{ kvBlocks: -1 }, /request.kvBlocks/],
     [{ ttlMs: 0 }, /request.ttlMs/],
+    [{ budgetTokens: -1 }, /request.budgetTokens/],
     [{ replica: 'a|b' }, /request.replica/],
     [{ sloClass: 'x y' }, /request.sloClass/],
     [{ tokens: -1 }, /request.tokens/],

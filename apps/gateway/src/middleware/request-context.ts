@@ -2,6 +2,7 @@ import { OpenAIHttpError } from '@fairgate/openai';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { MiddlewareHandler } from 'hono';
 import { nodeExchange, requestHeader } from '../body.js';
+import type { RequestState } from '../context.js';
 import { internalError, schedulerUnavailable } from '../errors.js';
 import { SchedulerUnavailable } from '../redis-outage.js';
 import { flatUuid } from '../uuid.js';
@@ -27,6 +28,11 @@ export function requestContext(): MiddlewareHandler {
     // A handler that wrote its response to the Node socket itself set both headers there.
     if (c.res === RESPONSE_ALREADY_SENT) return;
     c.res.headers.set(REQUEST_ID_HEADER, requestId);
+    // A limited tenant's error answers carry its rate-limit headers too (the relay writes
+    // them on the answers it writes itself).
+    for (const [name, value] of Object.entries(c.get('request').rateLimitHeaders ?? {})) {
+      if (!c.res.headers.has(name)) c.res.headers.set(name, value);
+    }
     if (!c.res.headers.has(QUEUE_MS_HEADER)) c.res.headers.set(QUEUE_MS_HEADER, '0');
   };
 }
@@ -60,7 +66,7 @@ export function describeError(error: unknown): string {
  */
 export function errorResponse(
   error: unknown,
-  requestId: string,
+  state: RequestState,
   log: (line: string) => void,
 ): Response {
   const failure = httpErrorOf(error, log);
@@ -68,8 +74,9 @@ export function errorResponse(
     status: failure.status,
     headers: {
       'content-type': 'application/json',
+      ...state.rateLimitHeaders,
       ...failure.headers,
-      [REQUEST_ID_HEADER]: requestId,
+      [REQUEST_ID_HEADER]: state.requestId,
       [QUEUE_MS_HEADER]: failure.headers[QUEUE_MS_HEADER] ?? '0',
     },
   });

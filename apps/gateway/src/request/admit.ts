@@ -3,6 +3,7 @@ import { Attr } from '@fairgate/telemetry';
 import type { GatewayDeps } from '../context.js';
 import { noHealthyPod, outcomeError, schedulerUnavailable } from '../errors.js';
 import type { PoolRuntime } from '../pool-runtime.js';
+import { limitMessage, rateLimitHeaders } from '../rate-limit-headers.js';
 import { SchedulerUnavailable } from '../redis-outage.js';
 import type { Lane } from '../slot/lane.js';
 import { flatUuid } from '../uuid.js';
@@ -43,6 +44,7 @@ export async function admit(deps: GatewayDeps, call: Call): Promise<Admission> {
     sloClass: cls.sloClass,
     kvBlocks: cls.kvBlocks,
     ...(cls.bucketTokens > 0 ? { tokens: cls.bucketTokens } : {}),
+    ...(cls.budgetTokens > 0 ? { budgetTokens: cls.budgetTokens } : {}),
     ...(call.prefix && call.prefix.length > 0 ? { prefix: call.prefix } : {}),
     ...(cls.deadlineMs !== undefined
       ? { deadlineMs: Math.max(0, cls.deadlineMs - call.nowMs) }
@@ -89,6 +91,8 @@ async function enqueue(lane: Lane, request: EnqueueRequest, call: Call): Promise
     throw error;
   }
   lane.recycler?.observe(result);
+  // The tenant's budgets and rate: on this answer and every later one (relay, errors).
+  if (result.limits) call.state.rateLimitHeaders = rateLimitHeaders(result.limits);
   if (result.status === 'queued') return { status: 'queued', lane, request, grant };
   lane.broker.forget(id);
   if (result.status === 'granted') return { status: 'granted', pod: result.pod, lane, request };
@@ -96,5 +100,8 @@ async function enqueue(lane: Lane, request: EnqueueRequest, call: Call): Promise
   throw outcomeError(result.code, {
     context: { tenant: tenant.id, sloClass: cls.sloClass, cost: cls.bucketTokens },
     refillMs: result.retryAfterMs,
+    ...(result.limit
+      ? { message: limitMessage(tenant, result.limit, result.retryAfterMs, Date.now()) }
+      : {}),
   });
 }

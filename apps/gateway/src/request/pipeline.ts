@@ -81,9 +81,7 @@ export function nodeGenerationHandler(deps: GatewayDeps, endpoint: Endpoint) {
           deps.log(`fairgate: error after the response was sent: ${describeError(error)}`);
           return;
         }
-        return writeAnswer(deps, node.outgoing, () =>
-          errorResponse(error, state.requestId, deps.log),
-        );
+        return writeAnswer(deps, node.outgoing, () => errorResponse(error, state, deps.log));
       },
     );
   };

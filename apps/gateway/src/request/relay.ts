@@ -49,6 +49,7 @@ export function relay(
       'content-length': Buffer.byteLength(upstream.text),
       [REQUEST_ID_HEADER]: call.state.requestId,
       [QUEUE_MS_HEADER]: queueHeader,
+      ...call.state.rateLimitHeaders,
     });
     // The head passed Node's checks (a refused header value throws above: 502,
     // upstream_error). end() writes head and body to the socket at once; then the slot goes
@@ -64,6 +65,7 @@ export function relay(
     'x-accel-buffering': 'no',
     [REQUEST_ID_HEADER]: call.state.requestId,
     [QUEUE_MS_HEADER]: queueHeader,
+    ...call.state.rateLimitHeaders,
   });
   const { stream } = upstream;
   return new Promise((resolve) => {

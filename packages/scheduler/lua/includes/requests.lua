@@ -1,10 +1,12 @@
 --- @include "includes/stats"
 --- @include "includes/bucket"
+--- @include "includes/limits"
 --[[
   req:<id> hash: tenant, band, owner (replica), class, cost, kvBlocks, hint, prefix (prompt
   block hashes joined by ',', includes/prefix.lua; kept only while queued: the grant uses
   them, so a granted request's reads stay small), expiresAt
-  (queue expiry), seq, tokens (charged to the tenant's bucket, 0 = not charged), state
+  (queue expiry), seq, tokens (charged to the tenant's bucket, 0 = not charged), lim (what
+  it reserved against its tenant's budgets, includes/limits.lua; '' = nothing), state
   ('queued' | 'granted') and pod once granted. A request is live iff its hash exists; it is
   deleted the moment the request ends, so ids never leak.
   Gauges (in ctl): waiting = number of queued requests, waiting:<band> per band,
@@ -20,7 +22,7 @@
 local function readRequest(id)
   local requestKey = requestPrefix .. id
   local raw = rcall('HMGET', requestKey, 'state', 'tenant', 'band', 'owner', 'class', 'cost',
-    'kvBlocks', 'hint', 'expiresAt', 'pod', 'seq', 'tokens', 'prefix')
+    'kvBlocks', 'hint', 'expiresAt', 'pod', 'seq', 'tokens', 'prefix', 'lim')
   if not raw[1] then return nil end
   return {
     id = id,
@@ -37,6 +39,7 @@ local function readRequest(id)
     seq = tonumber(raw[11]),
     tokens = tonumber(raw[12]) or 0,
     prefix = raw[13] or '',
+    lim = raw[14] or '',
   }
 end
 
@@ -45,7 +48,7 @@ local function storeRequest(req, state, pod)
   rcall('HSET', requestKey, 'state', state, 'tenant', req.tenant, 'band', req.band,
     'owner', req.owner, 'class', req.class, 'cost', req.cost, 'kvBlocks', req.kvBlocks,
     'hint', req.hint, 'expiresAt', req.expiresAt, 'seq', req.seq, 'tokens', req.tokens,
-    'pod', pod or '', 'prefix', state == 'queued' and req.prefix or '')
+    'pod', pod or '', 'prefix', state == 'queued' and req.prefix or '', 'lim', req.lim)
 end
 
 -- Score in the shedding and eviction indexes (sheddableScore in src/local/engine.ts): the
@@ -135,13 +138,14 @@ local function freeLease(req)
 end
 
 -- Ends a live request, whatever its state, with its one terminal outcome. A request that
--- ends while waiting never had a slot: its bucket tokens go back.
+-- ends while waiting never had a slot: its bucket tokens and its budget reservation go back.
 local function endRequest(req, outcome)
   if req.state == 'granted' then
     freeLease(req)
   else
     unlinkWaiting(req)
     if req.tokens > 0 then creditTokens(req.tenant, req.tokens) end
+    if req.lim ~= '' then settleLimits(req.tenant, req.lim, 0) end
   end
   countFlow(outcome, req.tenant, req.class)
   local requestKey = requestPrefix .. req.id

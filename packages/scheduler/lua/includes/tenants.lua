@@ -1,12 +1,13 @@
 -- tenant:<tenant> hash: configuration (weight, and queueMax / maxConcurrent / maxKvBlocks,
 -- absent = unlimited; bucketCapacity / bucketRefill, absent = no token bucket), gauges
--- (inflight, kvBlocks, waiting) and bucket state (bucketLevel in milli-tokens, bucketAt;
--- absent = full). nil for unknown tenants.
+-- (inflight, kvBlocks, waiting), bucket state (bucketLevel in milli-tokens, bucketAt;
+-- absent = full) and limited ('1' when limits:<tenant> holds a budget or a rate,
+-- includes/limits.lua). nil for unknown tenants.
 local function loadTenant(tenant)
   local tenantKey = tenantPrefix .. tenant
   local raw = rcall('HMGET', tenantKey, 'weight', 'queueMax', 'maxConcurrent', 'maxKvBlocks',
     'inflight', 'kvBlocks', 'waiting', 'bucketCapacity', 'bucketRefill', 'bucketLevel',
-    'bucketAt')
+    'bucketAt', 'limited')
   if not raw[1] then return nil end
   return {
     weight = tonumber(raw[1]),
@@ -20,6 +21,7 @@ local function loadTenant(tenant)
     bucketRefill = tonumber(raw[9]),
     bucketLevel = tonumber(raw[10]),
     bucketAt = tonumber(raw[11]),
+    limited = raw[12] == '1',
   }
 end
 

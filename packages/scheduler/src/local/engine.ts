@@ -7,12 +7,16 @@ import {
   type FlowState,
   fullBucket,
   isSheddablePriority,
+  type LimitCharge,
+  type LimitCounters,
   maxPodLoad,
   newestScrapeMs,
   podPressure,
   poolSaturation,
   prefixScore,
   type ScrapedLoad,
+  settleCharge,
+  type TenantLimits,
   take,
   trueUp,
 } from '@fairgate/core';
@@ -42,6 +46,8 @@ export interface LocalRequest {
   tokens: number;
   /** Prompt block hashes (EnqueueRequest.prefix; empty = none). */
   prefix: readonly string[];
+  /** What it reserved against its tenant's budgets (null = nothing). */
+  lim: LimitCharge | null;
   state: 'queued' | 'granted';
   pod: string;
 }
@@ -111,6 +117,9 @@ export interface LocalTenant {
   tokenBucket: BucketConfig | null;
   /** Bucket level and timestamp; null = full (never used, or the bucket was re-added). */
   bucket: BucketState | null;
+  /** Budgets and rates, and the counters of the windows last counted in (limits.lua). */
+  limits: TenantLimits;
+  limitCounters: LimitCounters;
   inflight: number;
   kvBlocks: number;
   waiting: number;
@@ -248,6 +257,13 @@ export class LocalEngine {
     const config = tenant.tokenBucket;
     if (!config) return;
     tenant.bucket = trueUp(tenant.bucket ?? fullBucket(config, now), config, tokens, 0, now);
+  }
+
+  // --- limits.lua
+  /** settleLimits: a reservation trued up to `actual` tokens (0 gives it back). */
+  settleLimits(tenantName: string, charge: LimitCharge, actual: number): void {
+    const tenant = this.tenantOf(tenantName);
+    tenant.limitCounters = settleCharge(tenant.limitCounters, charge, actual);
   }
 
   // --- pods.lua
@@ -394,13 +410,17 @@ export class LocalEngine {
     if (isSheddablePriority(req.band)) this.evictable.remove(req.id);
   }
 
-  /** Ends a live request; one that ends while waiting gets its bucket tokens back. */
+  /**
+   * Ends a live request; one that ends while waiting gets its bucket tokens and its budget
+   * reservation back.
+   */
   endRequest(req: LocalRequest, outcome: string, now: number): void {
     if (req.state === 'granted') {
       this.freeLease(req);
     } else {
       this.unlinkWaiting(req);
       if (req.tokens > 0) this.creditTokens(req.tenant, req.tokens, now);
+      if (req.lim) this.settleLimits(req.tenant, req.lim, 0);
     }
     this.countFlow(outcome, req.tenant, req.sloClass);
     this.requests.delete(req.id);

@@ -1,14 +1,19 @@
 import {
+  admitUnderLimits,
   assertInteger,
   assertValidName,
   type BucketState,
   currentBucket,
+  EMPTY_COUNTERS,
+  hasLimits,
+  type LimitsStanding,
   type PodName,
   poolSaturation,
   queueScore,
   type ReplicaId,
   type RequestId,
   refill,
+  undoAdmission,
   wholeTokens,
 } from '@fairgate/core';
 import { rejectionOf, ScriptCode, schedulerError } from '../codes.js';
@@ -32,6 +37,7 @@ import type {
   UsageCount,
 } from '../contract.js';
 import { compareBytes, countersFromFields } from '../counters.js';
+import { limitOf, rejected, standingAt, withLimits } from '../limits.js';
 import { parseNotice } from '../notices.js';
 import {
   normalizeEnqueue,
@@ -109,7 +115,7 @@ export class LocalScheduler implements Scheduler {
   }
 
   /**
-   * Mirrors lua/upsertTenants-2.lua: an updated bucket is refilled at its old rate up to now
+   * Mirrors lua/upsertTenants-3.lua: an updated bucket is refilled at its old rate up to now
    * and clamped to the new capacity; removing a bucket drops its level (re-added: full).
    */
   async upsertTenants(tenants: readonly TenantConfig[]): Promise<void> {
@@ -133,6 +139,8 @@ export class LocalScheduler implements Scheduler {
         maxKvBlocks: tenant.maxKvBlocks,
         tokenBucket: tenant.tokenBucket,
         bucket,
+        limits: tenant.limits,
+        limitCounters: existing?.limitCounters ?? EMPTY_COUNTERS,
         inflight: gauges.inflight,
         kvBlocks: gauges.kvBlocks,
         waiting: gauges.waiting,
@@ -216,11 +224,14 @@ export class LocalScheduler implements Scheduler {
     const tenant = e.tenants.get(r.tenant);
     if (!tenant)
       throw schedulerError(ScriptCode.UnknownTenant, `enqueue ${r.id} (tenant ${r.tenant})`);
+    // A limited tenant's standing, carried by every answer (limitsStanding in limits.lua).
+    let standing: LimitsStanding | undefined = hasLimits(tenant.limits)
+      ? (standingAt(tenant.limits, tenant.limitCounters, now) ?? undefined)
+      : undefined;
     // Offered is not counted: it is admitted + rejected (countersFromFields).
     const reject = (code: ScriptCode, retryAfterMs?: number): EnqueueResult => {
       e.countRejection(r.tenant, r.sloClass, code);
-      const rejected = { status: 'rejected', code: rejectionOf(code)! } as const;
-      return retryAfterMs === undefined ? rejected : { ...rejected, retryAfterMs };
+      return rejected(rejectionOf(code)!, retryAfterMs, limitOf(code), standing);
     };
     const pods = e.podsByName();
     if (!pods.some((pod) => pod.healthy)) return reject(ScriptCode.NoHealthyPod);
@@ -230,8 +241,22 @@ export class LocalScheduler implements Scheduler {
     if (tenant.maxKvBlocks !== null && r.kvBlocks > tenant.maxKvBlocks) {
       return reject(ScriptCode.QuotaKvBlocksNeverFits);
     }
+    const decision =
+      standing && admitUnderLimits(tenant.limits, tenant.limitCounters, r.budgetTokens, now);
+    if (decision && !decision.ok) {
+      return reject(
+        decision.reason === 'budget_exhausted'
+          ? ScriptCode.BudgetExhausted
+          : ScriptCode.RequestRateLimited,
+        decision.retryAfterMs,
+      );
+    }
     const refused = e.takeTokens(tenant, r.tokens, now);
     if (refused) return reject(refused.code, refused.retryAfterMs);
+    if (decision?.ok) {
+      tenant.limitCounters = decision.counters;
+      standing = decision.standing;
+    }
 
     const ttlMs = r.ttlMs ?? settings.queueTtlMs;
     const req: LocalRequest = {
@@ -247,6 +272,7 @@ export class LocalScheduler implements Scheduler {
       expiresAt: now + ttlMs,
       seq: 0,
       tokens: tenant.tokenBucket ? r.tokens : 0,
+      lim: decision?.ok ? decision.charge : null,
       state: 'queued',
       pod: '',
     };
@@ -265,7 +291,7 @@ export class LocalScheduler implements Scheduler {
         e.holdLease(req, pod, now, settings, now + settings.leaseTtlMs);
         e.rememberPrefix(pod, req, now, settings);
         e.countFlow('admitted', r.tenant, r.sloClass);
-        return { status: 'granted', pod: pod.name, retried: false };
+        return withLimits({ status: 'granted', pod: pod.name, retried: false }, standing);
       }
     }
 
@@ -284,7 +310,10 @@ export class LocalScheduler implements Scheduler {
     const grantedPod = e.dispatchPass(now, settings, req.id);
     if (grantedPod !== null) {
       e.countFlow('admitted', r.tenant, r.sloClass);
-      return { status: 'granted', pod: grantedPod, retried: false, contended: true };
+      return withLimits(
+        { status: 'granted', pod: grantedPod, retried: false, contended: true },
+        standing,
+      );
     }
 
     const tenantOver = tenant.queueMax !== null && tenant.waiting > tenant.queueMax;
@@ -308,10 +337,14 @@ export class LocalScheduler implements Scheduler {
       e.unlinkWaiting(req);
       e.requests.delete(req.id);
       if (req.tokens > 0) e.creditTokens(req.tenant, req.tokens, now);
+      if (req.lim) {
+        tenant.limitCounters = undoAdmission(tenant.limitCounters, req.lim, tenant.limits);
+        standing = standingAt(tenant.limits, tenant.limitCounters, now) ?? undefined;
+      }
       return reject(code);
     }
     e.countFlow('admitted', r.tenant, r.sloClass);
-    return { status: 'queued', retried: false };
+    return withLimits({ status: 'queued', retried: false }, standing);
   }
 
   /** Mirrors lua/poll-1.lua. */
@@ -361,6 +394,14 @@ export class LocalScheduler implements Scheduler {
     if (r.actualTokens !== undefined && was === 'granted' && req.tokens > 0) {
       this.engine.creditTokens(req.tenant, req.tokens - r.actualTokens, now);
     }
+    if (
+      req.lim &&
+      was === 'granted' &&
+      r.inputTokens !== undefined &&
+      r.outputTokens !== undefined
+    ) {
+      this.engine.settleLimits(req.tenant, req.lim, r.inputTokens + r.outputTokens);
+    }
     if (r.inputTokens !== undefined) {
       this.engine.countFlow('inputTokens', req.tenant, req.sloClass, r.inputTokens);
     }
@@ -393,7 +434,8 @@ export class LocalScheduler implements Scheduler {
       return { handedOver: false };
     }
     const tenant = e.tenants.get(old.tenant);
-    if (!tenant) return { handedOver: false };
+    // A tenant with a budget or a rate counts every request at its enqueue.
+    if (!tenant || hasLimits(tenant.limits)) return { handedOver: false };
     // KV blocks may differ only where no quota counts them (the tenant's gauge follows).
     if (next.kvBlocks !== old.kvBlocks && tenant.maxKvBlocks !== null) return { handedOver: false };
     e.touchReplica(old.owner, now, settings);
@@ -416,6 +458,7 @@ export class LocalScheduler implements Scheduler {
       kvBlocks: next.kvBlocks,
       hint: '',
       prefix: [],
+      lim: null,
       expiresAt: now + settings.queueTtlMs,
       seq: 0,
       tokens: 0,
@@ -492,6 +535,8 @@ export class LocalScheduler implements Scheduler {
           kvBlocks: t.kvBlocks,
           waiting: t.waiting,
           tokens: t.tokenBucket && wholeTokens(currentBucket(t.bucket, t.tokenBucket, now)),
+          limits: { ...t.limits },
+          standing: standingAt(t.limits, t.limitCounters, now),
         }))
         .sort((a, b) => compareBytes(a.tenant, b.tenant)),
       pods,

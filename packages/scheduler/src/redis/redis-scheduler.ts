@@ -29,6 +29,7 @@ import type {
 } from '../contract.js';
 import { QUIET_MS } from '../contract.js';
 import { type PoolKeys, poolKeys } from '../keys.js';
+import { decodeStanding, limitOf, rejected, withLimits } from '../limits.js';
 import { parseNotice } from '../notices.js';
 import {
   normalizeEnqueue,
@@ -186,10 +187,17 @@ export class RedisScheduler implements Scheduler {
         t.maxKvBlocks ?? '',
         t.tokenBucket?.capacity ?? '',
         t.tokenBucket?.refillPerSecond ?? '',
+        t.limits.tokensPerDay ?? '',
+        t.limits.tokensPerMonth ?? '',
+        t.limits.requestsPerMinute ?? '',
       ];
     });
-    // FCALL lua/upsertTenants-2.lua
-    await this.run('upsertTenants', [this.keys.tenants, this.keys.tenantPrefix], args);
+    // FCALL lua/upsertTenants-3.lua
+    await this.run(
+      'upsertTenants',
+      [this.keys.tenants, this.keys.tenantPrefix, this.keys.limitsPrefix],
+      args,
+    );
   }
 
   async upsertPods(pods: readonly PodConfig[]): Promise<void> {
@@ -254,6 +262,7 @@ export class RedisScheduler implements Scheduler {
       r.podHint,
       r.tokens,
       r.prefix.join(','),
+      r.budgetTokens,
     ]);
     if (typeof reply === 'number')
       throw schedulerError(reply, `enqueue ${r.id} (tenant ${r.tenant})`);
@@ -263,16 +272,15 @@ export class RedisScheduler implements Scheduler {
       number,
       number?,
     ];
+    const limits = (reply as unknown[]).length > 4 ? decodeStanding(reply as unknown[]) : undefined;
     if (status < 0) {
       const code = rejectionOf(status);
       if (!code) throw schedulerError(status, `enqueue ${r.id} (tenant ${r.tenant})`);
-      return typeof pod === 'number'
-        ? { status: 'rejected', code, retryAfterMs: pod }
-        : { status: 'rejected', code };
+      return rejected(code, typeof pod === 'number' ? pod : undefined, limitOf(status), limits);
     }
-    if (status !== 1) return { status: 'queued', retried: retried === 1 };
+    if (status !== 1) return withLimits({ status: 'queued', retried: retried === 1 }, limits);
     const granted = { status: 'granted', pod: pod as string, retried: retried === 1 } as const;
-    return contended === 1 ? { ...granted, contended: true } : granted;
+    return withLimits(contended === 1 ? { ...granted, contended: true } : granted, limits);
   }
 
   async poll(replica: ReplicaId): Promise<PolledNotices> {
@@ -404,7 +412,7 @@ export class RedisScheduler implements Scheduler {
 
   async snapshot(): Promise<SchedulerSnapshot> {
     const k = this.keys;
-    // FCALL lua/snapshot-9.lua
+    // FCALL lua/snapshot-10.lua
     const reply = await this.run(
       'snapshot',
       [
@@ -417,6 +425,7 @@ export class RedisScheduler implements Scheduler {
         k.tenantPrefix,
         k.leader,
         k.leaderEpoch,
+        k.limitsPrefix,
       ],
       [],
     );

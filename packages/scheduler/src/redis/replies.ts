@@ -2,11 +2,14 @@ import {
   currentBucket,
   DEFAULT_SATURATION,
   type FlowCounters,
+  type LimitCounters,
   poolSaturation,
+  type TenantLimits,
   wholeTokens,
 } from '@fairgate/core';
 import type { PodSnapshot, SchedulerSnapshot, TenantSnapshot } from '../contract.js';
 import { compareBytes, countersFromFields } from '../counters.js';
+import { standingAt } from '../limits.js';
 import { decodeSettings } from './settings-hash.js';
 
 /** Reply shapes of the scripts, decoded into the contract's types. */
@@ -101,7 +104,7 @@ export function decodeSnapshot(reply: unknown): SchedulerSnapshot {
   };
 }
 
-const TENANT_ROW = 12;
+const TENANT_ROW = 21;
 
 function decodeTenants(flat: string[], nowMs: number): TenantSnapshot[] {
   const rows: TenantSnapshot[] = [];
@@ -119,7 +122,32 @@ function decodeTenants(flat: string[], nowMs: number): TenantSnapshot[] {
       refillPerSecond,
       level,
       at,
+      ...limitFields
     ] = flat.slice(i, i + TENANT_ROW);
+    const [
+      perDay,
+      perMonth,
+      perMinute,
+      minuteId,
+      minuteRequests,
+      dayId,
+      dayTokens,
+      monthId,
+      monthTokens,
+    ] = limitFields.map((v) => (v === undefined || v === '' ? null : Number(v)));
+    const limits: TenantLimits = {
+      tokensPerDay: perDay ?? null,
+      tokensPerMonth: perMonth ?? null,
+      requestsPerMinute: perMinute ?? null,
+    };
+    const counters: LimitCounters = {
+      minuteId: minuteId ?? -1,
+      minuteRequests: minuteRequests ?? 0,
+      dayId: dayId ?? -1,
+      dayTokens: dayTokens ?? 0,
+      monthId: monthId ?? -1,
+      monthTokens: monthTokens ?? 0,
+    };
     const tokenBucket =
       capacity === undefined || capacity === ''
         ? null
@@ -137,6 +165,8 @@ function decodeTenants(flat: string[], nowMs: number): TenantSnapshot[] {
       kvBlocks: num(kvBlocks),
       waiting: num(waiting),
       tokens: tokenBucket && wholeTokens(currentBucket(state, tokenBucket, nowMs)),
+      limits,
+      standing: standingAt(limits, counters, nowMs),
     });
   }
   return rows.sort((a, b) => compareBytes(a.tenant, b.tenant));

@@ -10,6 +10,7 @@ import { inflightEviction } from './eviction.js';
 import { fairness } from './fairness.js';
 import { saturationGating } from './gating.js';
 import { lifecycle } from './lifecycle.js';
+import { tenantLimits } from './limits.js';
 import { liveness } from './liveness.js';
 import { podLoad } from './pod-load.js';
 import { prefixRouting } from './prefix.js';
@@ -53,6 +54,7 @@ export function describeSchedulerConformance(getBackend: GetBackend): void {
   describe('dispatch orders', () => dispatchOrders(getPool));
   describe('admission policies', () => admissionPolicies(getPool));
   describe('token buckets', () => tokenBuckets(getPool));
+  describe('budgets and rates', () => tenantLimits(getPool));
   describe('pod load, saturation and leader data', () => podLoad(getPool));
   describe('saturation gating', () => saturationGating(getPool));
   describe('queue shedding', () => queueShedding(getPool));

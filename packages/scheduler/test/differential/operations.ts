@@ -187,6 +187,7 @@ export class Generator {
     if (chance(rng, 0.3)) request.ttlMs = uniformInt(rng, 1, 3_000);
     if (chance(rng, 0.3)) request.podHint = chance(rng, 0.9) ? pick(rng, this.pods).name : 'gone';
     if (chance(rng, 0.4)) request.tokens = uniformInt(rng, 0, 8);
+    if (chance(rng, 0.5)) request.budgetTokens = uniformInt(rng, 0, 60);
     if (chance(rng, 0.6)) {
       // A few conversations, each a chain of blocks: requests share prefixes of them.
       const conversation = pick(rng, ['a', 'b', 'c', 'd']);
@@ -259,7 +260,7 @@ export class Generator {
   }
 
   /**
-   * A new or changed tenant. A tenant that keeps a bucket is never updated: upsertTenants-2.lua
+   * A new or changed tenant. A tenant that keeps a bucket is never updated: upsertTenants-3.lua
    * refills an existing bucket at Redis TIME (it has no config key, so no test clock).
    */
   private tenantChange(): TenantConfig[] {
@@ -296,6 +297,13 @@ function randomTenant(rng: Rng, id: string): TenantConfig {
     maxKvBlocks: limit(0.3, 0, 10),
     tokenBucket: chance(rng, 0.3)
       ? { capacity: uniformInt(rng, 1, 20), refillPerSecond: uniformInt(rng, 0, 50) }
+      : null,
+    limits: chance(rng, 0.4)
+      ? {
+          tokensPerDay: limit(0.6, 20, 400),
+          tokensPerMonth: limit(0.4, 50, 800),
+          requestsPerMinute: limit(0.6, 1, 30),
+        }
       : null,
   };
 }

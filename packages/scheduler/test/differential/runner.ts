@@ -5,7 +5,8 @@ import { LocalScheduler, RedisScheduler } from '../../src/index.js';
 import { apply, CONTROLLER, Generator, LEADER_TTL_MS, type Operation } from './operations.js';
 
 /** Where the test clock starts: any instant works, both engines only see this one. */
-const CLOCK_START_MS = 1_700_000_000_000;
+/** 2023-11-30T23:59:50Z: the minute, the UTC day and the month all end 10 s into a run. */
+const CLOCK_START_MS = Date.UTC(2023, 10, 30, 23, 59, 50);
 
 export interface RunOptions {
   seed: number;
@@ -103,8 +104,11 @@ function resultKinds(operation: Operation, result: unknown): string[] {
     return [`${operation.op}:error:${String(r.error)}`];
   switch (operation.op) {
     case 'enqueue': {
-      const e = r as { status: string; code?: string; retried?: boolean };
-      return [`enqueue:${e.status}${e.code ? `:${e.code}` : ''}${e.retried ? ':retried' : ''}`];
+      const e = r as { status: string; code?: string; retried?: boolean; limit?: string };
+      const limit = e.limit ? `:${e.limit}` : '';
+      return [
+        `enqueue:${e.status}${e.code ? `:${e.code}` : ''}${limit}${e.retried ? ':retried' : ''}`,
+      ];
     }
     case 'poll':
       return (r as { kind: string }[]).map((notice) => `notice:${notice.kind}`);
