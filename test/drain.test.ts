@@ -102,9 +102,25 @@ class RetryingClient {
 }
 
 /** A stream of `maxTokens` tokens straight to one replica; resolves with its SSE text. */
-async function probeStream(
+/**
+ * A long stream on `url`. `streaming` resolves once its answer's head arrived: it holds a
+ * slot on a pod (a request still queued at the signal is handed back with 503 draining).
+ */
+function probeStream(
   url: string,
   maxTokens: number,
+): { streaming: Promise<void>; ended: Promise<{ status: number; body: string; ms: number }> } {
+  let headed: () => void = () => {};
+  const streaming = new Promise<void>((resolve) => {
+    headed = resolve;
+  });
+  return { streaming, ended: runProbe(url, maxTokens, () => headed()) };
+}
+
+async function runProbe(
+  url: string,
+  maxTokens: number,
+  onHead: () => void,
 ): Promise<{ status: number; body: string; ms: number }> {
   const startedAt = performance.now();
   try {
@@ -118,9 +134,11 @@ async function probeStream(
         stream: true,
       }),
     });
+    onHead();
     const body = await response.text();
     return { status: response.status, body, ms: performance.now() - startedAt };
   } catch (error) {
+    onHead();
     return { status: -1, body: String(error), ms: performance.now() - startedAt };
   }
 }
@@ -172,6 +190,7 @@ describe.each(['leader', 'follower'] as const)(
       await sleep(1_500);
       // 600 tokens at 10 ms an iteration: ~6 s, longer than the drain timeout.
       const probe = probeStream(target.url, 600);
+      await probe.streaming;
       await sleep(300);
       const completedBefore = client.completed;
 
@@ -197,7 +216,7 @@ describe.each(['leader', 'follower'] as const)(
       await sleep(1_500);
       stop.now = true;
       await Promise.all(workers);
-      const probed = await probe;
+      const probed = await probe.ended;
 
       const logs = target.logs();
       const drainedLine = logs.split('\n').find((line) => line.includes('drained replica')) ?? '';
@@ -247,6 +266,7 @@ describe('a second SIGTERM ends the drain at once (one gateway process, embedded
     });
     const gateway = await startGatewayProcess({ config, replicaId: 'twice' });
     const probe = probeStream(gateway.url, 600);
+    await probe.streaming;
     await sleep(300);
     const signalledAt = performance.now();
     process.kill(gateway.pid, 'SIGTERM');
@@ -257,7 +277,7 @@ describe('a second SIGTERM ends the drain at once (one gateway process, embedded
     process.kill(gateway.pid, 'SIGTERM');
     const exit = await gateway.exit;
     const exitMs = performance.now() - signalledAt;
-    const probed = await probe;
+    const probed = await probe.ended;
     console.log(
       `second SIGTERM: exit ${exit.code} ${exitMs.toFixed(0)} ms after the first (drain timeout 30 s); probe ended after ${probed.ms.toFixed(0)} ms`,
     );

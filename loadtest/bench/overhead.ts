@@ -22,9 +22,18 @@
  * (12000), BENCH_WRK_SECONDS (4), BENCH_REQUESTS (6000), BENCH_WARMUP (1000), BENCH_CLIENT,
  * BENCH_COMPARE_WITH, BENCH_PIN (1: the gateways on CPU 0, the rest on CPU 1), BENCH_TRACES
  * (1: adds a replica with Redis exporting every span as OTLP protobuf, SDK-default batching,
- * and a line of what tracing costs a request).
+ * and a line of what tracing costs a request), BENCH_LIMITS (1: this tree's gateways give
+ * the load's tenant a daily and monthly token budget and a request rate, too large to
+ * refuse anything: each request is checked, reserved, trued up and answered with its
+ * x-ratelimit-* headers, and never takes a recycled slot; BENCH_COMPARE_WITH's keep the
+ * plain config).
  */
-import { findExecutable, startGatewayProcess, writeGatewayConfig } from '@fairgate/testkit';
+import {
+  defaultTestTenants,
+  findExecutable,
+  startGatewayProcess,
+  writeGatewayConfig,
+} from '@fairgate/testkit';
 import { type OtlpReceiver, startOtlpReceiver } from '../../test/support/otlp-receiver.js';
 import {
   type LoadResult,
@@ -54,6 +63,7 @@ const COMPARE_WITH = process.env.BENCH_COMPARE_WITH;
 const CLIENT = process.env.BENCH_CLIENT ?? (findExecutable('wrk') ? 'wrk' : 'undici');
 const PIN = process.env.BENCH_PIN === '1';
 const TRACES = process.env.BENCH_TRACES === '1';
+const LIMITS = process.env.BENCH_LIMITS === '1';
 const CONCURRENCY = [1, 16];
 /** BENCH_PIN's cores: the gateways', and everything else's. */
 const [PROXY_CPU, REST_CPU] = ['0', '1'];
@@ -101,8 +111,29 @@ async function startTargets(): Promise<{ targets: Map<Path, Target>; receiver?: 
   const redis = await startBenchRedis();
   const upstream = await startStaticUpstream();
   const pods = [{ name: 'pod-a', url: upstream.url, cap: 64 }];
-  const withRedis = writeGatewayConfig({ redisUrl: redis.url, budget: 64, pods });
-  const embedded = writeGatewayConfig({ budget: 64, pods });
+  // BENCH_LIMITS: the load's tenant with limits it never reaches, on this tree only.
+  const limited = LIMITS
+    ? {
+        tenants: defaultTestTenants().map((t) =>
+          t.id === 'paying'
+            ? {
+                ...t,
+                limits: {
+                  tokens_per_day: 1_000_000_000_000,
+                  tokens_per_month: 1_000_000_000_000,
+                  requests_per_minute: 1_000_000_000,
+                },
+              }
+            : t,
+        ),
+      }
+    : {};
+  const plainRedis = writeGatewayConfig({ redisUrl: redis.url, budget: 64, pods });
+  const plainEmbedded = writeGatewayConfig({ budget: 64, pods });
+  const withRedis = LIMITS
+    ? writeGatewayConfig({ redisUrl: redis.url, budget: 64, pods, ...limited })
+    : plainRedis;
+  const embedded = LIMITS ? writeGatewayConfig({ budget: 64, pods, ...limited }) : plainEmbedded;
   const target = (app: Upstream, scheduler: 'redis' | 'embedded'): Target => ({
     url: app.url,
     auth: true,
@@ -125,10 +156,10 @@ async function startTargets(): Promise<{ targets: Map<Path, Target>; receiver?: 
   }
   if (COMPARE_WITH) {
     const other = (config: string, id: string) => startCheckoutGateway(COMPARE_WITH, config, id);
-    targets.set('redis@compare', target(await other(withRedis, 'bench-redis-compare'), 'redis'));
+    targets.set('redis@compare', target(await other(plainRedis, 'bench-redis-compare'), 'redis'));
     targets.set(
       'embedded@compare',
-      target(await other(embedded, 'bench-embedded-compare'), 'embedded'),
+      target(await other(plainEmbedded, 'bench-embedded-compare'), 'embedded'),
     );
   }
   if (PIN) {

@@ -40,7 +40,11 @@ export function limitMessage(
   retryAfterMs: number | undefined,
   nowMs: number,
 ): string {
-  const resets = retryAfterMs === undefined ? '' : new Date(nowMs + retryAfterMs).toISOString();
+  // Every window ends on a whole minute: rounding takes out the clocks' skew and the trip.
+  const resets =
+    retryAfterMs === undefined
+      ? ''
+      : new Date(Math.round((nowMs + retryAfterMs) / 60_000) * 60_000).toISOString();
   if (limit === 'requests') {
     return `Tenant '${tenant.id}' has made its ${tenant.limits?.requests_per_minute} requests of this minute; the next minute starts at ${resets}`;
   }
