@@ -97,6 +97,88 @@ describe('usage metering', () => {
     );
   });
 
+  it('meters streams the client abandons mid-way with the usage so far the pod reported', async () => {
+    // The sims take 10 ms per token (alpha): a stream of 200 tokens lasts 2 s, and each
+    // client leaves after 20 to 59 events (the role chunk and the first tokens).
+    const totals = async () => {
+      const rows = JSON.parse((await admin('/usage?group_by=tenant')).text).data as Array<
+        Record<string, number>
+      >;
+      const sum = (k: string) => rows.reduce((s, r) => s + Number(r[k]), 0);
+      const sims = async (name: string) =>
+        (await Promise.all(pool.sims.map((sim) => metricSum(sim.url, name)))).reduce(
+          (a, b) => a + b,
+          0,
+        );
+      return {
+        requests: sum('requests'),
+        input: sum('input_tokens'),
+        output: sum('output_tokens'),
+        simInput: await sims('vllm:prompt_tokens_total'),
+        simOutput: await sims('vllm:generation_tokens_total'),
+      };
+    };
+    const before = await totals();
+    const abandon = async (client: number, n: number) => {
+      const controller = new AbortController();
+      const response = await fetch(`${pool.gateways[n % 2]?.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${client % 2 === 0 ? TEST_KEYS.paying : TEST_KEYS.free}`,
+          'content-type': 'application/json',
+        },
+        body: JSON.stringify({
+          model: SIM_MODEL,
+          messages: [{ role: 'user', content: `abandon ${client} ${n} `.repeat(1 + (n % 4)) }],
+          max_tokens: 200,
+          stream: true,
+          // Half the clients asked for usage: the gateway meters both the same way.
+          ...(client % 4 < 2 ? { stream_options: { include_usage: true } } : {}),
+        }),
+        signal: controller.signal,
+      });
+      expect(response.status).toBe(200);
+      const leaveAfter = 20 + ((client * 7 + n * 3) % 40);
+      let events = 0;
+      let text = '';
+      const decoder = new TextDecoder();
+      try {
+        for await (const chunk of response.body!) {
+          text += decoder.decode(chunk, { stream: true });
+          events = text.split('\n\n').length - 1;
+          if (events >= leaveAfter) controller.abort();
+        }
+      } catch {
+        // aborted
+      }
+      expect(events).toBeGreaterThanOrEqual(leaveAfter);
+      expect(text).not.toContain('[DONE]');
+      // What the client saw is what vLLM would send it: no usage so far on any chunk.
+      expect(text).not.toContain('"usage":{');
+      return events;
+    };
+    await Promise.all(
+      Array.from({ length: 8 }, async (_, client) => {
+        for (let n = 0; n < 5; n++) await abandon(client, n);
+      }),
+    );
+    await sleep(300); // two flushes
+    const after = await totals();
+    const input = after.input - before.input;
+    const output = after.output - before.output;
+    const simInput = after.simInput - before.simInput;
+    const simOutput = after.simOutput - before.simOutput;
+    expect(after.requests - before.requests).toBe(40);
+    expect(input).toBe(simInput);
+    // Tokens the pod generated after the last chunk the gateway read before the abort are
+    // not seen: at most one or two per stream, each taking 10 ms.
+    expect(output).toBeLessThanOrEqual(simOutput);
+    expect(simOutput - output).toBeLessThanOrEqual(simOutput * 0.01);
+    console.log(
+      `abandoned streams: pods generated ${simOutput} tokens, gateway metered ${output} (gap ${simOutput - output}, ${(((simOutput - output) / simOutput) * 100).toFixed(2)}%)`,
+    );
+  });
+
   it('refuses bad queries, naming the parameter', async () => {
     for (const [query, param] of [
       ['from=yesterday', 'from'],

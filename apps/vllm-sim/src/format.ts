@@ -20,12 +20,19 @@ export interface ResponseMeta {
   model: string;
   /** With stream_options.include_usage every chunk carries `usage` (null until the last). */
   includeUsage: boolean;
+  /**
+   * With stream_options.continuous_usage_stats too: every chunk's `usage` is the usage so
+   * far (the prompt and the tokens generated up to and including this chunk's) instead of
+   * null.
+   */
+  continuousUsage: boolean;
 }
 
 export function responseMeta(
   endpoint: Endpoint,
   model: string,
   includeUsage: boolean,
+  continuousUsage = false,
 ): ResponseMeta {
   const prefix = endpoint === 'chat' ? 'chatcmpl' : 'cmpl';
   return {
@@ -34,11 +41,36 @@ export function responseMeta(
     created: Math.floor(Date.now() / 1000),
     model,
     includeUsage,
+    continuousUsage: includeUsage && continuousUsage,
   };
 }
 
-/** The chat stream's opening chunk: role only, empty content (sent with the first token). */
-export function roleChunk(meta: ResponseMeta): ChatCompletionChunk {
+/**
+ * The usage so far a chunk carries with continuous_usage_stats, in vLLM's field order
+ * (UsageInfo serialised with exclude_unset: prompt, total, completion).
+ */
+export interface UsageSoFar {
+  prompt_tokens: number;
+  total_tokens: number;
+  completion_tokens: number;
+}
+
+export function usageSoFar(promptTokens: number, completionTokens: number): UsageSoFar {
+  return {
+    prompt_tokens: promptTokens,
+    total_tokens: promptTokens + completionTokens,
+    completion_tokens: completionTokens,
+  };
+}
+
+/**
+ * The chat stream's opening chunk: role only, empty content (sent with the first token).
+ * `usage` is the usage so far (continuous_usage_stats: the prompt, no completion tokens).
+ */
+export function roleChunk(
+  meta: ResponseMeta,
+  usage: UsageSoFar | null = null,
+): ChatCompletionChunk {
   const chunk: ChatCompletionChunk = {
     id: meta.id,
     object: 'chat.completion.chunk',
@@ -48,15 +80,19 @@ export function roleChunk(meta: ResponseMeta): ChatCompletionChunk {
       { index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null },
     ],
   };
-  if (meta.includeUsage) chunk.usage = null;
+  if (meta.includeUsage) chunk.usage = meta.continuousUsage ? usage : null;
   return chunk;
 }
 
-/** One content chunk; the last one carries the finish reason. */
+/**
+ * One content chunk; the last one carries the finish reason. `usage` is the usage so far,
+ * this chunk's token included (continuous_usage_stats).
+ */
 export function textChunk(
   meta: ResponseMeta,
   text: string,
   finishReason: FinishReason,
+  usage: UsageSoFar | null = null,
 ): StreamChunk {
   const chunk: StreamChunk =
     meta.endpoint === 'chat'
@@ -76,7 +112,7 @@ export function textChunk(
           model: meta.model,
           choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason }],
         };
-  if (meta.includeUsage) chunk.usage = null;
+  if (meta.includeUsage) chunk.usage = meta.continuousUsage ? usage : null;
   return chunk;
 }
 

@@ -26,6 +26,11 @@ export interface GenerationPlan {
   endpoint: Endpoint;
   stream: boolean;
   includeUsage: boolean;
+  /**
+   * stream_options.continuous_usage_stats (with include_usage only, as in vLLM): every
+   * chunk carries the usage so far instead of null.
+   */
+  continuousUsage: boolean;
   promptTokens: number;
   promptBlockHashes: string[];
   maxTokens: number;
@@ -67,6 +72,7 @@ export function planGeneration(
     );
   }
 
+  const includeUsage = request.stream === true && request.stream_options?.include_usage === true;
   const streamKey = request.seed ?? `#${requestIndex}`;
   let outputTokens = maxTokens;
   if (config.outputLenMode === 'random' && request.ignore_eos !== true) {
@@ -76,7 +82,8 @@ export function planGeneration(
   return {
     endpoint,
     stream: request.stream === true,
-    includeUsage: request.stream === true && request.stream_options?.include_usage === true,
+    includeUsage,
+    continuousUsage: includeUsage && request.stream_options?.continuous_usage_stats === true,
     promptTokens,
     promptBlockHashes: hashPromptBlocks(tokens, config.blockSize),
     maxTokens,

@@ -4,7 +4,14 @@ import type { ClientLink } from '@fairgate/runtime';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { EngineDriver } from './driver.js';
 import type { SequenceListener, SequenceSpec, SequenceView } from './engine.js';
-import { fullResponse, type ResponseMeta, roleChunk, textChunk, usageChunk } from './format.js';
+import {
+  fullResponse,
+  type ResponseMeta,
+  roleChunk,
+  textChunk,
+  usageChunk,
+  usageSoFar,
+} from './format.js';
 import type { GenerationPlan } from './generation.js';
 import { PseudoText } from './text.js';
 
@@ -83,7 +90,12 @@ export function streamResponse(job: GenerationJob): Response {
   const listener: SequenceListener = {
     onToken(s) {
       if (!open) return;
-      if (s.generated === 1 && meta.endpoint === 'chat') send(encodeSseData(roleChunk(meta)));
+      // With continuous_usage_stats every chunk carries the usage so far (the role chunk's
+      // has no completion tokens yet; a content chunk's counts its own token).
+      const continuous = meta.continuousUsage;
+      if (s.generated === 1 && meta.endpoint === 'chat') {
+        send(encodeSseData(roleChunk(meta, continuous ? usageSoFar(plan.promptTokens, 0) : null)));
+      }
       const last = s.generated === plan.outputTokens;
       if (s.generated === job.resetAfterTokens) {
         // Stop generating now; the connection drops once this chunk has left (see pull).
@@ -91,7 +103,8 @@ export function streamResponse(job: GenerationJob): Response {
         driver.abort(s);
         job.onReset();
       }
-      send(encodeSseData(textChunk(meta, text.next(), last ? plan.finishReason : null)));
+      const usage = continuous ? usageSoFar(plan.promptTokens, s.generated) : null;
+      send(encodeSseData(textChunk(meta, text.next(), last ? plan.finishReason : null, usage)));
     },
     onFinish(s) {
       if (!open) return;

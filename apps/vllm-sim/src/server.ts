@@ -187,7 +187,7 @@ function generationHandler(endpoint: Endpoint, sim: SimState) {
     const job: GenerationJob = {
       driver,
       plan,
-      meta: responseMeta(endpoint, config.model, plan.includeUsage),
+      meta: responseMeta(endpoint, config.model, plan.includeUsage, plan.continuousUsage),
       client,
       connection: connectionOf(c),
       outgoing,

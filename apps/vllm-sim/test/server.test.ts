@@ -232,6 +232,62 @@ describe('streaming (vLLM format)', () => {
     expect(chunks.slice(0, 4).map(chunkText).join('')).toHaveLength(16);
     expect(chunks[4]!.usage).toMatchObject({ prompt_tokens: 1, completion_tokens: 4 });
   });
+
+  it('continuous_usage_stats: every chunk carries the usage so far, in vLLM field order', async () => {
+    const request = chat('count me', {
+      max_tokens: 4,
+      stream: true,
+      stream_options: { include_usage: true, continuous_usage_stats: true },
+    });
+    const prompt = estimatePromptTokens(request);
+    const { data, chunks } = await readSse(
+      await sim().app.request('/v1/chat/completions', jsonPost(request)),
+    );
+    expect(data.at(-1)).toBe('[DONE]');
+    // The role chunk (no completion token yet), one chunk per token, the usage chunk.
+    expect(chunks).toHaveLength(6);
+    const soFar = (completion: number) =>
+      `"usage":{"prompt_tokens":${prompt},"total_tokens":${prompt + completion},"completion_tokens":${completion}}}`;
+    for (const [index, raw] of data.slice(0, 5).entries())
+      expect(raw.endsWith(soFar(index))).toBe(true);
+    const final = chunks.at(-1)!;
+    expect(isUsageChunk(final)).toBe(true);
+    expect(final.usage).toMatchObject({ prompt_tokens: prompt, completion_tokens: 4 });
+
+    const completions = await readSse(
+      await sim().app.request(
+        '/v1/completions',
+        jsonPost({
+          model: 'm',
+          prompt: 'abc',
+          max_tokens: 3,
+          stream: true,
+          stream_options: { include_usage: true, continuous_usage_stats: true },
+        }),
+      ),
+    );
+    expect(completions.chunks.slice(0, 3).map((chunk) => chunk.usage)).toEqual(
+      [1, 2, 3].map((n) => ({
+        prompt_tokens: 1,
+        total_tokens: 1 + n,
+        completion_tokens: n,
+      })),
+    );
+    expect(isUsageChunk(completions.chunks[3]!)).toBe(true);
+  });
+
+  it('continuous_usage_stats without include_usage changes nothing (as in vLLM)', async () => {
+    const request = chat('no usage', {
+      max_tokens: 3,
+      stream: true,
+      stream_options: { continuous_usage_stats: true },
+    });
+    const { chunks } = await readSse(
+      await sim().app.request('/v1/chat/completions', jsonPost(request)),
+    );
+    expect(chunks).toHaveLength(4);
+    for (const chunk of chunks) expect('usage' in chunk).toBe(false);
+  });
 });
 
 describe('errors in the OpenAI shape', () => {

@@ -3,7 +3,8 @@
  * its own process (stack.ts) so its CPU is measured apart. It answers like vLLM (the chunk
  * shapes of apps/vllm-sim/src/format.ts) with each body built once and kept: a request costs
  * parsing its body plus one write. POST /v1/chat/completions: max_tokens (16) tokens of " tok";
- * a stream is the role chunk, one chunk per token (and a usage chunk with include_usage) and
+ * a stream is the role chunk, one chunk per token (and a usage chunk with include_usage; with
+ * continuous_usage_stats too, every chunk carries the usage so far, as the gateway asks) and
  * `data: [DONE]`, sent with one end(). GET /health, /v1/models, and /metrics with vLLM's load
  * gauges at 0 (an idle pod). --port (else a free one); once listening it prints
  * `static-upstream listening on <url>`; it exits on SIGTERM, SIGINT or the end of its stdin.
@@ -26,23 +27,37 @@ const usage = (tokens: number) => ({
   completion_tokens: tokens,
   total_tokens: PROMPT_TOKENS + tokens,
 });
+/** The usage so far on a chunk (continuous_usage_stats), in vLLM's field order. */
+const usageSoFar = (tokens: number) => ({
+  prompt_tokens: PROMPT_TOKENS,
+  total_tokens: PROMPT_TOKENS + tokens,
+  completion_tokens: tokens,
+});
 const base = { id: 'chatcmpl-static', created: CREATED, model: MODEL };
 
-function streamBody(tokens: number, includeUsage: boolean): Buffer {
-  const event = (choices: object[], extra: object = includeUsage ? { usage: null } : {}) =>
-    `data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', choices, ...extra })}\n\n`;
+function streamBody(tokens: number, includeUsage: boolean, continuous: boolean): Buffer {
+  const event = (choices: object[], generated: number) =>
+    `data: ${JSON.stringify({
+      ...base,
+      object: 'chat.completion.chunk',
+      choices,
+      ...(includeUsage ? { usage: continuous ? usageSoFar(generated) : null } : {}),
+    })}\n\n`;
   const choice = (delta: object, finish: 'length' | null) => ({
     index: 0,
     delta,
     logprobs: null,
     finish_reason: finish,
   });
-  const parts = [event([choice({ role: 'assistant', content: '' }, null)])];
-  if (tokens > 0) {
-    parts.push(event([choice({ content: TOKEN }, null)]).repeat(tokens - 1));
-    parts.push(event([choice({ content: TOKEN }, 'length')]));
+  const parts = [event([choice({ role: 'assistant', content: '' }, null)], 0)];
+  for (let n = 1; n <= tokens; n++) {
+    parts.push(event([choice({ content: TOKEN }, n === tokens ? 'length' : null)], n));
   }
-  if (includeUsage) parts.push(event([], { usage: usage(tokens) }));
+  if (includeUsage) {
+    parts.push(
+      `data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', choices: [], usage: usage(tokens) })}\n\n`,
+    );
+  }
   parts.push('data: [DONE]\n\n');
   return Buffer.from(parts.join(''));
 }
@@ -56,11 +71,16 @@ function plainBody(tokens: number): Buffer {
 }
 
 const bodies = new Map<string, Buffer>();
-function cachedBody(stream: boolean, tokens: number, includeUsage: boolean): Buffer {
-  const key = `${stream ? 's' : 'p'}:${tokens}:${includeUsage ? 'u' : ''}`;
+function cachedBody(
+  stream: boolean,
+  tokens: number,
+  includeUsage: boolean,
+  continuous = false,
+): Buffer {
+  const key = `${stream ? 's' : 'p'}:${tokens}:${includeUsage ? 'u' : ''}${continuous ? 'c' : ''}`;
   let body = bodies.get(key);
   if (body === undefined) {
-    body = stream ? streamBody(tokens, includeUsage) : plainBody(tokens);
+    body = stream ? streamBody(tokens, includeUsage, continuous) : plainBody(tokens);
     if (bodies.size >= CACHE_LIMIT) bodies.delete(bodies.keys().next().value as string);
     bodies.set(key, body);
   }
@@ -86,7 +106,7 @@ function send(res: ServerResponse, status: number, body: Buffer | string, type: 
 interface CompletionRequest {
   max_tokens?: unknown;
   stream?: unknown;
-  stream_options?: { include_usage?: unknown } | null;
+  stream_options?: { include_usage?: unknown; continuous_usage_stats?: unknown } | null;
 }
 
 /** The answer to a chat completion: max_tokens (default 16) tokens, streamed or not. */
@@ -110,11 +130,12 @@ function answer(raw: string, res: ServerResponse): void {
     return;
   }
   const includeUsage = request.stream_options?.include_usage === true;
+  const continuous = includeUsage && request.stream_options?.continuous_usage_stats === true;
   res.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache',
   });
-  res.end(cachedBody(true, tokens, includeUsage));
+  res.end(cachedBody(true, tokens, includeUsage, continuous));
 }
 
 function handle(req: IncomingMessage, res: ServerResponse): void {

@@ -95,6 +95,7 @@ async function attempts(
         headers: traceHeaders(client.ctx),
         signal: held.abort,
         clientWantsUsage: forwarding.clientWantsUsage,
+        clientWantsContinuousUsage: forwarding.clientWantsContinuousUsage,
         onHeaders: (status) =>
           addSpanEvent(client.span, SpanEvents.upstreamHeaders, { [Attr.httpStatus]: status }),
         onFirstToken: () => recordFirstToken(call, held, client.span),

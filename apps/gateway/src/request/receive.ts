@@ -60,6 +60,11 @@ export interface Forwarding {
   readonly stream: boolean;
   /** The client's `stream_options.include_usage`. */
   readonly clientWantsUsage: boolean;
+  /**
+   * The client's `stream_options.continuous_usage_stats`, with include_usage (as vLLM reads
+   * it): the client sees the usage so far on every chunk.
+   */
+  readonly clientWantsContinuousUsage: boolean;
   /** Whether the body has a `stream_options` member (a stream's is then rebuilt). */
   readonly hasStreamOptions: boolean;
 }
@@ -121,6 +126,9 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
       model: route.model,
       stream: request.stream === true,
       clientWantsUsage: request.stream_options?.include_usage === true,
+      clientWantsContinuousUsage:
+        request.stream_options?.include_usage === true &&
+        request.stream_options.continuous_usage_stats === true,
       hasStreamOptions: request.stream_options !== undefined,
     },
     prefix:

@@ -81,12 +81,15 @@ export function relay(
         // end leave now, in one writev.
         outgoing.end();
         // The pod is done: its slot goes on right after the client's last bytes, before
-        // anything else of this request (spans, metrics, the relay's promise).
-        held.release(ended.outcome, stream.filter.usage);
+        // anything else of this request (spans, metrics, the relay's promise). A stream
+        // that ended before its final usage chunk (the client left, the pod reset or
+        // truncated it) is metered with the usage so far of the last chunk it read.
+        const usage = stream.filter.usage ?? stream.filter.usageSoFar;
+        held.release(ended.outcome, usage);
         endSpan(forwarded.span, { status: 200, ...(ended.error ? { error: ended.error } : {}) });
         resolve({
           outcome: ended.outcome,
-          usage: stream.filter.usage,
+          usage,
           status: 200,
           ...(ended.error ? { error: ended.error } : {}),
         });

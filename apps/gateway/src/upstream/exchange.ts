@@ -8,8 +8,9 @@ import { SseFilter } from './sse-filter.js';
  * One HTTP exchange with a pod, on undici's `dispatch()` with a handler of our own: no
  * Readable stream, web stream, async iterator or body mixin per request. The request body
  * is forwarded with every field the client sent (vLLM extras included); for streams
- * `stream_options.include_usage` is forced on so the gateway always learns the actual
- * usage (the SseFilter hides it again from clients that did not ask).
+ * `stream_options.include_usage` and `continuous_usage_stats` are forced on so the gateway
+ * always learns the actual usage, and the usage so far from every chunk when the stream
+ * ends early (the SseFilter hides both again from clients that did not ask).
  *
  * The answer is one of:
  * - `json`: the whole body, collected (a non-stream request, or a stream request the pod
@@ -32,6 +33,11 @@ export interface ExchangeRequest {
   signal: SlotAbort;
   /** The client's `stream_options.include_usage` (streams). */
   clientWantsUsage: boolean;
+  /**
+   * The client's `stream_options.continuous_usage_stats` with include_usage (streams): it
+   * sees the usage so far on every chunk; any other client sees what vLLM would send it.
+   */
+  clientWantsContinuousUsage: boolean;
   /** t4: status and headers received. */
   onHeaders?: (status: number) => void;
   /** t5: the first content token arrived (for a collected body: the body). */
@@ -182,7 +188,11 @@ export function exchange(pod: PodState, request: ExchangeRequest): Promise<Upstr
         request.onHeaders?.(statusCode);
         if (request.stream && status === 200 && contentType.includes('text/event-stream')) {
           stream = new UpstreamStream(
-            new SseFilter(request.clientWantsUsage, request.onFirstToken ?? noop),
+            new SseFilter(
+              request.clientWantsUsage,
+              request.onFirstToken ?? noop,
+              request.clientWantsContinuousUsage,
+            ),
           );
           stream.started(started);
         }
@@ -239,21 +249,26 @@ function noop(): void {}
 
 /**
  * The body sent to the pod: the client's own text (no re-serialisation) unless a stream
- * needs `stream_options.include_usage` forced on. A stream without stream_options gets the
- * member added before the object's closing brace; one with stream_options is rebuilt.
+ * needs `stream_options.include_usage` and `continuous_usage_stats` forced on (every chunk
+ * then carries the usage so far: a stream the client abandons is still metered). A stream
+ * without stream_options gets the member added before the object's closing brace; one with
+ * stream_options is rebuilt.
  */
 export function upstreamBody(request: ExchangeRequest): string {
   if (!request.stream) return request.text;
   if (!request.hasStreamOptions) {
     const close = request.text.lastIndexOf('}');
-    return `${request.text.slice(0, close)},"stream_options":{"include_usage":true}}`;
+    return `${request.text.slice(0, close)},${FORCED_STREAM_OPTIONS}}`;
   }
   const body = JSON.parse(request.text) as { stream_options: Record<string, unknown> | null };
   return JSON.stringify({
     ...body,
-    stream_options: { ...body.stream_options, include_usage: true },
+    stream_options: { ...body.stream_options, include_usage: true, continuous_usage_stats: true },
   });
 }
+
+const FORCED_STREAM_OPTIONS =
+  '"stream_options":{"include_usage":true,"continuous_usage_stats":true}';
 
 function classify(error: unknown): UpstreamUnavailable {
   if (error instanceof UpstreamUnavailable) return error;
