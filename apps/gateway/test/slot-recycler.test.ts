@@ -1,7 +1,11 @@
 import { type EnqueueRequest, LocalScheduler, type Scheduler } from '@fairgate/scheduler';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HeldLeases } from '../src/slot/held-leases.js';
-import { SlotRecycler, type SlotRecyclerOptions } from '../src/slot/slot-recycler.js';
+import {
+  RECYCLE_MARGIN,
+  SlotRecycler,
+  type SlotRecyclerOptions,
+} from '../src/slot/slot-recycler.js';
 
 /**
  * The recycler against the real engine (LocalScheduler: the same contract and decisions as
@@ -35,7 +39,12 @@ async function setup(
 ): Promise<Setup> {
   const scheduler = new LocalScheduler();
   await scheduler.configure({ initialBudget: budget, queueTtlMs: 60_000 });
-  await scheduler.upsertTenants([{ id: 't' }, { id: 'u' }]);
+  await scheduler.upsertTenants([
+    { id: 't' },
+    { id: 'u' },
+    // RECYCLE_MARGIN + 1 requests a minute: one recycled slot leaves less than the margin.
+    { id: 'limited', limits: { requestsPerMinute: RECYCLE_MARGIN + 1, tokensPerDay: 1_000_000 } },
+  ]);
   await scheduler.upsertPods([
     { name: 'pod-a', cap: 100 },
     { name: 'pod-b', cap: 100 },
@@ -63,7 +72,7 @@ async function setup(
     async admit(partial) {
       const request = { tenant: 't', band: 0, replica: 'r1', ...partial };
       const result = await scheduler.enqueue(request);
-      recycler.observe(result);
+      recycler.observe(result, request.tenant);
       if (result.status !== 'granted') return result.status;
       leases.track(request.id, result.pod, request);
       return result.pod;
@@ -158,6 +167,35 @@ describe('SlotRecycler', () => {
     const s = await setup(4, overrides);
     await s.admit({ id: 'a' });
     expect(s.recycler.park(request('a'), 'pod-a', completed, false)).toBe(false);
+  });
+
+  it("recycles a limited tenant's slots while its standing shows the margin; the handover counts the next request", async () => {
+    const s = await setup();
+    const limited = (id: string) => request(id, { tenant: 'limited', budgetTokens: 10 });
+    // No standing seen yet on this replica: the exact check of the enqueue first.
+    expect(s.recycler.take(limited('x'), false)).toBeUndefined();
+    expect(await s.admit({ id: 'a', tenant: 'limited', budgetTokens: 10 })).toBe('pod-a');
+    expect(s.recycler.standingOf('limited')?.requests).toMatchObject({
+      remaining: RECYCLE_MARGIN,
+    });
+    const usage = { inputTokens: 4, outputTokens: 2 };
+    expect(s.recycler.park(limited('a'), 'pod-a', { ...completed, usage }, false)).toBe(true);
+    expect(takeAndTrack(s, limited('b'))).toBe('pod-a');
+    await settle();
+    // Counted by the handover: a's reservation trued up to 6, b's 10 reserved, one request.
+    const row = (await s.scheduler.snapshot()).tenants.find((t) => t.tenant === 'limited');
+    expect(row?.standing).toMatchObject({
+      requests: { remaining: RECYCLE_MARGIN - 1 },
+      tokens: { remaining: 1_000_000 - 16 },
+    });
+    expect(s.recycler.standingOf('limited')).toMatchObject({
+      requests: { remaining: RECYCLE_MARGIN - 1 },
+      tokens: { remaining: 1_000_000 - 16 },
+    });
+    // Below the margin now: b's slot is released, not parked; the next request enqueues.
+    expect(s.recycler.park(limited('b'), 'pod-a', completed, false)).toBe(false);
+    expect(s.recycler.take(limited('c'), false)).toBeUndefined();
+    await s.scheduler.release('b', completed);
   });
 
   it('learns from each enqueue whether the pool is contended', async () => {

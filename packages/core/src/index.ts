@@ -104,6 +104,7 @@ export {
 export {
   admitUnderLimits,
   civilFromDays,
+  countUnderLimits,
   currentCounters,
   daysFromCivil,
   EMPTY_COUNTERS,

@@ -221,6 +221,22 @@ export function admitUnderLimits(
       standing: limitsStanding(limits, counters, windows, nowMs),
     };
   }
+  return { ok: true, ...countUnderLimits(limits, stored, estimate, nowMs) };
+}
+
+/**
+ * Counts a request without a check (a handover: the request already runs): one request in
+ * its minute, `estimate` tokens in its day and month, where limited. The counters to store,
+ * what it reserved, and the standing after it.
+ */
+export function countUnderLimits(
+  limits: TenantLimits,
+  stored: LimitCounters,
+  estimate: number,
+  nowMs: number,
+): { counters: LimitCounters; charge: LimitCharge; standing: LimitsStanding } {
+  const windows = limitWindows(nowMs);
+  const counters = currentCounters(stored, windows);
   // Only the limited windows are counted (and move to the current window); the others keep
   // what they hold, as the script leaves their fields alone.
   const after: LimitCounters = { ...stored };
@@ -237,7 +253,6 @@ export function admitUnderLimits(
     after.monthTokens = counters.monthTokens + estimate;
   }
   return {
-    ok: true,
     counters: after,
     charge: {
       tokens: estimate,

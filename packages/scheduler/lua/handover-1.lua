@@ -9,11 +9,16 @@
   runs: the slot never was free.
 
   Nothing happens (reply 0) unless the finished request is a live granted request of that
-  replica with the same tenant and band, not charged to a token bucket, of a tenant with no
-  budget or rate (each of its requests counts at its enqueue), in a band >= 0 (a sheddable
-  one sits in the eviction index by grant order), with the same KV blocks when the tenant
-  has a KV-block quota (else the tenant's KV-block gauge follows the change), and the next id
-  is not live; the caller then releases the one and enqueues the other.
+  replica with the same tenant and band, not charged to a token bucket, in a band >= 0 (a
+  sheddable one sits in the eviction index by grant order), with the same KV blocks when the
+  tenant has a KV-block quota (else the tenant's KV-block gauge follows the change), and the
+  next id is not live; the caller then releases the one and enqueues the other.
+
+  A tenant with a budget or a rate (includes/limits.lua): the finished request's
+  reservation is trued up to its usage, as release-1.lua does, and the next one counts in
+  its minute and reserves its estimate. It is not refused: it already runs on the pod, so the
+  caller recycles a limited tenant's slots only while its last standing shows a margin
+  (slot/slot-recycler.ts); the reply carries the standing after this request.
 
   The reply says whether the slot should go back to the pool instead of being recycled
   again: a request waits, more is in flight than the budget, the tenant is over a quota, the
@@ -33,9 +38,12 @@
     ARGV[9]  SLO class (counter label)
     ARGV[10] cost (DRR units, integer >= 1)
     ARGV[11] KV blocks (integer >= 0)
+    ARGV[12] token estimate reserved against the tenant's budgets (integer >= 0; '' = 0)
 
   Output:
-    {1, pod, contended}  handed over (contended: 1 when the slot should go back, else 0)
+    {1, pod, contended}  handed over (contended: 1 when the slot should go back, else 0);
+                         for a limited tenant followed by the 6 of its standing
+                         (limitsStanding)
     0                    nothing done
     Code.NotConfigured
 ]]
@@ -65,8 +73,7 @@ if not from or from.state ~= 'granted' or from.owner ~= ARGV[8] or from.tenant ~
   return 0
 end
 local tenant = loadTenant(from.tenant)
--- A tenant with a budget or a rate counts every request at its enqueue.
-if not tenant or tenant.limited then return 0 end
+if not tenant then return 0 end
 -- KV blocks may differ only where no quota counts them (the tenant's gauge follows).
 local kvBlocks = tonumber(ARGV[11])
 if kvBlocks ~= from.kvBlocks and tenant.maxKvBlocks then return 0 end
@@ -80,6 +87,20 @@ local fromKey = requestPrefix .. from.id
 rcall('DEL', fromKey)
 rcall('ZREM', leasesKey, from.id)
 
+-- The finished request's reservation settles (with its usage, as a release does); a
+-- limited tenant's next request counts.
+local limits, windows = nil, nil
+local lim = ''
+local inputTokens, outputTokens = tonumber(ARGV[3]), tonumber(ARGV[4])
+if from.lim ~= '' and inputTokens and outputTokens then
+  settleLimits(from.tenant, from.lim, inputTokens + outputTokens)
+end
+if tenant.limited then
+  windows = limitWindows(now)
+  limits = loadLimits(from.tenant, windows)
+  lim = countLimits(from.tenant, limits, windows, tonumber(ARGV[12]) or 0)
+end
+
 local req = {
   id = nextId,
   tenant = from.tenant,
@@ -91,7 +112,7 @@ local req = {
   hint = '',
   tokens = 0,
   prefix = '',
-  lim = '',
+  lim = lim,
   expiresAt = now + cfg.queueTtlMs,
   seq = 0,
 }
@@ -113,4 +134,9 @@ local contended = (tonumber(gauges[1]) or 0) > 0
   or not pod or not pod.healthy or pod.inflight > pod.cap
   or admissionCode(cfg, band, pods, now) ~= nil
   or not gateOpen(newGate(cfg, pods, now), band)
-return { 1, from.pod, contended and 1 or 0 }
+local reply = { 1, from.pod, contended and 1 or 0 }
+if limits then
+  local standing = limitsStanding(limits, windows, now)
+  for i = 1, 6 do reply[3 + i] = standing[i] end
+end
+return reply

@@ -56,8 +56,9 @@ export interface EnqueueRequest {
   /**
    * The request's token estimate (input + max_tokens), integer >= 0 (default 0), reserved
    * against its tenant's tokens_per_day and tokens_per_month when it is admitted, trued up
-   * at release to the usage's input + output, given back if it never gets a slot. A request
-   * with it is not handed over (slot recycling): each counts at its enqueue.
+   * at release to the usage's input + output, given back if it never gets a slot. A
+   * handover counts it without a check (the request already runs): HandoverResult.limits
+   * is the standing after it.
    */
   budgetTokens?: number;
 }
@@ -142,7 +143,7 @@ export interface ReleaseOptions {
  * changed.
  */
 export type HandoverResult =
-  | { handedOver: true; pod: PodName; contended: boolean }
+  | { handedOver: true; pod: PodName; contended: boolean; limits?: LimitsStanding }
   | { handedOver: false };
 
 /** What an ended id was: 'unknown' means it had already ended (or never existed): no-op. */

@@ -47,14 +47,17 @@ export function withLimits<R extends EnqueueResult>(
   return limits ? { ...result, limits } : result;
 }
 
-/** The 6 numbers after an enqueue reply's first 4 (lua/includes/limits.lua limitsStanding). */
-export function decodeStanding(reply: readonly unknown[]): LimitsStanding {
+/**
+ * The 6 numbers of a reply from index `at` (lua/includes/limits.lua limitsStanding): after
+ * an enqueue reply's first 4, a handover reply's first 3.
+ */
+export function decodeStanding(reply: readonly unknown[], at = 4): LimitsStanding {
   const one = (at: number): LimitStanding | null => {
     const limit = Number(reply[at]);
     if (!(limit >= 0)) return null;
     return { limit, remaining: Number(reply[at + 1]), resetMs: Number(reply[at + 2]) };
   };
-  return { requests: one(4), tokens: one(7) };
+  return { requests: one(at), tokens: one(at + 3) };
 }
 
 /** A tenant's standing at nowMs from its stored counters; null when it has no limit. */

@@ -112,12 +112,13 @@ export function normalizeRelease(id: string, options: ReleaseOptions): Normalize
 /**
  * Whether a slot can pass to `request` unchanged (handover): a band >= 0 (a sheddable
  * request's lease is ordered for eviction by its grant), no token-bucket charge (taken
- * before the forward), no budget estimate (its tenant's every request counts at its
- * enqueue), no prompt prefix (its pod is chosen for its prompt). The rule normalizeHandover
- * enforces, as a cheap test for the gateway's request path.
+ * before the forward), no prompt prefix (its pod is chosen for its prompt). The rule
+ * normalizeHandover enforces, as a cheap test for the gateway's request path. (A budget
+ * estimate is counted by the handover without a check: the gateway's recycler decides from
+ * its tenant's standing.)
  */
 export function canHandOver(request: EnqueueRequest): boolean {
-  return request.band >= 0 && !request.tokens && !request.budgetTokens && !request.prefix?.length;
+  return request.band >= 0 && !request.tokens && !request.prefix?.length;
 }
 
 /**
@@ -135,7 +136,6 @@ export function normalizeHandover(
     throw new TypeError('handover: actualTokens is not allowed (a recycled slot is never charged)');
   }
   if (next.tokens !== 0) throw new TypeError('handover: request.tokens must be 0');
-  if (next.budgetTokens !== 0) throw new TypeError('handover: request.budgetTokens must be 0');
   if (next.prefix.length > 0) throw new TypeError('handover: request.prefix must be empty');
   if (next.band < 0) throw new TypeError(`handover: request.band must be >= 0, got ${next.band}`);
   return { release, request: next };

@@ -49,6 +49,7 @@ const REACHED = [
   'handover:uncontended',
   'handover:contended',
   'handover:refused',
+  'handover:limited',
 ];
 
 let redis: TestRedis | undefined;

@@ -74,6 +74,9 @@ async function enqueue(lane: Lane, request: EnqueueRequest, call: Call): Promise
   const recycled = lane.recycler?.take(request, call.tenant.quotas.max_kv_blocks !== undefined);
   if (recycled !== undefined) {
     call.span.setAttribute(Attr.slotRecycled, true);
+    // A limited tenant's headers: its standing at this replica's latest answer for it.
+    const standing = request.budgetTokens ? lane.recycler?.standingOf(request.tenant) : undefined;
+    if (standing) call.state.rateLimitHeaders = rateLimitHeaders(standing);
     return { status: 'granted', pod: recycled, lane, request };
   }
   const { id } = request;
@@ -90,7 +93,7 @@ async function enqueue(lane: Lane, request: EnqueueRequest, call: Call): Promise
     }
     throw error;
   }
-  lane.recycler?.observe(result);
+  lane.recycler?.observe(result, request.tenant);
   // The tenant's budgets and rate: on this answer and every later one (relay, errors).
   if (result.limits) call.state.rateLimitHeaders = rateLimitHeaders(result.limits);
   if (result.status === 'queued') return { status: 'queued', lane, request, grant };

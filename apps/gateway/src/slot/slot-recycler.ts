@@ -4,6 +4,7 @@ import {
   type EnqueueRequest,
   type EnqueueResult,
   type HandoverResult,
+  type LimitsStanding,
   type ReleaseOptions,
   type Scheduler,
 } from '@fairgate/scheduler';
@@ -37,6 +38,13 @@ import type { HeldLeases } from './held-leases.js';
  * Only requests that Redis would treat alike take part: band >= 0 (a sheddable request's
  * lease is ordered for eviction by its grant), no token-bucket charge (taken before the
  * forward), no prompt prefix (its pod is chosen for its prompt).
+ *
+ * A tenant with a budget or a rate (its requests carry `budgetTokens`): the handover counts
+ * the next request without a check (it already runs on the pod), so its slots are recycled
+ * only while the tenant's latest standing on this replica (from an enqueue's or a handover's
+ * answer) shows at least RECYCLE_MARGIN requests, and RECYCLE_MARGIN of this request's
+ * estimates, left. Closer to its limits, every request of the tenant goes through the
+ * enqueue's exact check.
  */
 export interface SlotRecyclerOptions {
   scheduler: Scheduler;
@@ -62,9 +70,14 @@ interface Parked {
   readonly timer: NodeJS.Timeout;
 }
 
+/** Requests' worth a limited tenant must have left for its slots to be recycled. */
+export const RECYCLE_MARGIN = 64;
+
 export class SlotRecycler {
   /** Parked slots by kind (kindOf), the latest last. */
   readonly #parked = new Map<string, Parked[]>();
+  /** The latest standing of each limited tenant, from this replica's answers. */
+  readonly #standing = new Map<string, LimitsStanding>();
   #contended = true;
   #stopped = false;
 
@@ -82,8 +95,17 @@ export class SlotRecycler {
     return count;
   }
 
-  /** Learns from an enqueue's answer whether the pool is contended. */
-  observe(result: EnqueueResult): void {
+  /** The latest standing of a limited tenant on this replica (undefined: none yet). */
+  standingOf(tenant: string): LimitsStanding | undefined {
+    return this.#standing.get(tenant);
+  }
+
+  /**
+   * Learns from an enqueue's answer whether the pool is contended, and the standing of a
+   * limited tenant.
+   */
+  observe(result: EnqueueResult, tenant: string): void {
+    if (result.limits) this.#standing.set(tenant, result.limits);
     if (result.status === 'queued') this.#contend();
     else if (result.status === 'rejected') {
       // A refusal that is the tenant's own (its bucket, a quota it can never fit) says
@@ -112,6 +134,7 @@ export class SlotRecycler {
       this.#contended ||
       this.#stopped ||
       !canHandOver(request) ||
+      !this.#roomFor(request) ||
       !this.options.available() ||
       !this.options.healthy(pod)
     ) {
@@ -139,7 +162,7 @@ export class SlotRecycler {
    * first, reaches Redis before any heartbeat that names it.
    */
   take(request: EnqueueRequest, kvQuota: boolean): string | undefined {
-    if (this.#contended || !canHandOver(request)) return undefined;
+    if (this.#contended || !canHandOver(request) || !this.#roomFor(request)) return undefined;
     if (!this.options.available()) {
       this.releaseAll();
       return undefined;
@@ -184,7 +207,20 @@ export class SlotRecycler {
     this.#parked.clear();
   }
 
+  /** Whether a limited tenant's request may take or leave a slot (RECYCLE_MARGIN). */
+  #roomFor(request: EnqueueRequest): boolean {
+    if (!request.budgetTokens) return true;
+    const standing = this.#standing.get(request.tenant);
+    if (!standing) return false;
+    const { requests, tokens } = standing;
+    return (
+      (!requests || requests.remaining >= RECYCLE_MARGIN) &&
+      (!tokens || tokens.remaining >= RECYCLE_MARGIN * request.budgetTokens)
+    );
+  }
+
   #handedOver(result: HandoverResult, parked: Parked, request: EnqueueRequest): void {
+    if (result.handedOver && result.limits) this.#standing.set(request.tenant, result.limits);
     if (!result.handedOver) this.#handOverAnyway(parked, request);
     else if (result.contended) this.#contend();
     else this.#contended = false;
@@ -231,6 +267,7 @@ export class SlotRecycler {
 /** Refusals that concern the tenant alone, not whether the pool is contended. */
 const TENANT_REFUSALS: ReadonlySet<RejectCode> = new Set([
   RejectCode.RateLimited,
+  RejectCode.BudgetExhausted,
   RejectCode.QuotaConcurrencyNeverFits,
   RejectCode.QuotaKvBlocksNeverFits,
 ]);

@@ -3,6 +3,7 @@ import {
   assertInteger,
   assertValidName,
   type BucketState,
+  countUnderLimits,
   currentBucket,
   EMPTY_COUNTERS,
   hasLimits,
@@ -434,8 +435,7 @@ export class LocalScheduler implements Scheduler {
       return { handedOver: false };
     }
     const tenant = e.tenants.get(old.tenant);
-    // A tenant with a budget or a rate counts every request at its enqueue.
-    if (!tenant || hasLimits(tenant.limits)) return { handedOver: false };
+    if (!tenant) return { handedOver: false };
     // KV blocks may differ only where no quota counts them (the tenant's gauge follows).
     if (next.kvBlocks !== old.kvBlocks && tenant.maxKvBlocks !== null) return { handedOver: false };
     e.touchReplica(old.owner, now, settings);
@@ -448,6 +448,14 @@ export class LocalScheduler implements Scheduler {
     }
     e.requests.delete(from);
     e.leases.remove(from);
+    // The finished request's reservation settles; a limited tenant's next request counts.
+    if (old.lim && r.inputTokens !== undefined && r.outputTokens !== undefined) {
+      e.settleLimits(old.tenant, old.lim, r.inputTokens + r.outputTokens);
+    }
+    const counted = hasLimits(tenant.limits)
+      ? countUnderLimits(tenant.limits, tenant.limitCounters, next.budgetTokens, now)
+      : undefined;
+    if (counted) tenant.limitCounters = counted.counters;
     e.requests.set(next.id, {
       id: next.id,
       tenant: old.tenant,
@@ -458,7 +466,7 @@ export class LocalScheduler implements Scheduler {
       kvBlocks: next.kvBlocks,
       hint: '',
       prefix: [],
-      lim: null,
+      lim: counted?.charge ?? null,
       expiresAt: now + settings.queueTtlMs,
       seq: 0,
       tokens: 0,
@@ -480,7 +488,8 @@ export class LocalScheduler implements Scheduler {
       pod.inflight > pod.cap ||
       e.admissionCode(settings, next.band, pods, now) !== undefined ||
       !new Gate(settings, pods, now).open(next.band);
-    return { handedOver: true, pod: old.pod, contended };
+    const handedOver = { handedOver: true, pod: old.pod, contended } as const;
+    return counted ? { ...handedOver, limits: counted.standing } : handedOver;
   }
 
   /** Mirrors lua/heartbeat-1.lua. */

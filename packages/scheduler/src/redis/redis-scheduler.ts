@@ -386,12 +386,14 @@ export class RedisScheduler implements Scheduler {
       next.sloClass,
       next.cost,
       next.kvBlocks,
+      next.budgetTokens,
     ]);
     if (reply === 0) return { handedOver: false };
     if (!Array.isArray(reply))
       throw schedulerError(reply as number, `handover ${from} -> ${next.id}`);
     const [, pod, contended] = reply as [number, string, number];
-    return { handedOver: true, pod, contended: contended === 1 };
+    const handedOver = { handedOver: true, pod, contended: contended === 1 } as const;
+    return reply.length > 3 ? { ...handedOver, limits: decodeStanding(reply, 3) } : handedOver;
   }
 
   async heartbeat(replica: ReplicaId, ids: readonly RequestId[] = []): Promise<HeartbeatResult> {

@@ -140,11 +140,36 @@ export function tenantLimits(getPool: GetPool): void {
     );
   });
 
-  it('an update keeps the counts; removing the limits frees the tenant; a limited tenant never hands a slot over', async () => {
+  it('a handover settles the finished request and counts the next without a check, answering the standing', async () => {
+    const pool = getPool();
+    await pool.setup({
+      tenants: [{ id: 't', limits: { requestsPerMinute: 2, tokensPerDay: 100 } }],
+    });
+    expect(await pool.admit({ id: 'a', tenant: 't', budgetTokens: 60 })).toBe('pod-a');
+    const b = await pool.handover(
+      'a',
+      { id: 'b', tenant: 't', budgetTokens: 50 },
+      { outcome: 'completed', usage: { inputTokens: 10, outputTokens: 10 } },
+    );
+    expect(b).toMatchObject({ handedOver: true, pod: 'pod-a', contended: false });
+    expect(left({ standing: b.handedOver ? (b.limits ?? null) : null })).toEqual({
+      requests: [2, 0],
+      tokens: [100, 30],
+    });
+    // Past the rate and the budget: counted all the same (it already runs on the pod).
+    const c = await pool.handover('b', { id: 'c', tenant: 't', budgetTokens: 50 });
+    expect(left({ standing: c.handedOver ? (c.limits ?? null) : null })).toEqual({
+      requests: [2, 0],
+      tokens: [100, 0],
+    });
+    expect(await pool.admit({ id: 'd', tenant: 't' })).toBe(RejectCode.BudgetExhausted);
+    expect(await pool.on().release('c', { outcome: 'completed' })).toEqual({ was: 'granted' });
+  });
+
+  it('an update keeps the counts; removing the limits frees the tenant', async () => {
     const pool = getPool();
     await pool.setup({ tenants: [{ id: 't', limits: { requestsPerMinute: 2 } }] });
     expect(await pool.admit({ id: 'a', tenant: 't' })).toBe('pod-a');
-    expect(await pool.handover('a', { id: 'b', tenant: 't' })).toEqual({ handedOver: false });
     await pool.on().upsertTenants([{ id: 't', limits: { requestsPerMinute: 3 } }]);
     expect(left(await pool.tenant('t'))).toEqual({ requests: [3, 2], tokens: null });
     expect(await pool.admit({ id: 'c', tenant: 't' })).toBe('pod-a');

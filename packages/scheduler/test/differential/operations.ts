@@ -221,6 +221,7 @@ export class Generator {
     };
     if (chance(rng, 0.5)) request.sloClass = pick(rng, CLASSES);
     if (chance(rng, 0.3)) request.cost = uniformInt(rng, 1, 4);
+    if (chance(rng, 0.5)) request.budgetTokens = uniformInt(rng, 0, 60);
     const options: ReleaseOptions = { outcome: pick(rng, OUTCOMES) };
     if (chance(rng, 0.5))
       options.usage = { inputTokens: uniformInt(rng, 0, 50), outputTokens: uniformInt(rng, 0, 50) };

@@ -118,9 +118,12 @@ function resultKinds(operation: Operation, result: unknown): string[] {
     case 'heartbeat':
       return (r as { lost: string[] }).lost.map(() => 'heartbeat:lost');
     case 'handover': {
-      const h = r as { handedOver: boolean; contended?: boolean };
+      const h = r as { handedOver: boolean; contended?: boolean; limits?: unknown };
       if (!h.handedOver) return ['handover:refused'];
-      return [h.contended ? 'handover:contended' : 'handover:uncontended'];
+      return [
+        h.contended ? 'handover:contended' : 'handover:uncontended',
+        ...(h.limits ? ['handover:limited'] : []),
+      ];
     }
     case 'reclaim': {
       const report = r as Record<string, number>;
