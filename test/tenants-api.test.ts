@@ -51,6 +51,30 @@ describe('tenants and keys at run time', () => {
     expect(listed.body.data[0].key).toBeUndefined();
   });
 
+  it('a tenant made at run time with limits has them on every replica', async () => {
+    expect(
+      (await admin(0, 'POST', '/tenants', { id: 'rated', limits: { tokens_per_day: 0 } })).body
+        .error.param,
+    ).toBe('limits.tokens_per_day');
+    const created = await admin(0, 'POST', '/tenants', {
+      id: 'rated',
+      limits: { requests_per_minute: 5 },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const key = (await admin(0, 'POST', '/tenants/rated/keys', {})).body.key as string;
+    // Well inside one minute.
+    const intoMinute = Date.now() % 60_000;
+    if (intoMinute > 50_000) await sleep(60_500 - intoMinute);
+    const statuses = [];
+    for (let n = 0; n < 7; n++) statuses.push((await generate(url(n % 3), key, {})).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429]);
+    const state = await pool.state(2);
+    expect(state.tenants.find((t) => t.tenant === 'rated')?.standing?.requests).toMatchObject({
+      limit: 5,
+      remaining: 0,
+    });
+  });
+
   it('refuses bad input with the key it names, and changes nothing', async () => {
     const cases: Array<[string, string, unknown, number, string | null]> = [
       ['POST', '/tenants', { id: 'x', default_class: 'gold' }, 400, 'default_class'],

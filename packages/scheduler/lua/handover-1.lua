@@ -92,13 +92,15 @@ rcall('ZREM', leasesKey, from.id)
 local limits, windows = nil, nil
 local lim = ''
 local inputTokens, outputTokens = tonumber(ARGV[3]), tonumber(ARGV[4])
-if from.lim ~= '' and inputTokens and outputTokens then
-  settleLimits(from.tenant, from.lim, inputTokens + outputTokens)
-end
+local settles = from.lim ~= '' and inputTokens and outputTokens
 if tenant.limited then
+  -- One read and one write: the settle on the loaded counters, written with the count.
   windows = limitWindows(now)
   limits = loadLimits(from.tenant, windows)
+  if settles then settleLoaded(limits, windows, from.lim, inputTokens + outputTokens) end
   lim = countLimits(from.tenant, limits, windows, tonumber(ARGV[12]) or 0)
+elseif settles then
+  settleLimits(from.tenant, from.lim, inputTokens + outputTokens)
 end
 
 local req = {

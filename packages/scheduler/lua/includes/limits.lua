@@ -60,11 +60,33 @@ local function loadLimits(tenantName, windows)
     tokensPerDay = tonumber(raw[1]), tokensPerMonth = tonumber(raw[2]),
     requestsPerMinute = tonumber(raw[3]),
     minuteRequests = 0, dayTokens = 0, monthTokens = 0,
+    -- The stored day and month counters, for settleLoaded.
+    storedDayId = tonumber(raw[6]), storedDayTokens = tonumber(raw[7]) or 0,
+    storedMonthId = tonumber(raw[8]), storedMonthTokens = tonumber(raw[9]) or 0,
   }
   if tonumber(raw[4]) == windows.minuteId then limits.minuteRequests = tonumber(raw[5]) end
-  if tonumber(raw[6]) == windows.dayId then limits.dayTokens = tonumber(raw[7]) end
-  if tonumber(raw[8]) == windows.monthId then limits.monthTokens = tonumber(raw[9]) end
+  if limits.storedDayId == windows.dayId then limits.dayTokens = limits.storedDayTokens end
+  if limits.storedMonthId == windows.monthId then limits.monthTokens = limits.storedMonthTokens end
   return limits
+end
+
+-- settleLimits on a loaded view (a handover: one read, one write), written by the
+-- countLimits that follows: the stored counters of the windows the reservation was made in,
+-- still theirs, move by the difference.
+local function settleLoaded(limits, windows, lim, actual)
+  local tokens, day, month = string.match(lim, '^(%d+)|(%d*)|(%d*)$')
+  local delta = actual - tonumber(tokens)
+  if delta == 0 then return end
+  if day ~= '' and tonumber(day) == limits.storedDayId then
+    limits.storedDayTokens = limits.storedDayTokens + delta
+    if limits.storedDayId == windows.dayId then limits.dayTokens = limits.storedDayTokens end
+    limits.daySettled = true
+  end
+  if month ~= '' and tonumber(month) == limits.storedMonthId then
+    limits.storedMonthTokens = limits.storedMonthTokens + delta
+    if limits.storedMonthId == windows.monthId then limits.monthTokens = limits.storedMonthTokens end
+    limits.monthSettled = true
+  end
 end
 
 -- The standing as the enqueue reply carries it (limitsStanding): request limit, remaining,
@@ -137,6 +159,15 @@ local function countLimits(tenantName, limits, windows, estimate)
     fields[#fields + 1] = windows.monthId
     fields[#fields + 1] = 'monthTokens'
     fields[#fields + 1] = limits.monthTokens
+  end
+  -- A settled window this count does not write (its limit is gone) keeps its settled count.
+  if limits.daySettled and not limits.tokensPerDay then
+    fields[#fields + 1] = 'dayTokens'
+    fields[#fields + 1] = limits.storedDayTokens
+  end
+  if limits.monthSettled and not limits.tokensPerMonth then
+    fields[#fields + 1] = 'monthTokens'
+    fields[#fields + 1] = limits.storedMonthTokens
   end
   local limitsKey = limitsPrefix .. tenantName
   if #fields > 0 then rcall('HSET', limitsKey, unpack(fields)) end
