@@ -8,16 +8,37 @@ import type { LimitStanding, LimitsStanding } from '@fairgate/scheduler';
  * The reset is the time until the window ends, in OpenAI's format (`6m0s`, `8.64s`, `20ms`).
  */
 export function rateLimitHeaders(standing: LimitsStanding): Record<string, string> {
-  const headers: Record<string, string> = {};
-  const add = (kind: 'requests' | 'tokens', limit: LimitStanding | null) => {
-    if (!limit) return;
-    headers[`x-ratelimit-limit-${kind}`] = String(limit.limit);
-    headers[`x-ratelimit-remaining-${kind}`] = String(limit.remaining);
-    headers[`x-ratelimit-reset-${kind}`] = formatDuration(limit.resetMs);
-  };
-  add('requests', standing.requests);
-  add('tokens', standing.tokens);
+  // Requests that take recycled slots share their tenant's latest standing: made once.
+  let headers = rendered.get(standing);
+  if (headers) return headers;
+  headers = {};
+  add(headers, REQUEST_HEADERS, standing.requests);
+  add(headers, TOKEN_HEADERS, standing.tokens);
+  rendered.set(standing, headers);
   return headers;
+}
+
+const rendered = new WeakMap<LimitsStanding, Record<string, string>>();
+const REQUEST_HEADERS = [
+  'x-ratelimit-limit-requests',
+  'x-ratelimit-remaining-requests',
+  'x-ratelimit-reset-requests',
+] as const;
+const TOKEN_HEADERS = [
+  'x-ratelimit-limit-tokens',
+  'x-ratelimit-remaining-tokens',
+  'x-ratelimit-reset-tokens',
+] as const;
+
+function add(
+  headers: Record<string, string>,
+  [limitName, remainingName, resetName]: readonly [string, string, string],
+  limit: LimitStanding | null,
+): void {
+  if (!limit) return;
+  headers[limitName] = String(limit.limit);
+  headers[remainingName] = String(limit.remaining);
+  headers[resetName] = formatDuration(limit.resetMs);
 }
 
 /** A duration as Go prints one (OpenAI's headers do): `20ms`, `8.64s`, `6m0s`, `17h3m0.5s`. */
