@@ -1,6 +1,6 @@
 import { defaultTestTenants, TEST_KEYS } from '@fairgate/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { metricSum, type Pool, SIM_MODEL, sleep, startPool } from './support/pool.js';
+import { metricSum, type Pool, SIM_MODEL, sleep, startPool, sumByLabels } from './support/pool.js';
 
 /**
  * Usage metering under churn (docs/tenants.md, *Usage*): 20,000 requests of two tenants
@@ -24,17 +24,8 @@ function kindOf(n: number): Kind {
 }
 
 /** fairgate_tokens_total of one replica's /metrics text, by tenant and direction. */
-function tokensByTenant(text: string): Map<string, number> {
-  const totals = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (!line.startsWith('fairgate_tokens_total{')) continue;
-    const tenant = /tenant="([^"]+)"/.exec(line)?.[1];
-    const direction = /direction="([^"]+)"/.exec(line)?.[1];
-    const key = `${tenant}|${direction}`;
-    totals.set(key, (totals.get(key) ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1)));
-  }
-  return totals;
-}
+const tokensByTenant = (text: string) =>
+  sumByLabels(text, 'fairgate_tokens_total', ['tenant', 'direction']);
 
 describe('usage metering: 20,000 requests, abandoned streams and a replica killed', () => {
   let pool: Pool;

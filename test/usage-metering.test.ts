@@ -1,6 +1,14 @@
 import { defaultTestTenants, TEST_KEYS } from '@fairgate/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generate, metricSum, type Pool, SIM_MODEL, sleep, startPool } from './support/pool.js';
+import {
+  generate,
+  metricSum,
+  type Pool,
+  SIM_MODEL,
+  sleep,
+  startPool,
+  sumByLabels,
+} from './support/pool.js';
 
 /**
  * Usage metering across replicas (docs/tenants.md, *Usage*): 2 gateway replicas on one
@@ -70,13 +78,7 @@ describe('usage metering', () => {
         await Promise.all(
           pool.gateways.map(async (g) => {
             const text = await (await fetch(`${g.url}/metrics`)).text();
-            return text
-              .split('\n')
-              .filter(
-                (l) =>
-                  l.startsWith('fairgate_tokens_total{') && l.includes(`direction="${direction}"`),
-              )
-              .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+            return sumByLabels(text, 'fairgate_tokens_total', ['direction']).get(direction) ?? 0;
           }),
         )
       ).reduce((a, b) => a + b, 0);

@@ -1,4 +1,5 @@
 import type { AdminState } from '@fairgate/gateway';
+import { parsePrometheusText } from '@fairgate/openai';
 import {
   type AppHandle,
   type FlagValues,
@@ -268,13 +269,25 @@ export async function waitUntilPool(
 /** One metric summed over every label set, as a process's /metrics shows it now. */
 export async function metricSum(url: string, name: string): Promise<number> {
   const text = await (await fetch(`${url}/metrics`)).text();
-  let total = 0;
-  for (const line of text.split('\n')) {
-    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) {
-      total += Number(line.slice(line.lastIndexOf(' ') + 1));
-    }
+  return sumByLabels(text, name, []).get('') ?? 0;
+}
+
+/**
+ * One metric of a /metrics text summed per value of `labels` (the key: their values joined
+ * by '|', '' for none), read with the gateway's own exposition parser.
+ */
+export function sumByLabels(
+  text: string,
+  name: string,
+  labels: readonly string[],
+): Map<string, number> {
+  const totals = new Map<string, number>();
+  for (const sample of parsePrometheusText(text)) {
+    if (sample.name !== name) continue;
+    const key = labels.map((label) => sample.labels[label] ?? '').join('|');
+    totals.set(key, (totals.get(key) ?? 0) + sample.value);
   }
-  return total;
+  return totals;
 }
 
 export function percentile(values: readonly number[], p: number): number {

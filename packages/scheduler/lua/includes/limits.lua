@@ -50,6 +50,13 @@ local function limitWindows(now)
   }
 end
 
+-- A lim field's true-up to `actual` tokens: the difference, and the day and month ids it
+-- reserved in ('' where none).
+local function limDelta(lim, actual)
+  local tokens, day, month = string.match(lim, '^(%d+)|(%d*)|(%d*)$')
+  return actual - tonumber(tokens), day, month
+end
+
 -- The tenant's limits and counters as the current windows see them (currentCounters).
 local function loadLimits(tenantName, windows)
   local limitsKey = limitsPrefix .. tenantName
@@ -74,8 +81,7 @@ end
 -- countLimits that follows: the stored counters of the windows the reservation was made in,
 -- still theirs, move by the difference.
 local function settleLoaded(limits, windows, lim, actual)
-  local tokens, day, month = string.match(lim, '^(%d+)|(%d*)|(%d*)$')
-  local delta = actual - tonumber(tokens)
+  local delta, day, month = limDelta(lim, actual)
   if delta == 0 then return end
   if day ~= '' and tonumber(day) == limits.storedDayId then
     limits.storedDayTokens = limits.storedDayTokens + delta
@@ -132,6 +138,12 @@ local function checkLimits(limits, windows, now)
   return nil
 end
 
+-- Appends an HSET field and its value to `fields`.
+local function putField(fields, name, value)
+  fields[#fields + 1] = name
+  fields[#fields + 1] = value
+end
+
 -- Counts an admitted request (one request in its minute, `estimate` tokens in its day and
 -- month, where limited) and returns its lim field. `limits` is updated to the counts after.
 local function countLimits(tenantName, limits, windows, estimate)
@@ -139,35 +151,25 @@ local function countLimits(tenantName, limits, windows, estimate)
   local day, month = '', ''
   if limits.requestsPerMinute then
     limits.minuteRequests = limits.minuteRequests + 1
-    fields[#fields + 1] = 'minuteId'
-    fields[#fields + 1] = windows.minuteId
-    fields[#fields + 1] = 'minuteRequests'
-    fields[#fields + 1] = limits.minuteRequests
+    putField(fields, 'minuteId', windows.minuteId)
+    putField(fields, 'minuteRequests', limits.minuteRequests)
   end
   if limits.tokensPerDay then
     limits.dayTokens = limits.dayTokens + estimate
     day = windows.dayId
-    fields[#fields + 1] = 'dayId'
-    fields[#fields + 1] = windows.dayId
-    fields[#fields + 1] = 'dayTokens'
-    fields[#fields + 1] = limits.dayTokens
+    putField(fields, 'dayId', day)
+    putField(fields, 'dayTokens', limits.dayTokens)
+  elseif limits.daySettled then
+    -- A settled window this count does not write (its limit is gone) keeps its settled count.
+    putField(fields, 'dayTokens', limits.storedDayTokens)
   end
   if limits.tokensPerMonth then
     limits.monthTokens = limits.monthTokens + estimate
     month = windows.monthId
-    fields[#fields + 1] = 'monthId'
-    fields[#fields + 1] = windows.monthId
-    fields[#fields + 1] = 'monthTokens'
-    fields[#fields + 1] = limits.monthTokens
-  end
-  -- A settled window this count does not write (its limit is gone) keeps its settled count.
-  if limits.daySettled and not limits.tokensPerDay then
-    fields[#fields + 1] = 'dayTokens'
-    fields[#fields + 1] = limits.storedDayTokens
-  end
-  if limits.monthSettled and not limits.tokensPerMonth then
-    fields[#fields + 1] = 'monthTokens'
-    fields[#fields + 1] = limits.storedMonthTokens
+    putField(fields, 'monthId', month)
+    putField(fields, 'monthTokens', limits.monthTokens)
+  elseif limits.monthSettled then
+    putField(fields, 'monthTokens', limits.storedMonthTokens)
   end
   local limitsKey = limitsPrefix .. tenantName
   if #fields > 0 then rcall('HSET', limitsKey, unpack(fields)) end
@@ -177,8 +179,7 @@ end
 -- Trues a request's reservation (its lim field) up to `actual` tokens, 0 giving it back
 -- (settleCharge): in each window it reserved in that is still the counters' own.
 local function settleLimits(tenantName, lim, actual)
-  local tokens, day, month = string.match(lim, '^(%d+)|(%d*)|(%d*)$')
-  local delta = actual - tonumber(tokens)
+  local delta, day, month = limDelta(lim, actual)
   if delta == 0 then return end
   local limitsKey = limitsPrefix .. tenantName
   local ids = rcall('HMGET', limitsKey, 'dayId', 'monthId')

@@ -226,9 +226,8 @@ export class LocalScheduler implements Scheduler {
     if (!tenant)
       throw schedulerError(ScriptCode.UnknownTenant, `enqueue ${r.id} (tenant ${r.tenant})`);
     // A limited tenant's standing, carried by every answer (limitsStanding in limits.lua).
-    let standing: LimitsStanding | undefined = hasLimits(tenant.limits)
-      ? (standingAt(tenant.limits, tenant.limitCounters, now) ?? undefined)
-      : undefined;
+    let standing: LimitsStanding | undefined =
+      standingAt(tenant.limits, tenant.limitCounters, now) ?? undefined;
     // Offered is not counted: it is admitted + rejected (countersFromFields).
     const reject = (code: ScriptCode, retryAfterMs?: number): EnqueueResult => {
       e.countRejection(r.tenant, r.sloClass, code);
