@@ -38,7 +38,7 @@
     Code.NotConfigured | UnknownTenant   configuration errors (nothing counted)
   For a tenant with a budget or a rate (tenant.limited), every reply but a retry's is padded
   to 4 elements ({code, retryAfterMs | false, 0, 0} when rejected) and followed by the 6 of
-  its standing after this request (includes/limits.lua limitsStanding).
+  its standing after this request (includes/limits.lua appendStanding).
 ]]
 local rcall = redis.call
 --- @include "includes/engineKeys"
@@ -75,24 +75,22 @@ local existing = rcall('HMGET', requestKey, 'state', 'pod')
 if existing[1] == 'granted' then return { 1, existing[2], 1 } end
 if existing[1] == 'queued' then return { 0, false, 1 } end
 
-local tenant = loadTenant(req.tenant)
+local tenant = loadTenant(req.tenant, true)
 if not tenant then return Code.UnknownTenant end
 -- From here every path counts the arrival once, admitted or rejected: offered is their sum
 -- (src/counters.ts), so it costs no HINCRBY of its own.
 
--- A limited tenant's budgets and rates, read once: checked below, and every reply carries
--- its standing.
+-- A limited tenant's budgets and rates, read with it: checked below, and every reply
+-- carries its standing.
 local limits, windows = nil, nil
-if tenant.limited then
+if tenant.limitRow then
   windows = limitWindows(now)
-  limits = loadLimits(req.tenant, windows)
+  limits = loadLimits(req.tenant, tenant.limitRow, windows)
 end
 local function answer(reply)
   if not limits then return reply end
   for i = #reply + 1, 4 do reply[i] = 0 end
-  local standing = limitsStanding(limits, windows, now)
-  for i = 1, 6 do reply[4 + i] = standing[i] end
-  return reply
+  return appendStanding(reply, limits, windows, now)
 end
 
 local function reject(code, retryAfterMs)
@@ -116,7 +114,11 @@ local tokens = tonumber(ARGV[11])
 local bucketCode, retryAfterMs = takeTokens(req.tenant, tenant, tokens, now)
 if bucketCode then return reject(bucketCode, retryAfterMs) end
 if tenant.bucketCapacity then req.tokens = tokens end
-if limits then req.lim = countLimits(req.tenant, limits, windows, tonumber(ARGV[13]) or 0) end
+if limits then
+  local estimate = ARGV[13]
+  if not estimate or estimate == '' then estimate = '0' end
+  req.lim = countLimits(limits, windows, estimate)
+end
 
 local ttlMs = tonumber(ARGV[9]) or cfg.queueTtlMs
 req.expiresAt = now + ttlMs
@@ -181,8 +183,9 @@ if code then
   rcall('DEL', requestKey)
   if req.tokens > 0 then creditTokens(req.tenant, req.tokens) end
   if req.lim ~= '' then
-    undoLimits(req.tenant, limits, req.lim)
-    limits = loadLimits(req.tenant, windows)
+    undoLimits(limits, windows, req.lim)
+    -- The standing after it: the pass may have given back others' reservations too.
+    limits = loadLimits(req.tenant, loadTenant(req.tenant, true).limitRow, windows)
   end
   return reject(code)
 end

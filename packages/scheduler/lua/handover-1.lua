@@ -43,7 +43,7 @@
   Output:
     {1, pod, contended}  handed over (contended: 1 when the slot should go back, else 0);
                          for a limited tenant followed by the 6 of its standing
-                         (limitsStanding)
+                         (appendStanding)
     0                    nothing done
     Code.NotConfigured
 ]]
@@ -72,7 +72,7 @@ if not from or from.state ~= 'granted' or from.owner ~= ARGV[8] or from.tenant ~
   or rcall('EXISTS', nextKey) == 1 then
   return 0
 end
-local tenant = loadTenant(from.tenant)
+local tenant = loadTenant(from.tenant, true)
 if not tenant then return 0 end
 -- KV blocks may differ only where no quota counts them (the tenant's gauge follows).
 local kvBlocks = tonumber(ARGV[11])
@@ -93,12 +93,17 @@ local limits, windows = nil, nil
 local lim = ''
 local inputTokens, outputTokens = tonumber(ARGV[3]), tonumber(ARGV[4])
 local settles = from.lim ~= '' and inputTokens and outputTokens
-if tenant.limited then
-  -- One read and one write: the settle on the loaded counters, written with the count.
+if tenant.limitRow then
+  -- Read with the tenant; the settle goes in with the count (one HINCRBY per window).
   windows = limitWindows(now)
-  limits = loadLimits(from.tenant, windows)
-  if settles then settleLoaded(limits, windows, from.lim, inputTokens + outputTokens) end
-  lim = countLimits(from.tenant, limits, windows, tonumber(ARGV[12]) or 0)
+  limits = loadLimits(from.tenant, tenant.limitRow, windows)
+  local estimate = ARGV[12]
+  if not estimate or estimate == '' then estimate = '0' end
+  if settles then
+    lim = countLimits(limits, windows, estimate, from.lim, inputTokens + outputTokens)
+  else
+    lim = countLimits(limits, windows, estimate)
+  end
 elseif settles then
   settleLimits(from.tenant, from.lim, inputTokens + outputTokens)
 end
@@ -137,8 +142,5 @@ local contended = (tonumber(gauges[1]) or 0) > 0
   or admissionCode(cfg, band, pods, now) ~= nil
   or not gateOpen(newGate(cfg, pods, now), band)
 local reply = { 1, from.pod, contended and 1 or 0 }
-if limits then
-  local standing = limitsStanding(limits, windows, now)
-  for i = 1, 6 do reply[3 + i] = standing[i] end
-end
+if limits then return appendStanding(reply, limits, windows, now) end
 return reply

@@ -48,8 +48,6 @@ export interface PoolKeys {
   /** pxc:<pod> / pxo:<pod> sets: the current / previous generation of a pod's prefix index. */
   readonly prefixCurrentPrefix: string;
   readonly prefixPreviousPrefix: string;
-  /** limits:<tenant> hashes: a tenant's budgets and rates and their window counters. */
-  readonly limitsPrefix: string;
 }
 
 export function poolKeys(pool: string): PoolKeys {
@@ -84,7 +82,6 @@ export function poolKeys(pool: string): PoolKeys {
     usagePrefix: `${tag}usage:`,
     prefixCurrentPrefix: `${tag}pxc:`,
     prefixPreviousPrefix: `${tag}pxo:`,
-    limitsPrefix: `${tag}limits:`,
   };
 }
 
@@ -113,7 +110,6 @@ export const ENGINE_KEY_NAMES = [
   'sheddableByTenantPrefix',
   'prefixCurrentPrefix',
   'prefixPreviousPrefix',
-  'limitsPrefix',
 ] as const satisfies readonly (keyof PoolKeys)[];
 
 /** Key families that exist only while a request (or a replica's notices) is live. */

@@ -48,7 +48,7 @@ export function withLimits<R extends EnqueueResult>(
 }
 
 /**
- * The 6 numbers of a reply from index `at` (lua/includes/limits.lua limitsStanding): after
+ * The 6 numbers of a reply from index `at` (lua/includes/limits.lua appendStanding): after
  * an enqueue reply's first 4, a handover reply's first 3.
  */
 export function decodeStanding(reply: readonly unknown[], at = 4): LimitsStanding {

@@ -32,7 +32,6 @@ local sheddableKey
 local sheddableByTenantPrefix
 local prefixCurrentPrefix
 local prefixPreviousPrefix
-local limitsPrefix
 local boundTag
 local function bindEngineKeys(KEYS)
   local tag = KEYS[1]
@@ -69,8 +68,6 @@ local function bindEngineKeys(KEYS)
   prefixCurrentPrefix = tag .. 'pxc:'           -- pxc:<pod> set: the current generation of
                                                 -- the pod's prefix index (includes/prefix.lua)
   prefixPreviousPrefix = tag .. 'pxo:'          -- pxo:<pod> set: its previous generation
-  limitsPrefix = tag .. 'limits:'               -- limits:<tenant> hash: budgets, rates and
-                                                -- their window counters (includes/limits.lua)
   boundTag = tag
 end
 --- @percall bindEngineKeys(KEYS)

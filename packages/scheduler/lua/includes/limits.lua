@@ -1,11 +1,15 @@
 --[[
   A tenant's budgets and rates over UTC windows: tokens per day and per month, requests per
   minute (the rules of src/tenant-limits.ts in @fairgate/core, on the server clock).
-  limits:<tenant> hash: the limits tokensPerDay / tokensPerMonth / requestsPerMinute (absent
-  = none; upsertTenants-3.lua writes them, and tenant:<t>.limited = '1' when any is set) and
-  the counters of the windows last counted in: minuteId, minuteRequests, dayId, dayTokens,
-  monthId, monthTokens. An admitted request keeps what it reserved in its req:<id> field
+  They live in the tenant:<tenant> hash (includes/tenants.lua reads them with the rest of
+  the tenant, loadTenant(name, true)): the limits tokensPerDay / tokensPerMonth /
+  requestsPerMinute (absent = none; upsertTenants-2.lua writes them) and the counters of the
+  windows last counted in: minuteId, minuteRequests, dayId, dayTokens, monthId, monthTokens.
+  An admitted request keeps what it reserved in its req:<id> field
   lim = '<tokens>|<day id or empty>|<month id or empty>'.
+  Window ids are compared and written as the text Redis stores, and counts move by HINCRBY
+  with the caller's text where it can: every Lua number redis.call sends is formatted with
+  snprintf (includes/requests.lua).
 ]]
 
 -- The day number's civil (UTC) year and month (civilFromDays in core).
@@ -36,73 +40,58 @@ local function monthStartDay(year, month)
   return era * 146097 + doe - 719468
 end
 
--- The minute, day and month at `now` (limitWindows in core): ids and end instants.
+-- The windows of the minute last asked for: a day and a month start on a minute, so every
+-- instant of one minute has the same windows (kept across calls at the library's top level).
+local windowsOfMinute = nil
+
+-- The minute, day and month at `now` (limitWindows in core): ids (numbers, and as text for
+-- the hash) and end instants.
 local function limitWindows(now)
   local minuteId = math.floor(now / 60000)
+  local cached = windowsOfMinute
+  if cached and cached.minuteId == minuteId then return cached end
   local dayId = math.floor(now / 86400000)
   local year, month = civilYearMonth(dayId)
   local nextStart
   if month == 12 then nextStart = monthStartDay(year + 1, 1) else nextStart = monthStartDay(year, month + 1) end
-  return {
-    minuteId = minuteId, minuteEnd = (minuteId + 1) * 60000,
-    dayId = dayId, dayEnd = (dayId + 1) * 86400000,
-    monthId = year * 12 + month - 1, monthEnd = nextStart * 86400000,
+  local monthId = year * 12 + month - 1
+  windowsOfMinute = {
+    minuteId = minuteId, minuteText = tostring(minuteId), minuteEnd = (minuteId + 1) * 60000,
+    dayText = tostring(dayId), dayEnd = (dayId + 1) * 86400000,
+    monthText = tostring(monthId), monthEnd = nextStart * 86400000,
   }
+  return windowsOfMinute
 end
 
--- A lim field's true-up to `actual` tokens: the difference, and the day and month ids it
--- reserved in ('' where none).
-local function limDelta(lim, actual)
-  local tokens, day, month = string.match(lim, '^(%d+)|(%d*)|(%d*)$')
-  return actual - tonumber(tokens), day, month
-end
-
--- The tenant's limits and counters as the current windows see them (currentCounters).
-local function loadLimits(tenantName, windows)
-  local limitsKey = limitsPrefix .. tenantName
-  local raw = rcall('HMGET', limitsKey, 'tokensPerDay', 'tokensPerMonth',
-    'requestsPerMinute', 'minuteId', 'minuteRequests', 'dayId', 'dayTokens', 'monthId',
-    'monthTokens')
+-- A tenant's limits and counters as the current windows see them, from the row
+-- loadTenant(name, true) read (fields 12-20: the limits, then the counters).
+local function loadLimits(tenantName, row, windows)
   local limits = {
-    tokensPerDay = tonumber(raw[1]), tokensPerMonth = tonumber(raw[2]),
-    requestsPerMinute = tonumber(raw[3]),
+    tenant = tenantName,
+    tokensPerDay = tonumber(row[12]), tokensPerMonth = tonumber(row[13]),
+    requestsPerMinute = tonumber(row[14]),
     minuteRequests = 0, dayTokens = 0, monthTokens = 0,
-    -- The stored day and month counters, for settleLoaded.
-    storedDayId = tonumber(raw[6]), storedDayTokens = tonumber(raw[7]) or 0,
-    storedMonthId = tonumber(raw[8]), storedMonthTokens = tonumber(raw[9]) or 0,
+    -- The windows the stored counters are of.
+    minuteCurrent = row[15] == windows.minuteText,
+    dayCurrent = row[17] == windows.dayText,
+    monthCurrent = row[19] == windows.monthText,
   }
-  if tonumber(raw[4]) == windows.minuteId then limits.minuteRequests = tonumber(raw[5]) end
-  if limits.storedDayId == windows.dayId then limits.dayTokens = limits.storedDayTokens end
-  if limits.storedMonthId == windows.monthId then limits.monthTokens = limits.storedMonthTokens end
+  if limits.minuteCurrent then limits.minuteRequests = tonumber(row[16]) end
+  if limits.dayCurrent then limits.dayTokens = tonumber(row[18]) end
+  if limits.monthCurrent then limits.monthTokens = tonumber(row[20]) end
   return limits
 end
 
--- settleLimits on a loaded view (a handover: one read, one write), written by the
--- countLimits that follows: the stored counters of the windows the reservation was made in,
--- still theirs, move by the difference.
-local function settleLoaded(limits, windows, lim, actual)
-  local delta, day, month = limDelta(lim, actual)
-  if delta == 0 then return end
-  if day ~= '' and tonumber(day) == limits.storedDayId then
-    limits.storedDayTokens = limits.storedDayTokens + delta
-    if limits.storedDayId == windows.dayId then limits.dayTokens = limits.storedDayTokens end
-    limits.daySettled = true
-  end
-  if month ~= '' and tonumber(month) == limits.storedMonthId then
-    limits.storedMonthTokens = limits.storedMonthTokens + delta
-    if limits.storedMonthId == windows.monthId then limits.monthTokens = limits.storedMonthTokens end
-    limits.monthSettled = true
-  end
-end
-
--- The standing as the enqueue reply carries it (limitsStanding): request limit, remaining,
--- reset ms, then token limit, remaining, reset ms of the tighter window; -1 where none.
-local function limitsStanding(limits, windows, now)
-  local standing = { -1, -1, -1, -1, -1, -1 }
+-- Appends the standing to `reply` (limitsStanding in core): request limit, remaining, reset
+-- ms, then token limit, remaining, reset ms of the tighter window; -1 where none.
+local function appendStanding(reply, limits, windows, now)
+  local n = #reply
   if limits.requestsPerMinute then
-    standing[1] = limits.requestsPerMinute
-    standing[2] = math.max(0, limits.requestsPerMinute - limits.minuteRequests)
-    standing[3] = windows.minuteEnd - now
+    reply[n + 1] = limits.requestsPerMinute
+    reply[n + 2] = math.max(0, limits.requestsPerMinute - limits.minuteRequests)
+    reply[n + 3] = windows.minuteEnd - now
+  else
+    reply[n + 1], reply[n + 2], reply[n + 3] = -1, -1, -1
   end
   local dayLeft, monthLeft
   if limits.tokensPerDay then dayLeft = math.max(0, limits.tokensPerDay - limits.dayTokens) end
@@ -111,16 +100,18 @@ local function limitsStanding(limits, windows, now)
   end
   -- The tighter window binds: less left, or on a tie the one that ends later (the month).
   if monthLeft and (not dayLeft or monthLeft <= dayLeft) then
-    standing[4], standing[5], standing[6] = limits.tokensPerMonth, monthLeft, windows.monthEnd - now
+    reply[n + 4], reply[n + 5], reply[n + 6] = limits.tokensPerMonth, monthLeft, windows.monthEnd - now
   elseif dayLeft then
-    standing[4], standing[5], standing[6] = limits.tokensPerDay, dayLeft, windows.dayEnd - now
+    reply[n + 4], reply[n + 5], reply[n + 6] = limits.tokensPerDay, dayLeft, windows.dayEnd - now
+  else
+    reply[n + 4], reply[n + 5], reply[n + 6] = -1, -1, -1
   end
-  return standing
+  return reply
 end
 
--- Admission under the limits (admitUnderLimits in core), read only: nil and the windows
--- when the request may count, else Code.BudgetExhausted or Code.RequestRateLimited, the ms
--- until the refusing window ends, and the standing.
+-- Admission under the limits (admitUnderLimits in core), read only: nil when the request
+-- may count, else Code.BudgetExhausted or Code.RequestRateLimited and the ms until the
+-- refusing window ends.
 local function checkLimits(limits, windows, now)
   local budgetEnd = 0
   if limits.tokensPerDay and limits.dayTokens >= limits.tokensPerDay then
@@ -138,41 +129,56 @@ local function checkLimits(limits, windows, now)
   return nil
 end
 
--- Appends an HSET field and its value to `fields`.
-local function putField(fields, name, value)
-  fields[#fields + 1] = name
-  fields[#fields + 1] = value
+-- A lim field's true-up to `actual` tokens: the difference, and the day and month ids it
+-- reserved in (text; '' where none).
+local function limDelta(lim, actual)
+  local tokens, day, month = string.match(lim, '^(%d+)|(%d*)|(%d*)$')
+  return actual - tonumber(tokens), day, month
 end
 
--- Counts an admitted request (one request in its minute, `estimate` tokens in its day and
--- month, where limited) and returns its lim field. `limits` is updated to the counts after.
-local function countLimits(tenantName, limits, windows, estimate)
-  local fields = {}
-  local day, month = '', ''
+-- Counts `amount` (text or number) in a window: added when the stored counter is of this
+-- window, else the counter starts again at it. The count after.
+local function countIn(limits, current, idField, idText, countField, amount)
+  local tenantKey = tenantPrefix .. limits.tenant
+  if current then return rcall('HINCRBY', tenantKey, countField, amount) end
+  rcall('HSET', tenantKey, idField, idText, countField, amount)
+  return tonumber(amount)
+end
+
+-- Counts an admitted request (one request in its minute, `estimate` tokens, as text, in its
+-- day and month, where limited) and returns its lim field. `settle`, when given, is the
+-- finished request's lim field and its actual tokens (a handover): its true-up goes in with
+-- the count where it reserved in the current window. `limits` holds the counts after.
+local function countLimits(limits, windows, estimate, settle, actual)
+  local delta, settleDay, settleMonth = 0, '', ''
+  if settle then delta, settleDay, settleMonth = limDelta(settle, actual) end
   if limits.requestsPerMinute then
-    limits.minuteRequests = limits.minuteRequests + 1
-    putField(fields, 'minuteId', windows.minuteId)
-    putField(fields, 'minuteRequests', limits.minuteRequests)
+    limits.minuteRequests = countIn(limits, limits.minuteCurrent, 'minuteId', windows.minuteText,
+      'minuteRequests', '1')
   end
+  local day, month = '', ''
+  -- A true-up of a window that is not the current one changes nothing that is read again.
+  local dayDelta = (delta ~= 0 and settleDay == windows.dayText and limits.dayCurrent) and delta or 0
   if limits.tokensPerDay then
-    limits.dayTokens = limits.dayTokens + estimate
-    day = windows.dayId
-    putField(fields, 'dayId', day)
-    putField(fields, 'dayTokens', limits.dayTokens)
-  elseif limits.daySettled then
-    -- A settled window this count does not write (its limit is gone) keeps its settled count.
-    putField(fields, 'dayTokens', limits.storedDayTokens)
+    day = windows.dayText
+    local amount = estimate
+    if dayDelta ~= 0 then amount = tonumber(estimate) + dayDelta end
+    limits.dayTokens = countIn(limits, limits.dayCurrent, 'dayId', day, 'dayTokens', amount)
+  elseif dayDelta ~= 0 then
+    -- A limit removed since the reservation: its counter is trued up all the same.
+    countIn(limits, true, 'dayId', windows.dayText, 'dayTokens', dayDelta)
   end
+  local monthDelta =
+    (delta ~= 0 and settleMonth == windows.monthText and limits.monthCurrent) and delta or 0
   if limits.tokensPerMonth then
-    limits.monthTokens = limits.monthTokens + estimate
-    month = windows.monthId
-    putField(fields, 'monthId', month)
-    putField(fields, 'monthTokens', limits.monthTokens)
-  elseif limits.monthSettled then
-    putField(fields, 'monthTokens', limits.storedMonthTokens)
+    month = windows.monthText
+    local amount = estimate
+    if monthDelta ~= 0 then amount = tonumber(estimate) + monthDelta end
+    limits.monthTokens = countIn(limits, limits.monthCurrent, 'monthId', month, 'monthTokens',
+      amount)
+  elseif monthDelta ~= 0 then
+    countIn(limits, true, 'monthId', windows.monthText, 'monthTokens', monthDelta)
   end
-  local limitsKey = limitsPrefix .. tenantName
-  if #fields > 0 then rcall('HSET', limitsKey, unpack(fields)) end
   return estimate .. '|' .. day .. '|' .. month
 end
 
@@ -181,17 +187,22 @@ end
 local function settleLimits(tenantName, lim, actual)
   local delta, day, month = limDelta(lim, actual)
   if delta == 0 then return end
-  local limitsKey = limitsPrefix .. tenantName
-  local ids = rcall('HMGET', limitsKey, 'dayId', 'monthId')
-  if day ~= '' and ids[1] == day then rcall('HINCRBY', limitsKey, 'dayTokens', delta) end
-  if month ~= '' and ids[2] == month then rcall('HINCRBY', limitsKey, 'monthTokens', delta) end
+  local tenantKey = tenantPrefix .. tenantName
+  local ids = rcall('HMGET', tenantKey, 'dayId', 'monthId')
+  if day ~= '' and ids[1] == day then rcall('HINCRBY', tenantKey, 'dayTokens', delta) end
+  if month ~= '' and ids[2] == month then rcall('HINCRBY', tenantKey, 'monthTokens', delta) end
 end
 
 -- An admission refused after it counted, in the same call (a full queue): all of it back.
-local function undoLimits(tenantName, limits, lim)
-  settleLimits(tenantName, lim, 0)
+local function undoLimits(limits, windows, lim)
+  local estimate = tonumber(string.match(lim, '^(%d+)'))
   if limits.requestsPerMinute then
-    local limitsKey = limitsPrefix .. tenantName
-    rcall('HINCRBY', limitsKey, 'minuteRequests', '-1')
+    countIn(limits, true, 'minuteId', windows.minuteText, 'minuteRequests', '-1')
+  end
+  -- (A Lua -0 would reach Redis as '-0', which HINCRBY refuses.)
+  if estimate == 0 then return end
+  if limits.tokensPerDay then countIn(limits, true, 'dayId', windows.dayText, 'dayTokens', -estimate) end
+  if limits.tokensPerMonth then
+    countIn(limits, true, 'monthId', windows.monthText, 'monthTokens', -estimate)
   end
 end

@@ -1,13 +1,21 @@
 -- tenant:<tenant> hash: configuration (weight, and queueMax / maxConcurrent / maxKvBlocks,
 -- absent = unlimited; bucketCapacity / bucketRefill, absent = no token bucket), gauges
 -- (inflight, kvBlocks, waiting), bucket state (bucketLevel in milli-tokens, bucketAt;
--- absent = full) and limited ('1' when limits:<tenant> holds a budget or a rate,
--- includes/limits.lua). nil for unknown tenants.
-local function loadTenant(tenant)
+-- absent = full), and budgets and rates with their window counters (includes/limits.lua).
+local TENANT_FIELDS = { 'weight', 'queueMax', 'maxConcurrent', 'maxKvBlocks', 'inflight',
+  'kvBlocks', 'waiting', 'bucketCapacity', 'bucketRefill', 'bucketLevel', 'bucketAt' }
+-- The same, then the budgets and rates and their counters (fields 12-20 of the row).
+local TENANT_AND_LIMIT_FIELDS = { 'weight', 'queueMax', 'maxConcurrent', 'maxKvBlocks',
+  'inflight', 'kvBlocks', 'waiting', 'bucketCapacity', 'bucketRefill', 'bucketLevel',
+  'bucketAt', 'tokensPerDay', 'tokensPerMonth', 'requestsPerMinute', 'minuteId',
+  'minuteRequests', 'dayId', 'dayTokens', 'monthId', 'monthTokens' }
+
+-- A tenant, nil when unknown. withLimits: also its budgets and rates, in one read; `limitRow`
+-- is then the row (for loadLimits) when it has any, else nil.
+local function loadTenant(tenant, withLimits)
   local tenantKey = tenantPrefix .. tenant
-  local raw = rcall('HMGET', tenantKey, 'weight', 'queueMax', 'maxConcurrent', 'maxKvBlocks',
-    'inflight', 'kvBlocks', 'waiting', 'bucketCapacity', 'bucketRefill', 'bucketLevel',
-    'bucketAt', 'limited')
+  local raw = rcall('HMGET', tenantKey,
+    unpack(withLimits and TENANT_AND_LIMIT_FIELDS or TENANT_FIELDS))
   if not raw[1] then return nil end
   return {
     weight = tonumber(raw[1]),
@@ -21,7 +29,7 @@ local function loadTenant(tenant)
     bucketRefill = tonumber(raw[9]),
     bucketLevel = tonumber(raw[10]),
     bucketAt = tonumber(raw[11]),
-    limited = raw[12] == '1',
+    limitRow = (withLimits and (raw[12] or raw[13] or raw[14])) and raw or nil,
   }
 end
 

@@ -116,7 +116,7 @@ export class LocalScheduler implements Scheduler {
   }
 
   /**
-   * Mirrors lua/upsertTenants-3.lua: an updated bucket is refilled at its old rate up to now
+   * Mirrors lua/upsertTenants-2.lua: an updated bucket is refilled at its old rate up to now
    * and clamped to the new capacity; removing a bucket drops its level (re-added: full).
    */
   async upsertTenants(tenants: readonly TenantConfig[]): Promise<void> {
@@ -225,7 +225,7 @@ export class LocalScheduler implements Scheduler {
     const tenant = e.tenants.get(r.tenant);
     if (!tenant)
       throw schedulerError(ScriptCode.UnknownTenant, `enqueue ${r.id} (tenant ${r.tenant})`);
-    // A limited tenant's standing, carried by every answer (limitsStanding in limits.lua).
+    // A limited tenant's standing, carried by every answer (appendStanding in limits.lua).
     let standing: LimitsStanding | undefined =
       standingAt(tenant.limits, tenant.limitCounters, now) ?? undefined;
     // Offered is not counted: it is admitted + rejected (countersFromFields).

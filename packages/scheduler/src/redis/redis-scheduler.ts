@@ -192,12 +192,8 @@ export class RedisScheduler implements Scheduler {
         t.limits.requestsPerMinute ?? '',
       ];
     });
-    // FCALL lua/upsertTenants-3.lua
-    await this.run(
-      'upsertTenants',
-      [this.keys.tenants, this.keys.tenantPrefix, this.keys.limitsPrefix],
-      args,
-    );
+    // FCALL lua/upsertTenants-2.lua
+    await this.run('upsertTenants', [this.keys.tenants, this.keys.tenantPrefix], args);
   }
 
   async upsertPods(pods: readonly PodConfig[]): Promise<void> {
@@ -414,7 +410,7 @@ export class RedisScheduler implements Scheduler {
 
   async snapshot(): Promise<SchedulerSnapshot> {
     const k = this.keys;
-    // FCALL lua/snapshot-10.lua
+    // FCALL lua/snapshot-9.lua
     const reply = await this.run(
       'snapshot',
       [
@@ -427,7 +423,6 @@ export class RedisScheduler implements Scheduler {
         k.tenantPrefix,
         k.leader,
         k.leaderEpoch,
-        k.limitsPrefix,
       ],
       [],
     );

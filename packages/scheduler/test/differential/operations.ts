@@ -261,7 +261,7 @@ export class Generator {
   }
 
   /**
-   * A new or changed tenant. A tenant that keeps a bucket is never updated: upsertTenants-3.lua
+   * A new or changed tenant. A tenant that keeps a bucket is never updated: upsertTenants-2.lua
    * refills an existing bucket at Redis TIME (it has no config key, so no test clock).
    */
   private tenantChange(): TenantConfig[] {

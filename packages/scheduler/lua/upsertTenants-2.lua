@@ -4,14 +4,13 @@
   is safe while the tenant has requests in flight; lowering a quota only stops new grants.
   A token bucket keeps its level while configured: an update first refills it at the old
   rate up to now, then clamps it to the new capacity; removing the bucket drops its level,
-  so a bucket added again starts full. Budgets and rates (limits:<tenant>,
-  includes/limits.lua) are written with tenant.limited = '1' when any is set; their window
-  counters are left alone, so an update within a window keeps what was counted.
+  so a bucket added again starts full. Budgets and rates (includes/limits.lua) are written
+  to the tenant hash too; their window counters are left alone, so an update within a
+  window keeps what was counted.
 
   Input:
     KEYS[1] tenants set (every configured tenant, for snapshots)
     KEYS[2] tenant hash prefix
-    KEYS[3] limits hash prefix
     ARGV    groups of 10: tenant, weight, queueMax, maxConcurrent, maxKvBlocks,
             bucket capacity, bucket refill per second, tokens per day, tokens per month,
             requests per minute (a limit of '' means unlimited; a capacity of '' means no
@@ -23,7 +22,6 @@
 local rcall = redis.call
 local tenantsKey = KEYS[1]
 local tenantPrefix = KEYS[2]
-local limitsPrefix = KEYS[3]
 --- @include "includes/serverTime"
 --- @include "includes/bucketRefill"
 
@@ -51,18 +49,10 @@ for i = 1, #ARGV, 10 do
     end
     rcall('HSET', tenantKey, 'bucketCapacity', ARGV[i + 5], 'bucketRefill', ARGV[i + 6])
   end
-  local limitsKey = limitsPrefix .. tenant
-  local limited = false
   for j, field in ipairs(windowLimits) do
     local value = ARGV[i + 6 + j]
-    if value == '' then
-      rcall('HDEL', limitsKey, field)
-    else
-      rcall('HSET', limitsKey, field, value)
-      limited = true
-    end
+    if value == '' then rcall('HDEL', tenantKey, field) else rcall('HSET', tenantKey, field, value) end
   end
-  if limited then rcall('HSET', tenantKey, 'limited', '1') else rcall('HDEL', tenantKey, 'limited') end
   rcall('SADD', tenantsKey, tenant)
   written = written + 1
 end

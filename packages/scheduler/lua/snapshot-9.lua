@@ -9,13 +9,12 @@
     KEYS[3] pods hash        KEYS[7] tenant hash prefix
     KEYS[4] replicas zset    KEYS[8] leader string
                              KEYS[9] leader epoch counter
-                             KEYS[10] limits hash prefix
 
   Output:
     { now ms, config, ctl, pods, replicas (member, score, ...), stats,
       tenants (groups of 21: tenant, weight, queueMax, maxConcurrent, maxKvBlocks,
-      inflight, kvBlocks, waiting, bucketCapacity, bucketRefill, bucketLevel, bucketAt, then
-      its limits hash: tokensPerDay, tokensPerMonth, requestsPerMinute, minuteId,
+      inflight, kvBlocks, waiting, bucketCapacity, bucketRefill, bucketLevel, bucketAt,
+      tokensPerDay, tokensPerMonth, requestsPerMinute, minuteId,
       minuteRequests, dayId, dayTokens, monthId, monthTokens; '' for absent), leader or
       false, epoch or false }
     where config/ctl/pods/stats are flat field, value lists.
@@ -30,7 +29,6 @@ local tenantsKey = KEYS[6]
 local tenantPrefix = KEYS[7]
 local leaderKey = KEYS[8]
 local leaderEpochKey = KEYS[9]
-local limitsPrefix = KEYS[10]
 --- @include "includes/serverTime"
 
 -- The config first: it may carry the pool's test clock (includes/serverTime.lua).
@@ -44,14 +42,10 @@ for _, tenant in ipairs(rcall('SMEMBERS', tenantsKey)) do
   local tenantKey = tenantPrefix .. tenant
   local row = rcall('HMGET', tenantKey, 'weight', 'queueMax', 'maxConcurrent', 'maxKvBlocks',
     'inflight', 'kvBlocks', 'waiting', 'bucketCapacity', 'bucketRefill', 'bucketLevel',
-    'bucketAt')
+    'bucketAt', 'tokensPerDay', 'tokensPerMonth', 'requestsPerMinute', 'minuteId',
+    'minuteRequests', 'dayId', 'dayTokens', 'monthId', 'monthTokens')
   tenants[#tenants + 1] = tenant
-  for i = 1, 11 do tenants[#tenants + 1] = row[i] or '' end
-  local limitsKey = limitsPrefix .. tenant
-  local limits = rcall('HMGET', limitsKey, 'tokensPerDay', 'tokensPerMonth',
-    'requestsPerMinute', 'minuteId', 'minuteRequests', 'dayId', 'dayTokens', 'monthId',
-    'monthTokens')
-  for i = 1, 9 do tenants[#tenants + 1] = limits[i] or '' end
+  for i = 1, 20 do tenants[#tenants + 1] = row[i] or '' end
 end
 
 return {
