@@ -25,8 +25,8 @@
  * and a line of what tracing costs a request), BENCH_LIMITS (1: this tree's gateways give
  * the load's tenant a daily and monthly token budget and a request rate, too large to
  * refuse anything: each request is checked, reserved, trued up and answered with its
- * x-ratelimit-* headers, and never takes a recycled slot; BENCH_COMPARE_WITH's keep the
- * plain config).
+ * x-ratelimit-* headers, in its enqueue or its slot's handover; BENCH_COMPARE_WITH's keep
+ * the plain config).
  */
 import {
   defaultTestTenants,

@@ -1,5 +1,5 @@
 import type { TenantConfig } from '@fairgate/config';
-import type { LimitStanding, LimitsStanding } from '@fairgate/scheduler';
+import type { LimitsStanding } from '@fairgate/scheduler';
 
 /**
  * OpenAI's rate-limit headers from a tenant's standing after its enqueue (docs/tenants.md,
@@ -12,34 +12,22 @@ export function rateLimitHeaders(standing: LimitsStanding): Record<string, strin
   let headers = rendered.get(standing);
   if (headers) return headers;
   headers = {};
-  add(headers, REQUEST_HEADERS, standing.requests);
-  add(headers, TOKEN_HEADERS, standing.tokens);
+  const { requests, tokens } = standing;
+  if (requests) {
+    headers['x-ratelimit-limit-requests'] = `${requests.limit}`;
+    headers['x-ratelimit-remaining-requests'] = `${requests.remaining}`;
+    headers['x-ratelimit-reset-requests'] = formatDuration(requests.resetMs);
+  }
+  if (tokens) {
+    headers['x-ratelimit-limit-tokens'] = `${tokens.limit}`;
+    headers['x-ratelimit-remaining-tokens'] = `${tokens.remaining}`;
+    headers['x-ratelimit-reset-tokens'] = formatDuration(tokens.resetMs);
+  }
   rendered.set(standing, headers);
   return headers;
 }
 
 const rendered = new WeakMap<LimitsStanding, Record<string, string>>();
-const REQUEST_HEADERS = [
-  'x-ratelimit-limit-requests',
-  'x-ratelimit-remaining-requests',
-  'x-ratelimit-reset-requests',
-] as const;
-const TOKEN_HEADERS = [
-  'x-ratelimit-limit-tokens',
-  'x-ratelimit-remaining-tokens',
-  'x-ratelimit-reset-tokens',
-] as const;
-
-function add(
-  headers: Record<string, string>,
-  [limitName, remainingName, resetName]: readonly [string, string, string],
-  limit: LimitStanding | null,
-): void {
-  if (!limit) return;
-  headers[limitName] = String(limit.limit);
-  headers[remainingName] = String(limit.remaining);
-  headers[resetName] = formatDuration(limit.resetMs);
-}
 
 /** A duration as Go prints one (OpenAI's headers do): `20ms`, `8.64s`, `6m0s`, `17h3m0.5s`. */
 export function formatDuration(ms: number): string {
@@ -47,11 +35,13 @@ export function formatDuration(ms: number): string {
   if (whole < 1_000) return `${whole}ms`;
   const hours = Math.floor(whole / 3_600_000);
   const minutes = Math.floor((whole % 3_600_000) / 60_000);
-  const seconds = (whole % 60_000) / 1_000;
-  const secondsText = `${Number(seconds.toFixed(3))}s`;
-  if (hours > 0) return `${hours}h${minutes}m${secondsText}`;
-  if (minutes > 0) return `${minutes}m${secondsText}`;
-  return secondsText;
+  const millis = whole % 1_000;
+  // Go's fraction: the milliseconds without their trailing zeros.
+  const fraction = millis === 0 ? '' : `.${String(millis + 1_000).slice(1).replace(/0+$/, '')}`;
+  const seconds = `${Math.floor((whole % 60_000) / 1_000)}${fraction}s`;
+  if (hours > 0) return `${hours}h${minutes}m${seconds}`;
+  if (minutes > 0) return `${minutes}m${seconds}`;
+  return seconds;
 }
 
 /** The message of a refusal by the tenant's budget or rate, naming the limit and its end. */

@@ -17,6 +17,11 @@ describe('formatDuration (Go durations, as OpenAI prints its resets)', () => {
     [3_723_500, '1h2m3.5s'],
     [86_399_999, '23h59m59.999s'],
     [31 * 86_400_000, '744h0m0s'],
+    [1_005, '1.005s'],
+    [1_050, '1.05s'],
+    [1_500, '1.5s'],
+    [61_010, '1m1.01s'],
+    [3_600_001, '1h0m0.001s'],
   ])('%d ms is %s', (ms, text) => {
     expect(formatDuration(ms)).toBe(text);
   });

@@ -183,7 +183,7 @@ if code then
   rcall('DEL', requestKey)
   if req.tokens > 0 then creditTokens(req.tenant, req.tokens) end
   if req.lim ~= '' then
-    undoLimits(limits, windows, req.lim)
+    undoLimits(limits, req.lim)
     -- The standing after it: the pass may have given back others' reservations too.
     limits = loadLimits(req.tenant, loadTenant(req.tenant, true).limitRow, windows)
   end

@@ -7,9 +7,9 @@
   windows last counted in: minuteId, minuteRequests, dayId, dayTokens, monthId, monthTokens.
   An admitted request keeps what it reserved in its req:<id> field
   lim = '<tokens>|<day id or empty>|<month id or empty>'.
-  Window ids are compared and written as the text Redis stores, and counts move by HINCRBY
-  with the caller's text where it can: every Lua number redis.call sends is formatted with
-  snprintf (includes/requests.lua).
+  Window ids are compared and written as the text Redis stores (every Lua number redis.call
+  sends is formatted with snprintf, includes/requests.lua), and a request's counts are
+  written by one HSET: each redis.call costs more than the numbers it formats.
 ]]
 
 -- The day number's civil (UTC) year and month (civilFromDays in core).
@@ -136,48 +136,53 @@ local function limDelta(lim, actual)
   return actual - tonumber(tokens), day, month
 end
 
--- Counts `amount` (text or number) in a window: added when the stored counter is of this
--- window, else the counter starts again at it. The count after.
-local function countIn(limits, current, idField, idText, countField, amount)
-  local tenantKey = tenantPrefix .. limits.tenant
-  if current then return rcall('HINCRBY', tenantKey, countField, amount) end
-  rcall('HSET', tenantKey, idField, idText, countField, amount)
-  return tonumber(amount)
+-- Appends an HSET field and its value to `fields`.
+local function putField(fields, name, value)
+  fields[#fields + 1] = name
+  fields[#fields + 1] = value
 end
 
 -- Counts an admitted request (one request in its minute, `estimate` tokens, as text, in its
 -- day and month, where limited) and returns its lim field. `settle`, when given, is the
 -- finished request's lim field and its actual tokens (a handover): its true-up goes in with
--- the count where it reserved in the current window. `limits` holds the counts after.
+-- the count where it reserved in the current window. One HSET writes the counts after (and
+-- a window's id where it starts again); `limits` holds them.
 local function countLimits(limits, windows, estimate, settle, actual)
   local delta, settleDay, settleMonth = 0, '', ''
   if settle then delta, settleDay, settleMonth = limDelta(settle, actual) end
+  local tokens = tonumber(estimate)
+  local fields = {}
   if limits.requestsPerMinute then
-    limits.minuteRequests = countIn(limits, limits.minuteCurrent, 'minuteId', windows.minuteText,
-      'minuteRequests', '1')
+    limits.minuteRequests = limits.minuteRequests + 1
+    if not limits.minuteCurrent then putField(fields, 'minuteId', windows.minuteText) end
+    putField(fields, 'minuteRequests', limits.minuteRequests)
   end
-  local day, month = '', ''
   -- A true-up of a window that is not the current one changes nothing that is read again.
   local dayDelta = (delta ~= 0 and settleDay == windows.dayText and limits.dayCurrent) and delta or 0
+  local day = ''
   if limits.tokensPerDay then
     day = windows.dayText
-    local amount = estimate
-    if dayDelta ~= 0 then amount = tonumber(estimate) + dayDelta end
-    limits.dayTokens = countIn(limits, limits.dayCurrent, 'dayId', day, 'dayTokens', amount)
+    limits.dayTokens = limits.dayTokens + tokens + dayDelta
+    if not limits.dayCurrent then putField(fields, 'dayId', day) end
+    putField(fields, 'dayTokens', limits.dayTokens)
   elseif dayDelta ~= 0 then
     -- A limit removed since the reservation: its counter is trued up all the same.
-    countIn(limits, true, 'dayId', windows.dayText, 'dayTokens', dayDelta)
+    putField(fields, 'dayTokens', limits.dayTokens + dayDelta)
   end
   local monthDelta =
     (delta ~= 0 and settleMonth == windows.monthText and limits.monthCurrent) and delta or 0
+  local month = ''
   if limits.tokensPerMonth then
     month = windows.monthText
-    local amount = estimate
-    if monthDelta ~= 0 then amount = tonumber(estimate) + monthDelta end
-    limits.monthTokens = countIn(limits, limits.monthCurrent, 'monthId', month, 'monthTokens',
-      amount)
+    limits.monthTokens = limits.monthTokens + tokens + monthDelta
+    if not limits.monthCurrent then putField(fields, 'monthId', month) end
+    putField(fields, 'monthTokens', limits.monthTokens)
   elseif monthDelta ~= 0 then
-    countIn(limits, true, 'monthId', windows.monthText, 'monthTokens', monthDelta)
+    putField(fields, 'monthTokens', limits.monthTokens + monthDelta)
+  end
+  if #fields > 0 then
+    local tenantKey = tenantPrefix .. limits.tenant
+    rcall('HSET', tenantKey, unpack(fields))
   end
   return estimate .. '|' .. day .. '|' .. month
 end
@@ -193,16 +198,14 @@ local function settleLimits(tenantName, lim, actual)
   if month ~= '' and ids[2] == month then rcall('HINCRBY', tenantKey, 'monthTokens', delta) end
 end
 
--- An admission refused after it counted, in the same call (a full queue): all of it back.
-local function undoLimits(limits, windows, lim)
+-- An admission refused after it counted, in the same call (a full queue): all of it back
+-- (by increments: the dispatch pass in between may have given back others' reservations).
+local function undoLimits(limits, lim)
+  local tenantKey = tenantPrefix .. limits.tenant
+  if limits.requestsPerMinute then rcall('HINCRBY', tenantKey, 'minuteRequests', '-1') end
   local estimate = tonumber(string.match(lim, '^(%d+)'))
-  if limits.requestsPerMinute then
-    countIn(limits, true, 'minuteId', windows.minuteText, 'minuteRequests', '-1')
-  end
   -- (A Lua -0 would reach Redis as '-0', which HINCRBY refuses.)
   if estimate == 0 then return end
-  if limits.tokensPerDay then countIn(limits, true, 'dayId', windows.dayText, 'dayTokens', -estimate) end
-  if limits.tokensPerMonth then
-    countIn(limits, true, 'monthId', windows.monthText, 'monthTokens', -estimate)
-  end
+  if limits.tokensPerDay then rcall('HINCRBY', tenantKey, 'dayTokens', -estimate) end
+  if limits.tokensPerMonth then rcall('HINCRBY', tenantKey, 'monthTokens', -estimate) end
 end
