@@ -37,7 +37,10 @@ export function formatDuration(ms: number): string {
   const minutes = Math.floor((whole % 3_600_000) / 60_000);
   const millis = whole % 1_000;
   // Go's fraction: the milliseconds without their trailing zeros.
-  const fraction = millis === 0 ? '' : `.${String(millis + 1_000).slice(1).replace(/0+$/, '')}`;
+  const digits = String(millis + 1_000)
+    .slice(1)
+    .replace(/0+$/, '');
+  const fraction = millis === 0 ? '' : `.${digits}`;
   const seconds = `${Math.floor((whole % 60_000) / 1_000)}${fraction}s`;
   if (hours > 0) return `${hours}h${minutes}m${seconds}`;
   if (minutes > 0) return `${minutes}m${seconds}`;
