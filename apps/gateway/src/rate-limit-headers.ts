@@ -9,9 +9,8 @@ import type { LimitsStanding } from '@fairgate/scheduler';
  */
 export function rateLimitHeaders(standing: LimitsStanding): Record<string, string> {
   // Requests that take recycled slots share their tenant's latest standing: made once.
-  let headers = rendered.get(standing);
-  if (headers) return headers;
-  headers = {};
+  if (standing === last.standing) return last.headers;
+  const headers: Record<string, string> = {};
   const { requests, tokens } = standing;
   if (requests) {
     headers['x-ratelimit-limit-requests'] = `${requests.limit}`;
@@ -23,11 +22,12 @@ export function rateLimitHeaders(standing: LimitsStanding): Record<string, strin
     headers['x-ratelimit-remaining-tokens'] = `${tokens.remaining}`;
     headers['x-ratelimit-reset-tokens'] = formatDuration(tokens.resetMs);
   }
-  rendered.set(standing, headers);
+  last = { standing, headers };
   return headers;
 }
 
-const rendered = new WeakMap<LimitsStanding, Record<string, string>>();
+/** The standing made last, and its headers. */
+let last: { standing?: LimitsStanding; headers: Record<string, string> } = { headers: {} };
 
 /** A duration as Go prints one (OpenAI's headers do): `20ms`, `8.64s`, `6m0s`, `17h3m0.5s`. */
 export function formatDuration(ms: number): string {
