@@ -54,7 +54,7 @@ await runBench(async () => {
         tenant: TENANT,
         band: 1,
         replica: 'bench',
-        budgetTokens: 138,
+        budgetTokens: Number(ESTIMATE),
       });
       const libraries = (await admin.call('FUNCTION', 'LIST')) as unknown[][];
       const library = libraries.map((l) => l[1] as string).find((n) => n.startsWith('fairgate'));

@@ -114,11 +114,7 @@ local tokens = tonumber(ARGV[11])
 local bucketCode, retryAfterMs = takeTokens(req.tenant, tenant, tokens, now)
 if bucketCode then return reject(bucketCode, retryAfterMs) end
 if tenant.bucketCapacity then req.tokens = tokens end
-if limits then
-  local estimate = ARGV[13]
-  if not estimate or estimate == '' then estimate = '0' end
-  req.lim = countLimits(limits, windows, estimate)
-end
+if limits then req.lim = countLimits(limits, windows, ARGV[13]) end
 
 local ttlMs = tonumber(ARGV[9]) or cfg.queueTtlMs
 req.expiresAt = now + ttlMs

@@ -94,16 +94,11 @@ local lim = ''
 local inputTokens, outputTokens = tonumber(ARGV[3]), tonumber(ARGV[4])
 local settles = from.lim ~= '' and inputTokens and outputTokens
 if tenant.limitRow then
-  -- Read with the tenant; the settle goes in with the count (one HINCRBY per window).
+  -- Read with the tenant; the settle goes in with the count (one HSET).
   windows = limitWindows(now)
   limits = loadLimits(from.tenant, tenant.limitRow, windows)
-  local estimate = ARGV[12]
-  if not estimate or estimate == '' then estimate = '0' end
-  if settles then
-    lim = countLimits(limits, windows, estimate, from.lim, inputTokens + outputTokens)
-  else
-    lim = countLimits(limits, windows, estimate)
-  end
+  lim = countLimits(limits, windows, ARGV[12], settles and from.lim,
+    settles and inputTokens + outputTokens)
 elseif settles then
   settleLimits(from.tenant, from.lim, inputTokens + outputTokens)
 end

@@ -25,15 +25,16 @@ local tenantPrefix = KEYS[2]
 --- @include "includes/serverTime"
 --- @include "includes/bucketRefill"
 
-local limits = { 'queueMax', 'maxConcurrent', 'maxKvBlocks' }
-local windowLimits = { 'tokensPerDay', 'tokensPerMonth', 'requestsPerMinute' }
+-- The limits of a group by their offset in it ('' = unlimited: the field goes).
+local limitFields = { [2] = 'queueMax', [3] = 'maxConcurrent', [4] = 'maxKvBlocks',
+  [7] = 'tokensPerDay', [8] = 'tokensPerMonth', [9] = 'requestsPerMinute' }
 local written = 0
 for i = 1, #ARGV, 10 do
   local tenant = ARGV[i]
   local tenantKey = tenantPrefix .. tenant
   rcall('HSET', tenantKey, 'weight', ARGV[i + 1])
-  for j, field in ipairs(limits) do
-    local value = ARGV[i + 1 + j]
+  for offset, field in pairs(limitFields) do
+    local value = ARGV[i + offset]
     if value == '' then rcall('HDEL', tenantKey, field) else rcall('HSET', tenantKey, field, value) end
   end
   if ARGV[i + 5] == '' then
@@ -48,10 +49,6 @@ for i = 1, #ARGV, 10 do
         'bucketAt', at)
     end
     rcall('HSET', tenantKey, 'bucketCapacity', ARGV[i + 5], 'bucketRefill', ARGV[i + 6])
-  end
-  for j, field in ipairs(windowLimits) do
-    local value = ARGV[i + 6 + j]
-    if value == '' then rcall('HDEL', tenantKey, field) else rcall('HSET', tenantKey, field, value) end
   end
   rcall('SADD', tenantsKey, tenant)
   written = written + 1

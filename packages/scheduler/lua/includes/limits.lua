@@ -142,12 +142,13 @@ local function putField(fields, name, value)
   fields[#fields + 1] = value
 end
 
--- Counts an admitted request (one request in its minute, `estimate` tokens, as text, in its
--- day and month, where limited) and returns its lim field. `settle`, when given, is the
+-- Counts an admitted request (one request in its minute, `estimate` tokens, as text ('' or
+-- nil = 0), in its day and month, where limited) and returns its lim field. `settle`, when given, is the
 -- finished request's lim field and its actual tokens (a handover): its true-up goes in with
 -- the count where it reserved in the current window. One HSET writes the counts after (and
 -- a window's id where it starts again); `limits` holds them.
 local function countLimits(limits, windows, estimate, settle, actual)
+  if not estimate or estimate == '' then estimate = '0' end
   local delta, settleDay, settleMonth = 0, '', ''
   if settle then delta, settleDay, settleMonth = limDelta(settle, actual) end
   local tokens = tonumber(estimate)
@@ -203,9 +204,8 @@ end
 local function undoLimits(limits, lim)
   local tenantKey = tenantPrefix .. limits.tenant
   if limits.requestsPerMinute then rcall('HINCRBY', tenantKey, 'minuteRequests', '-1') end
-  local estimate = tonumber(string.match(lim, '^(%d+)'))
-  -- (A Lua -0 would reach Redis as '-0', which HINCRBY refuses.)
-  if estimate == 0 then return end
-  if limits.tokensPerDay then rcall('HINCRBY', tenantKey, 'dayTokens', -estimate) end
-  if limits.tokensPerMonth then rcall('HINCRBY', tenantKey, 'monthTokens', -estimate) end
+  local delta = limDelta(lim, 0)
+  if delta == 0 then return end
+  if limits.tokensPerDay then rcall('HINCRBY', tenantKey, 'dayTokens', delta) end
+  if limits.tokensPerMonth then rcall('HINCRBY', tenantKey, 'monthTokens', delta) end
 end
