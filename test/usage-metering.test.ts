@@ -172,10 +172,11 @@ describe('usage metering', () => {
     const simOutput = after.simOutput - before.simOutput;
     expect(after.requests - before.requests).toBe(40);
     expect(input).toBe(simInput);
-    // Tokens the pod generated after the last chunk the gateway read before the abort are
-    // not seen: at most one or two per stream, each taking 10 ms.
+    // Tokens the pod generated between the last chunk the gateway read and the abort
+    // reaching the pod are not seen. Each takes 10 ms, so under a loaded event loop a stream
+    // may lose one or two; on average no more than one per stream.
     expect(output).toBeLessThanOrEqual(simOutput);
-    expect(simOutput - output).toBeLessThanOrEqual(simOutput * 0.01);
+    expect(simOutput - output).toBeLessThanOrEqual(40);
     console.log(
       `abandoned streams: pods generated ${simOutput} tokens, gateway metered ${output} (gap ${simOutput - output}, ${(((simOutput - output) / simOutput) * 100).toFixed(2)}%)`,
     );
