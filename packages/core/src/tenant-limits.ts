@@ -59,14 +59,14 @@ export interface LimitCharge {
 
 /** One window: its id and its end (ms since epoch). */
 export interface LimitWindow {
-  id: number;
-  endMs: number;
+  readonly id: number;
+  readonly endMs: number;
 }
 
 export interface LimitWindows {
-  minute: LimitWindow;
-  day: LimitWindow;
-  month: LimitWindow;
+  readonly minute: LimitWindow;
+  readonly day: LimitWindow;
+  readonly month: LimitWindow;
 }
 
 const MINUTE_MS = 60_000;
@@ -97,18 +97,26 @@ export function daysFromCivil(year: number, month: number, day: number): number 
   return era * 146_097 + doe - 719_468;
 }
 
-/** The minute, day and month (UTC) that `nowMs` falls in. Month ids are year * 12 + month - 1. */
+/** The windows of the minute asked for last (every instant of a minute has the same). */
+let windowsOfMinute: LimitWindows | undefined;
+
+/**
+ * The minute, day and month (UTC) that `nowMs` falls in. Month ids are year * 12 + month - 1.
+ * A day and a month start on a minute, so the windows are worked out once a minute.
+ */
 export function limitWindows(nowMs: number): LimitWindows {
   const minuteId = Math.floor(nowMs / MINUTE_MS);
+  if (windowsOfMinute?.minute.id === minuteId) return windowsOfMinute;
   const dayId = Math.floor(nowMs / DAY_MS);
   const { year, month } = civilFromDays(dayId);
   const nextMonthStart =
     month === 12 ? daysFromCivil(year + 1, 1, 1) : daysFromCivil(year, month + 1, 1);
-  return {
+  windowsOfMinute = {
     minute: { id: minuteId, endMs: (minuteId + 1) * MINUTE_MS },
     day: { id: dayId, endMs: (dayId + 1) * DAY_MS },
     month: { id: year * 12 + month - 1, endMs: nextMonthStart * DAY_MS },
   };
+  return windowsOfMinute;
 }
 
 /** The counters as the windows of `windows` see them: a past window's count is zero. */
@@ -221,7 +229,13 @@ export function admitUnderLimits(
       standing: limitsStanding(limits, counters, windows, nowMs),
     };
   }
-  return { ok: true, ...countUnderLimits(limits, stored, estimate, nowMs) };
+  const counted = countUnderLimits(limits, stored, estimate, nowMs);
+  return {
+    ok: true,
+    counters: counted.counters,
+    charge: counted.charge,
+    standing: counted.standing,
+  };
 }
 
 /**
@@ -239,7 +253,7 @@ export function countUnderLimits(
   const counters = currentCounters(stored, windows);
   // Only the limited windows are counted (and move to the current window); the others keep
   // what they hold, as the script leaves their fields alone.
-  const after: LimitCounters = { ...stored };
+  const after = copyCounters(stored);
   if (limits.requestsPerMinute !== null) {
     after.minuteId = windows.minute.id;
     after.minuteRequests = counters.minuteRequests + 1;
@@ -274,10 +288,21 @@ export function settleCharge(
   actual: number,
 ): LimitCounters {
   const delta = actual - charge.tokens;
+  const settled = copyCounters(counters);
+  if (charge.dayId === counters.dayId) settled.dayTokens += delta;
+  if (charge.monthId === counters.monthId) settled.monthTokens += delta;
+  return settled;
+}
+
+/** A copy of `counters` (a literal of its six fields: counters are copied on every request). */
+function copyCounters(counters: LimitCounters): LimitCounters {
   return {
-    ...counters,
-    dayTokens: counters.dayTokens + (charge.dayId === counters.dayId ? delta : 0),
-    monthTokens: counters.monthTokens + (charge.monthId === counters.monthId ? delta : 0),
+    minuteId: counters.minuteId,
+    minuteRequests: counters.minuteRequests,
+    dayId: counters.dayId,
+    dayTokens: counters.dayTokens,
+    monthId: counters.monthId,
+    monthTokens: counters.monthTokens,
   };
 }
 

@@ -40,11 +40,13 @@ export function rejected(
   };
 }
 
+/** A fresh result with the tenant's standing, where it has one (set on it: no copy). */
 export function withLimits<R extends EnqueueResult>(
   result: R,
   limits: LimitsStanding | undefined,
 ): R {
-  return limits ? { ...result, limits } : result;
+  if (limits) (result as R & { limits?: LimitsStanding }).limits = limits;
+  return result;
 }
 
 /**
@@ -52,12 +54,14 @@ export function withLimits<R extends EnqueueResult>(
  * an enqueue reply's first 4, a handover reply's first 3.
  */
 export function decodeStanding(reply: readonly unknown[], at = 4): LimitsStanding {
-  const one = (at: number): LimitStanding | null => {
-    const limit = Number(reply[at]);
-    if (!(limit >= 0)) return null;
-    return { limit, remaining: Number(reply[at + 1]), resetMs: Number(reply[at + 2]) };
-  };
-  return { requests: one(at), tokens: one(at + 3) };
+  return { requests: decodeLimit(reply, at), tokens: decodeLimit(reply, at + 3) };
+}
+
+/** One limit's 3 numbers (limit, remaining, reset ms) from index `at`; null where -1. */
+function decodeLimit(reply: readonly unknown[], at: number): LimitStanding | null {
+  const limit = Number(reply[at]);
+  if (!(limit >= 0)) return null;
+  return { limit, remaining: Number(reply[at + 1]), resetMs: Number(reply[at + 2]) };
 }
 
 /** A tenant's standing at nowMs from its stored counters; null when it has no limit. */

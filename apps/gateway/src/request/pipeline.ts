@@ -72,6 +72,8 @@ export function nodeGenerationHandler(deps: GatewayDeps, endpoint: Endpoint) {
     const state: RequestState = {
       requestId: requestIdFrom(nodeHeader(node.incoming, REQUEST_ID_HEADER)),
       t1: performance.now(),
+      // Set by the enqueue for a limited tenant; present from the start (one object shape).
+      rateLimitHeaders: undefined,
     };
     void generate(deps, endpoint, route, state, node).then(
       (response) => writeAnswer(deps, node.outgoing, response),

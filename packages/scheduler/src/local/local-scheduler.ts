@@ -225,12 +225,14 @@ export class LocalScheduler implements Scheduler {
     const tenant = e.tenants.get(r.tenant);
     if (!tenant)
       throw schedulerError(ScriptCode.UnknownTenant, `enqueue ${r.id} (tenant ${r.tenant})`);
-    // A limited tenant's standing, carried by every answer (appendStanding in limits.lua).
-    let standing: LimitsStanding | undefined =
-      standingAt(tenant.limits, tenant.limitCounters, now) ?? undefined;
+    // A limited tenant's standing, carried by every answer (appendStanding in limits.lua):
+    // the decision's once it counts, else worked out where a refusal needs it.
+    const limited = hasLimits(tenant.limits);
+    let standing: LimitsStanding | undefined;
     // Offered is not counted: it is admitted + rejected (countersFromFields).
     const reject = (code: ScriptCode, retryAfterMs?: number): EnqueueResult => {
       e.countRejection(r.tenant, r.sloClass, code);
+      standing ??= limited ? standingAt(tenant.limits, tenant.limitCounters, now)! : undefined;
       return rejected(rejectionOf(code)!, retryAfterMs, limitOf(code), standing);
     };
     const pods = e.podsByName();
@@ -241,8 +243,9 @@ export class LocalScheduler implements Scheduler {
     if (tenant.maxKvBlocks !== null && r.kvBlocks > tenant.maxKvBlocks) {
       return reject(ScriptCode.QuotaKvBlocksNeverFits);
     }
-    const decision =
-      standing && admitUnderLimits(tenant.limits, tenant.limitCounters, r.budgetTokens, now);
+    const decision = limited
+      ? admitUnderLimits(tenant.limits, tenant.limitCounters, r.budgetTokens, now)
+      : undefined;
     if (decision && !decision.ok) {
       return reject(
         decision.reason === 'budget_exhausted'
@@ -487,8 +490,8 @@ export class LocalScheduler implements Scheduler {
       pod.inflight > pod.cap ||
       e.admissionCode(settings, next.band, pods, now) !== undefined ||
       !new Gate(settings, pods, now).open(next.band);
-    const handedOver = { handedOver: true, pod: old.pod, contended } as const;
-    return counted ? { ...handedOver, limits: counted.standing } : handedOver;
+    if (!counted) return { handedOver: true, pod: old.pod, contended };
+    return { handedOver: true, pod: old.pod, contended, limits: counted.standing };
   }
 
   /** Mirrors lua/heartbeat-1.lua. */

@@ -388,8 +388,8 @@ export class RedisScheduler implements Scheduler {
     if (!Array.isArray(reply))
       throw schedulerError(reply as number, `handover ${from} -> ${next.id}`);
     const [, pod, contended] = reply as [number, string, number];
-    const handedOver = { handedOver: true, pod, contended: contended === 1 } as const;
-    return reply.length > 3 ? { ...handedOver, limits: decodeStanding(reply, 3) } : handedOver;
+    if (reply.length === 3) return { handedOver: true, pod, contended: contended === 1 };
+    return { handedOver: true, pod, contended: contended === 1, limits: decodeStanding(reply, 3) };
   }
 
   async heartbeat(replica: ReplicaId, ids: readonly RequestId[] = []): Promise<HeartbeatResult> {
