@@ -22,11 +22,11 @@
  * (12000), BENCH_WRK_SECONDS (4), BENCH_REQUESTS (6000), BENCH_WARMUP (1000), BENCH_CLIENT,
  * BENCH_COMPARE_WITH, BENCH_PIN (1: the gateways on CPU 0, the rest on CPU 1), BENCH_TRACES
  * (1: adds a replica with Redis exporting every span as OTLP protobuf, SDK-default batching,
- * and a line of what tracing costs a request), BENCH_LIMITS (1: this tree's gateways give
- * the load's tenant a daily and monthly token budget and a request rate, too large to
- * refuse anything: each request is checked, reserved, trued up and answered with its
- * x-ratelimit-* headers, in its enqueue or its slot's handover; BENCH_COMPARE_WITH's keep
- * the plain config).
+ * and a line of what tracing costs a request), BENCH_LIMITS (budget: this tree's gateways
+ * give the load's tenant a daily token budget, all: a daily and a monthly budget and a
+ * request rate; each too large to refuse anything: every request is checked, reserved,
+ * trued up and answered with its x-ratelimit-* headers, in its enqueue or its slot's
+ * handover; BENCH_COMPARE_WITH's keep the plain config).
  */
 import {
   defaultTestTenants,
@@ -63,7 +63,21 @@ const COMPARE_WITH = process.env.BENCH_COMPARE_WITH;
 const CLIENT = process.env.BENCH_CLIENT ?? (findExecutable('wrk') ? 'wrk' : 'undici');
 const PIN = process.env.BENCH_PIN === '1';
 const TRACES = process.env.BENCH_TRACES === '1';
-const LIMITS = process.env.BENCH_LIMITS === '1';
+/** BENCH_LIMITS: the `limits` of the load's tenant on this tree's gateways. */
+const LIMITS = (() => {
+  const choice = process.env.BENCH_LIMITS;
+  if (choice === undefined || choice === '') return undefined;
+  const never = { day: 1_000_000_000_000, minute: 1_000_000_000 };
+  if (choice === 'budget') return { tokens_per_day: never.day };
+  if (choice === 'all') {
+    return {
+      tokens_per_day: never.day,
+      tokens_per_month: never.day,
+      requests_per_minute: never.minute,
+    };
+  }
+  throw new Error(`BENCH_LIMITS: 'budget' or 'all', got '${choice}'`);
+})();
 const CONCURRENCY = [1, 16];
 /** BENCH_PIN's cores: the gateways', and everything else's. */
 const [PROXY_CPU, REST_CPU] = ['0', '1'];
@@ -115,16 +129,7 @@ async function startTargets(): Promise<{ targets: Map<Path, Target>; receiver?: 
   const limited = LIMITS
     ? {
         tenants: defaultTestTenants().map((t) =>
-          t.id === 'paying'
-            ? {
-                ...t,
-                limits: {
-                  tokens_per_day: 1_000_000_000_000,
-                  tokens_per_month: 1_000_000_000_000,
-                  requests_per_minute: 1_000_000_000,
-                },
-              }
-            : t,
+          t.id === 'paying' ? { ...t, limits: LIMITS } : t,
         ),
       }
     : {};
