@@ -134,3 +134,14 @@ export {
   trueUp,
   wholeTokens,
 } from './token-bucket.js';
+export {
+  costTrueUp,
+  DEFAULT_TOKEN_WEIGHTS,
+  estimatedCost,
+  expectedOutput,
+  MEAN_SCALE,
+  MEAN_SMOOTHING,
+  nextMeanOutput,
+  type TokenWeights,
+  weightedTokens,
+} from './token-cost.js';
