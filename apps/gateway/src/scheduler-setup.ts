@@ -89,8 +89,10 @@ export function schedulerSettings(config: FairgateConfig): SchedulerSettingsInpu
   const sections = config as unknown as Record<string, Record<string, unknown>>;
   for (const spec of SCHEDULER_SETTINGS as readonly SettingSpec[]) {
     if (spec.yaml === null) continue;
-    const [section, key] = spec.yaml.split('.') as [string, string];
-    const value = sections[section]?.[key];
+    const [section, key, inner] = spec.yaml.split('.') as [string, string, string | undefined];
+    const held = sections[section]?.[key];
+    const value =
+      inner === undefined ? held : (held as Record<string, unknown> | undefined)?.[inner];
     const converted = settingValueOfYaml(spec, value, (name) => config.slo_classes[name]);
     setSettingAt(settings, spec.path, converted);
   }

@@ -20,13 +20,35 @@ type YamlValue<S extends Spec> = S extends { yamlForm: 'on-off' }
   ? 'on' | 'off'
   : SettingValueOf<S['check']>;
 
+/** A setting's key directly in the section (`scheduler.quantum`: `quantum`). */
 type KeyIn<S extends Spec, Section extends string> = S['yaml'] extends `${Section}.${infer K}`
-  ? K
+  ? K extends `${string}.${string}`
+    ? never
+    : K
   : never;
 
-/** The zod shape of a section's setting keys. */
+/** A sub-object of the section holding settings (`scheduler.token_weights.input`). */
+type ObjectIn<
+  S extends Spec,
+  Section extends string,
+> = S['yaml'] extends `${Section}.${infer O}.${string}` ? O : never;
+
+/** A setting's key inside sub-object O of the section. */
+type KeyInObject<
+  S extends Spec,
+  Section extends string,
+  O extends string,
+> = S['yaml'] extends `${Section}.${O}.${infer K}` ? K : never;
+
+type SettingSchema<S extends Spec> = z.ZodDefault<z.ZodType<YamlValue<S>, YamlValue<S>>>;
+
+/** The zod shape of a section's setting keys (and of its sub-objects of settings). */
 export type SettingsShape<Section extends string> = {
-  [S in Spec as KeyIn<S, Section>]: z.ZodDefault<z.ZodType<YamlValue<S>, YamlValue<S>>>;
+  [S in Spec as KeyIn<S, Section>]: SettingSchema<S>;
+} & {
+  [O in ObjectIn<Spec, Section>]: z.ZodDefault<
+    z.ZodObject<{ [S in Spec as KeyInObject<S, Section, O>]: SettingSchema<S> }>
+  >;
 };
 
 /** The YAML value's schema without its default. */
@@ -66,10 +88,22 @@ function valueSchema(spec: SettingSpec): z.ZodType {
 /** The setting keys of YAML section `section` (`scheduler`, `admission`, ...), in table order. */
 export function settingsShape<Section extends string>(section: Section): SettingsShape<Section> {
   const shape: Record<string, z.ZodType> = {};
+  const objects = new Map<string, Record<string, z.ZodType>>();
   for (const spec of SCHEDULER_SETTINGS as readonly SettingSpec[]) {
-    const [specSection, key] = (spec.yaml ?? '').split('.');
+    const [specSection, key, inner] = (spec.yaml ?? '').split('.');
     if (specSection !== section || key === undefined) continue;
-    shape[key] = valueSchema(spec).default(yamlValueOf(spec, spec.default));
+    const schema = valueSchema(spec).default(yamlValueOf(spec, spec.default));
+    if (inner === undefined) {
+      shape[key] = schema;
+      continue;
+    }
+    const object = objects.get(key) ?? {};
+    object[inner] = schema;
+    objects.set(key, object);
+  }
+  // A sub-object's keys each have their default, so the object defaults to {} made whole.
+  for (const [key, object] of objects) {
+    shape[key] = z.strictObject(object).default(() => z.strictObject(object).parse({}) as never);
   }
   return shape as unknown as SettingsShape<Section>;
 }

@@ -1,3 +1,4 @@
+import { fairnessUnitConflict } from '@fairgate/core';
 import { z } from 'zod';
 import { settingsShape } from './scheduler-settings-schema.js';
 import { scrapeSchema, tunerSchema } from './tuner-schema.js';
@@ -160,20 +161,29 @@ export const discoverySchema = z
  * The scheduler section: the pool settings of the settings table (scheduler-settings-schema.ts)
  * and the replica's own scheduling keys.
  */
-export const schedulerSchema = z.strictObject({
-  ...settingsShape('scheduler'),
-  /** Per-class TTFT targets (ms): the deadline of a request without x-slo-ttft-ms. */
-  slo_targets_ms: z.record(z.string(), z.number().int().positive()).default({}),
-  heartbeat_ms: z.number().int().positive().default(1_000),
-  tick_ms: z.number().int().positive().default(1),
-  /**
-   * Slot recycling (Redis scheduler): a completed request's slot is kept this long for the
-   * replica's next request of the same tenant and band, which then goes to the pod without
-   * waiting for Redis; 0 turns it off (docs/scheduler.md, *Slot recycling*).
-   */
-  recycle_ms: z.number().int().min(0).max(100).default(2),
-  kv_block_size: z.number().int().positive().default(16),
-});
+export const schedulerSchema = z
+  .strictObject({
+    ...settingsShape('scheduler'),
+    /** Per-class TTFT targets (ms): the deadline of a request without x-slo-ttft-ms. */
+    slo_targets_ms: z.record(z.string(), z.number().int().positive()).default({}),
+    heartbeat_ms: z.number().int().positive().default(1_000),
+    tick_ms: z.number().int().positive().default(1),
+    /**
+     * Slot recycling (Redis scheduler): a completed request's slot is kept this long for the
+     * replica's next request of the same tenant and band, which then goes to the pod without
+     * waiting for Redis; 0 turns it off (docs/scheduler.md, *Slot recycling*).
+     */
+    recycle_ms: z.number().int().min(0).max(100).default(2),
+    kv_block_size: z.number().int().positive().default(16),
+  })
+  .superRefine((scheduler, ctx) => {
+    const conflict = fairnessUnitConflict({
+      fairnessUnit: scheduler.fairness_unit,
+      fairness: scheduler.fairness,
+      dispatchOrder: scheduler.dispatch_order,
+    });
+    if (conflict) ctx.addIssue({ code: 'custom', path: ['fairness_unit'], message: conflict });
+  });
 
 /** Admission policy, decided at enqueue on the pool's shared load (docs/admission.md). */
 export const admissionSchema = z.strictObject(settingsShape('admission'));

@@ -75,6 +75,7 @@ export {
 } from './prefix.js';
 export { RejectCode } from './rejections.js';
 export {
+  FAIRNESS_UNITS,
   MAX_BAND,
   SCHEDULER_SETTINGS,
   type SettingCheck,
@@ -86,6 +87,7 @@ export {
   checkSetting,
   DEFAULT_SETTINGS,
   defaultSettings,
+  fairnessUnitConflict,
   numberRange,
   type SchedulerSettings,
   SETTING_GROUPS,
@@ -96,11 +98,13 @@ export {
   settingValueOfYaml,
   yamlValueOf,
 } from './scheduler-settings-values.js';
+export { type CounterFlowState, idleField, ServiceCounters } from './service-counters.js';
 export {
   DEFAULT_SLO_CLASS,
   isSheddablePriority,
   type SloClassName,
 } from './slo.js';
+export { SortedSet } from './sorted-set.js';
 export {
   admitUnderLimits,
   civilFromDays,
@@ -143,5 +147,7 @@ export {
   MEAN_SMOOTHING,
   nextMeanOutput,
   type TokenWeights,
+  VIRTUAL_SCALE,
+  virtualCost,
   weightedTokens,
 } from './token-cost.js';

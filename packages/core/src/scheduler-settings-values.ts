@@ -184,3 +184,24 @@ export function settingValueOfYaml(
   }
   return value;
 }
+
+/**
+ * Why these settings cannot go together, or undefined. Fairness in tokens orders a band's
+ * tenants by service counters, which only the weighted policy (`drr`) and a per-band order
+ * use: `round-robin` and `global-strict` ignore weights and costs, and `fifo` serves in
+ * arrival order across bands.
+ */
+export function fairnessUnitConflict(settings: {
+  fairnessUnit: string;
+  fairness: string;
+  dispatchOrder: string;
+}): string | undefined {
+  if (settings.fairnessUnit !== 'tokens') return undefined;
+  if (settings.fairness !== 'drr') {
+    return `tokens needs fairness drr: ${settings.fairness} does not share by what tenants are served`;
+  }
+  if (settings.dispatchOrder === 'fifo') {
+    return 'tokens needs dispatch order priority or slo-deadline: fifo serves in arrival order, not by service';
+  }
+  return undefined;
+}

@@ -16,6 +16,7 @@
  */
 
 export const FAIRNESS_POLICIES = ['drr', 'round-robin', 'global-strict'] as const;
+export const FAIRNESS_UNITS = ['requests', 'tokens'] as const;
 export const DISPATCH_ORDERS = ['priority', 'fifo', 'slo-deadline'] as const;
 export const ADMISSION_POLICIES = [
   'always-admit',
@@ -97,6 +98,30 @@ export const SCHEDULER_SETTINGS = [
     default: 1,
     check: { kind: 'int', min: 1, max: 1_000_000 },
     doc: 'DRR quantum (credit per turn = weight x quantum)',
+  },
+  {
+    path: 'fairnessUnit',
+    field: 'fairnessUnit',
+    yaml: 'scheduler.fairness_unit',
+    default: 'requests',
+    check: { kind: 'enum', values: FAIRNESS_UNITS },
+    doc: 'what fairness counts: `requests` (DRR, each request costs 1) or `tokens` (service counters in weighted tokens, the smallest served first: docs/scheduler.md, *Fairness in tokens*); `tokens` needs `fairness: drr` and an order other than `fifo`',
+  },
+  {
+    path: 'tokenWeights.input',
+    field: 'tokenWeightInput',
+    yaml: 'scheduler.token_weights.input',
+    default: 1,
+    check: { kind: 'int', min: 1, max: 1_000 },
+    doc: 'with `fairness_unit: tokens`, what one input (prompt) token costs',
+  },
+  {
+    path: 'tokenWeights.output',
+    field: 'tokenWeightOutput',
+    yaml: 'scheduler.token_weights.output',
+    default: 2,
+    check: { kind: 'int', min: 1, max: 1_000 },
+    doc: 'with `fairness_unit: tokens`, what one output (generated) token costs',
   },
   {
     path: 'bandCapacity',

@@ -85,3 +85,16 @@ export function nextMeanOutput(meanOutputMilli: number | null, outputTokens: num
   assertInteger('meanOutputMilli', meanOutputMilli, 0);
   return Math.floor((meanOutputMilli * (MEAN_SMOOTHING - 1) + sample) / MEAN_SMOOTHING);
 }
+
+/**
+ * Service counters count in thousandths of a weighted token per unit of tenant weight, so
+ * that a weight divides a cost with a rounding error of at most 1/1000 of a token.
+ */
+export const VIRTUAL_SCALE = 1_000;
+
+/** What `cost` weighted tokens add to the service counter of a tenant of `weight`. */
+export function virtualCost(cost: number, weight: number): number {
+  assertInteger('cost', cost, 0);
+  assertInteger('weight', weight, 1);
+  return Math.ceil((cost * VIRTUAL_SCALE) / weight);
+}

@@ -24,6 +24,9 @@
     ARGV[11] token-bucket cost (integer >= 0; 0 = not charged)
     ARGV[12] prompt block hashes joined by ',', '' for none (includes/prefix.lua)
     ARGV[13] token estimate reserved against the tenant's budgets (integer >= 0; '' = 0)
+    ARGV[14] input tokens (the gateway's estimate; integer >= 0, '' = 0) and
+    ARGV[15] max_tokens (integer >= 0, '' = 0): with fairness in tokens its cost is worked
+             out from them (includes/service.lua estimatedCost) instead of ARGV[6]
 
   Output:
     {1, pod, retried}   granted on pod (retried = 1 when the id was already live)
@@ -49,6 +52,7 @@ local rcall = redis.call
 --- @include "includes/admission"
 --- @include "includes/shedding"
 --- @include "includes/limits"
+--- @include "includes/service"
 
 local cfg = loadConfig()
 if not cfg then return Code.NotConfigured end
@@ -115,6 +119,9 @@ local bucketCode, retryAfterMs = takeTokens(req.tenant, tenant, tokens, now)
 if bucketCode then return reject(bucketCode, retryAfterMs) end
 if tenant.bucketCapacity then req.tokens = tokens end
 if limits then req.lim = countLimits(limits, windows, ARGV[13]) end
+if cfg.fairnessUnit == 'tokens' then
+  req.cost = estimatedCost(tonumber(ARGV[14]) or 0, tonumber(ARGV[15]) or 0, tenant.outMean, cfg)
+end
 
 local ttlMs = tonumber(ARGV[9]) or cfg.queueTtlMs
 req.expiresAt = now + ttlMs
@@ -128,6 +135,10 @@ if (tonumber(gauges[1]) or 0) == 0 and not tenantAtQuota(tenant, req.kvBlocks)
   and gateOpen(newGate(cfg, pods, now), band) then
   local pod = chooseRequestPod(pods, req, cfg, now)
   if pod then
+    if cfg.fairnessUnit == 'tokens' then
+      req.w = tenant.weight
+      addService(req.band, req.tenant, virtualCost(req.cost, tenant.weight))
+    end
     storeRequest(req, 'granted', pod.name)
     holdLease(req, pod, now, cfg, now + cfg.leaseTtlMs,
       { peakInflight = tonumber(gauges[4]) or 0 })
@@ -144,7 +155,7 @@ local score = req.seq
 if cfg.dispatchOrder == 'slo-deadline' then score = now + (tonumber(ARGV[8]) or ttlMs) end
 storeRequest(req, 'queued', nil)
 linkWaiting(req, score)
-joinRing(req.band, req.tenant, tenant.weight * cfg.quantum)
+joinFlow(req.band, req.tenant, tenant.weight * cfg.quantum, cfg)
 
 local grantedPod = dispatchPass(now, cfg, req.id)
 if grantedPod then

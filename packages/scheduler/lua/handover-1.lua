@@ -14,6 +14,10 @@
   tenant has a KV-block quota (else the tenant's KV-block gauge follows the change), and the
   next id is not live; the caller then releases the one and enqueues the other.
 
+  Fairness in tokens (includes/service.lua): the finished request's charge is trued up to its
+  usage, as release-1.lua does, and the next one is charged its estimate, made with the
+  tenant's mean output after that usage.
+
   A tenant with a budget or a rate (includes/limits.lua): the finished request's
   reservation is trued up to its usage, as release-1.lua does, and the next one counts in
   its minute and reserves its estimate. It is not refused: it already runs on the pod, so the
@@ -39,6 +43,8 @@
     ARGV[10] cost (DRR units, integer >= 1)
     ARGV[11] KV blocks (integer >= 0)
     ARGV[12] token estimate reserved against the tenant's budgets (integer >= 0; '' = 0)
+    ARGV[13] input tokens and ARGV[14] max_tokens of the next request (as enqueue-1.lua's
+             ARGV[14] and ARGV[15])
 
   Output:
     {1, pod, contended}  handed over (contended: 1 when the slot should go back, else 0);
@@ -58,6 +64,7 @@ local rcall = redis.call
 --- @include "includes/replicas"
 --- @include "includes/requests"
 --- @include "includes/tenants"
+--- @include "includes/service"
 
 local cfg = loadConfig()
 if not cfg then return Code.NotConfigured end
@@ -103,13 +110,26 @@ elseif settles then
   settleLimits(from.tenant, from.lim, inputTokens + outputTokens)
 end
 
+-- Fairness in tokens: the finished request settles, the next one is charged.
+local outMean = tenant.outMean
+if from.w ~= '' and inputTokens and outputTokens then
+  outMean = settleService(from, inputTokens, outputTokens, cfg)
+end
+local cost, weight = tonumber(ARGV[10]), nil
+if cfg.fairnessUnit == 'tokens' then
+  cost = estimatedCost(tonumber(ARGV[13]) or 0, tonumber(ARGV[14]) or 0, outMean, cfg)
+  weight = tenant.weight
+  addService(from.band, from.tenant, virtualCost(cost, weight))
+end
+
 local req = {
   id = nextId,
   tenant = from.tenant,
   band = from.band,
   owner = from.owner,
   class = ARGV[9],
-  cost = tonumber(ARGV[10]),
+  cost = cost,
+  w = weight,
   kvBlocks = kvBlocks,
   hint = '',
   tokens = 0,

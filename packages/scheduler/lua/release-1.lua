@@ -2,7 +2,8 @@
 --[[
   Ends a request with the caller's outcome: a granted one frees its slot (lease, tenant, pod
   and global counts) and, given the actual tokens, trues up its tenant's bucket and, given
-  its input and output tokens, its budget reservation (includes/limits.lua); a queued one
+  its input and output tokens, its budget reservation (includes/limits.lua) and, charged in
+  tokens, its tenant's service counter (includes/service.lua); a queued one
   leaves its queue and gets its bucket tokens and its reservation back; then a dispatch pass hands the room to
   whoever is next. An unknown id (already ended, or never admitted) is a no-op, so a retried
   release never counts twice. Used for cancel too (outcome 'cancelled').
@@ -47,6 +48,11 @@ if req then
   local inputTokens, outputTokens = tonumber(ARGV[3]), tonumber(ARGV[4])
   if req.lim ~= '' and req.state == 'granted' and inputTokens and outputTokens then
     settleLimits(req.tenant, req.lim, inputTokens + outputTokens)
+  end
+  -- Charged in tokens: the tenant's service counter trued up to the usage.
+  if req.w ~= '' and req.state == 'granted' and inputTokens and outputTokens then
+    cfg = cfg or loadConfig()
+    if cfg then settleService(req, inputTokens, outputTokens, cfg) end
   end
   -- The counts as the caller sent them (integers, checked by the client), not as Lua numbers
   -- Redis would format again (includes/requests.lua).

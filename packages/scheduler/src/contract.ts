@@ -30,8 +30,15 @@ export interface EnqueueRequest {
   replica: ReplicaId;
   /** Accounting label for the outcome counters (default 'standard'). */
   sloClass?: string;
-  /** DRR cost units (default 1: shares are counted in requests). */
+  /** DRR cost units (default 1: shares are counted in requests; unused with the token unit). */
   cost?: number;
+  /**
+   * The prompt's tokens (the gateway's estimate) and the request's max_tokens, integers >= 0
+   * (default 0). With `fairnessUnit: 'tokens'` its charge is worked out from them: input plus
+   * max_tokens capped by its tenant's mean output, weighted (core token-cost.ts).
+   */
+  inputTokens?: number;
+  maxTokens?: number;
   /** KV-cache blocks the request may occupy (default 0), checked against max_kv_blocks. */
   kvBlocks?: number;
   /** Deadline in ms from now, for slo-deadline order (default: the queue TTL). */
@@ -227,6 +234,23 @@ export interface TenantSnapshot {
   waiting: number;
   /** Bucket level in whole tokens at snapshot time (after refill; may be negative). */
   tokens: number | null;
+  /**
+   * Fairness in tokens: its mean output per request in tokens (the cap on a request's
+   * expected output), null before its first sample.
+   */
+  meanOutputTokens: number | null;
+  /**
+   * Its service counter in each band it was served in (fairness in tokens): weighted tokens
+   * served divided by its weight, in thousandths of a token; `backlogged` while it waits
+   * there. Smallest backlogged counter is served next (docs/scheduler.md).
+   */
+  service: ServiceCounterSnapshot[];
+}
+
+export interface ServiceCounterSnapshot {
+  band: Band;
+  counter: number;
+  backlogged: boolean;
 }
 
 export interface PodSnapshot {

@@ -20,6 +20,7 @@ export type {
   ReleaseOptions,
   Scheduler,
   SchedulerSnapshot,
+  ServiceCounterSnapshot,
   TenantSnapshot,
   UsageBucket,
   UsageCount,

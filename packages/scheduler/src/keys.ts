@@ -25,6 +25,7 @@ export interface PoolKeys {
   readonly discovered: string;
   readonly bands: string;
   readonly deficit: string;
+  readonly service: string;
   readonly leases: string;
   readonly queueDeadlines: string;
   readonly replicas: string;
@@ -61,6 +62,7 @@ export function poolKeys(pool: string): PoolKeys {
     discovered: `${tag}discovered`,
     bands: `${tag}bands`,
     deficit: `${tag}deficit`,
+    service: `${tag}vtc`,
     leases: `${tag}leases`,
     queueDeadlines: `${tag}qttl`,
     replicas: `${tag}replicas`,
@@ -95,6 +97,7 @@ export const ENGINE_KEY_NAMES = [
   'pods',
   'bands',
   'deficit',
+  'service',
   'leases',
   'queueDeadlines',
   'replicas',

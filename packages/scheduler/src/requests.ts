@@ -38,6 +38,9 @@ export interface NormalizedEnqueue {
   prefix: readonly string[];
   /** Token estimate reserved against the tenant's budgets (0 = none). */
   budgetTokens: number;
+  /** The prompt's tokens and max_tokens (fairness in tokens; 0 = none). */
+  inputTokens: number;
+  maxTokens: number;
 }
 
 export function normalizeEnqueue(request: EnqueueRequest): NormalizedEnqueue {
@@ -59,6 +62,10 @@ export function normalizeEnqueue(request: EnqueueRequest): NormalizedEnqueue {
   assertInteger('request.tokens', tokens, 0, MAX_TOKENS);
   const budgetTokens = request.budgetTokens ?? 0;
   assertInteger('request.budgetTokens', budgetTokens, 0, MAX_TOKENS);
+  const inputTokens = request.inputTokens ?? 0;
+  assertInteger('request.inputTokens', inputTokens, 0, MAX_TOKENS);
+  const maxTokens = request.maxTokens ?? 0;
+  assertInteger('request.maxTokens', maxTokens, 0, MAX_TOKENS);
   const prefix = request.prefix ?? [];
   if (!Array.isArray(prefix) || prefix.length > MAX_PREFIX_BLOCKS) {
     throw new TypeError(`request.prefix must be an array of at most ${MAX_PREFIX_BLOCKS} hashes`);
@@ -84,6 +91,8 @@ export function normalizeEnqueue(request: EnqueueRequest): NormalizedEnqueue {
     tokens,
     prefix,
     budgetTokens,
+    inputTokens,
+    maxTokens,
   };
 }
 

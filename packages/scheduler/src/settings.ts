@@ -6,6 +6,7 @@ import {
   checkSetting,
   DEFAULT_SETTINGS,
   defaultSettings,
+  fairnessUnitConflict,
   type PodName,
   type PrefixRoutingConfig,
   type SaturationConfig,
@@ -66,6 +67,8 @@ export function resolveSettings(input: SchedulerSettingsInput = {}): SchedulerSe
       spec.check.kind === 'ceilings' ? canonicalCeilings(given as Record<string, number>) : given,
     );
   }
+  const conflict = fairnessUnitConflict(settings);
+  if (conflict) throw new TypeError(`scheduler.fairnessUnit: ${conflict}`);
   return settings;
 }
 

@@ -124,7 +124,16 @@ describe('lua and TypeScript agree', () => {
   it('every engine script takes one key, the tag', () => {
     const engine = entries.filter((s) => s.content.includes('>>> includes/engineKeys'));
     expect(engine.map((s) => s.name).sort()).toEqual(
-      ['enqueue', 'forgetPrefixes', 'handover', 'heartbeat', 'poll', 'reclaim', 'release'].sort(),
+      [
+        'configure',
+        'enqueue',
+        'forgetPrefixes',
+        'handover',
+        'heartbeat',
+        'poll',
+        'reclaim',
+        'release',
+      ].sort(),
     );
     for (const script of engine) expect(script.keys, script.name).toBe(1);
   });

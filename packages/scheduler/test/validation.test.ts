@@ -152,6 +152,8 @@ describe('requests', () => {
       tokens: 0,
       prefix: [],
       budgetTokens: 0,
+      inputTokens: 0,
+      maxTokens: 0,
     });
   });
 
@@ -160,6 +162,8 @@ describe('requests', () => {
     [{ cost: 0 }, /request.cost/],
     [{ kvBlocks: -1 }, /request.kvBlocks/],
     [{ ttlMs: 0 }, /request.ttlMs/],
+    [{ inputTokens: -1 }, /request.inputTokens/],
+    [{ maxTokens: 1.5 }, /request.maxTokens/],
     [{ budgetTokens: -1 }, /request.budgetTokens/],
     [{ replica: 'a|b' }, /request.replica/],
     [{ sloClass: 'x y' }, /request.sloClass/],

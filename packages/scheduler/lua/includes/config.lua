@@ -1,11 +1,11 @@
 --- @include "includes/serverTime"
 --- @include "generated/settings"
--- Pool settings as written by configure-2.lua; nil until the pool has been configured.
+-- Pool settings as written by configure-1.lua; nil until the pool has been configured.
 -- Also applies the pool's test clock (includes/serverTime.lua), so a script loads its
 -- config before it first asks for the time.
 --
 -- The parsed settings of the last read are kept at the library's top level with the
--- config's key and `rev`, which configure-2.lua makes new on every write (server time and
+-- config's key and `rev`, which configure-1.lua makes new on every write (server time and
 -- a counter): a call whose config is unchanged reads two fields instead of every setting
 -- and builds no table (the whole read was ~14% of an enqueue+release pair's Redis time,
 -- bench:scheduler). The field list and each field's fallback come from the settings table

@@ -72,7 +72,12 @@ local function grantWaiting(pass, req, band, fifo)
   local pod = chooseRequestPod(pass.pods, req, pass.cfg, pass.now)
   unlinkWaiting(req)
   local requestKey = requestPrefix .. req.id
-  rcall('HSET', requestKey, 'state', 'granted', 'pod', pod.name, 'prefix', '')
+  if req.weight then
+    -- Charged in tokens (selectByService): the weight its release trues up at.
+    rcall('HSET', requestKey, 'state', 'granted', 'pod', pod.name, 'prefix', '', 'w', req.weight)
+  else
+    rcall('HSET', requestKey, 'state', 'granted', 'pod', pod.name, 'prefix', '')
+  end
   holdLease(req, pod, pass.now, pass.cfg, req.ownerLiveness, pass)
   rememberPrefix(pod, req, pass.cfg)
   -- req always comes from probeFlow (selectFlow, selectEarliest), which saw whether another
@@ -82,7 +87,7 @@ local function grantWaiting(pass, req, band, fifo)
     -- Fairness is not used in fifo: no deficits, only ring membership.
     if queueEmptyNow then leaveRing(band, req.tenant) end
   else
-    chargeFlow(band, req.tenant, req.cost, pass.cfg, queueEmptyNow)
+    chargeFlow(band, req.tenant, req.cost, pass.cfg, queueEmptyNow, req.weight)
   end
   pass.grants = pass.grants + 1
   pass.inflight = pass.inflight + 1

@@ -17,6 +17,7 @@ local ctlKey
 local podsKey
 local bandsKey
 local deficitKey
+local serviceKey
 local leasesKey
 local queueDeadlinesKey
 local replicasKey
@@ -48,13 +49,17 @@ local function bindEngineKeys(KEYS)
                                                 -- score = band
   deficitKey = tag .. 'deficit'                 -- hash: <band>:<tenant> -> DRR deficit (iff
                                                 -- in ring)
+  serviceKey = tag .. 'vtc'                     -- hash: <band>:<tenant> -> service counter
+                                                -- while not backlogged, <band>: -> the last
+                                                -- leaver's (fairness in tokens, ring.lua)
   leasesKey = tag .. 'leases'                   -- zset: granted ids, score = lease expiry (ms)
   queueDeadlinesKey = tag .. 'qttl'             -- zset: waiting ids, score = queue expiry (ms)
   replicasKey = tag .. 'replicas'               -- zset: replica -> liveness expiry (ms)
   statsKey = tag .. 'stats'                     -- hash: outcome counters
   requestPrefix = tag .. 'req:'                 -- req:<id> hash
   queuePrefix = tag .. 'q:'                     -- q:<band>:<tenant> zset
-  ringPrefix = tag .. 'band:'                   -- band:<band>:ring list
+  ringPrefix = tag .. 'band:'                   -- band:<band>:ring list, band:<band>:vtc
+                                                -- zset (backlogged tenants by counter)
   tenantPrefix = tag .. 'tenant:'               -- tenant:<tenant> hash
   noticesPrefix = tag .. 'grants:'              -- grants:<replica> list
   waitingByReplicaPrefix = tag .. 'queued:'     -- queued:<replica> zset, score = arrival seq

@@ -4,7 +4,9 @@
 --[[
   req:<id> hash: tenant, band, owner (replica), class, cost, kvBlocks, hint, prefix (prompt
   block hashes joined by ',', includes/prefix.lua; kept only while queued: the grant uses
-  them, so a granted request's reads stay small), expiresAt
+  them, so a granted request's reads stay small), w (with fairness in tokens, the
+  tenant's weight its cost was charged at, so its release trues up at the same; '' = not
+  charged in tokens), expiresAt
   (queue expiry), seq, tokens (charged to the tenant's bucket, 0 = not charged), lim (what
   it reserved against its tenant's budgets, includes/limits.lua; '' = nothing), state
   ('queued' | 'granted') and pod once granted. A request is live iff its hash exists; it is
@@ -22,7 +24,7 @@
 local function readRequest(id)
   local requestKey = requestPrefix .. id
   local raw = rcall('HMGET', requestKey, 'state', 'tenant', 'band', 'owner', 'class', 'cost',
-    'kvBlocks', 'hint', 'expiresAt', 'pod', 'seq', 'tokens', 'prefix', 'lim')
+    'kvBlocks', 'hint', 'expiresAt', 'pod', 'seq', 'tokens', 'prefix', 'lim', 'w')
   if not raw[1] then return nil end
   return {
     id = id,
@@ -40,6 +42,7 @@ local function readRequest(id)
     tokens = tonumber(raw[12]) or 0,
     prefix = raw[13] or '',
     lim = raw[14] or '',
+    w = raw[15] or '',
   }
 end
 
@@ -48,7 +51,7 @@ local function storeRequest(req, state, pod)
   rcall('HSET', requestKey, 'state', state, 'tenant', req.tenant, 'band', req.band,
     'owner', req.owner, 'class', req.class, 'cost', req.cost, 'kvBlocks', req.kvBlocks,
     'hint', req.hint, 'expiresAt', req.expiresAt, 'seq', req.seq, 'tokens', req.tokens,
-    'pod', pod or '', 'prefix', state == 'queued' and req.prefix or '', 'lim', req.lim)
+    'pod', pod or '', 'prefix', state == 'queued' and req.prefix or '', 'lim', req.lim, 'w', req.w or '')
 end
 
 -- Score in the shedding and eviction indexes (sheddableScore in src/local/engine.ts): the

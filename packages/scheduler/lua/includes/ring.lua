@@ -1,6 +1,7 @@
 --- @include "includes/tenants"
 --- @include "includes/expiry"
 --- @include "includes/bytes"
+--- @include "includes/service"
 --[[
   One band's ring: list band:<band>:ring of tenants, DRR deficits in the deficit hash under
   '<band>:<tenant>' (present iff the tenant is in the ring). These functions take the
@@ -74,9 +75,37 @@ local function selectEarliest(band, now)
   return best, bestScore
 end
 
+-- The band's backlogged tenant with the smallest counter whose head is ready; its head
+-- request, which carries the tenant's weight (for the charge). O(skipped tenants).
+local function selectByService(band, now)
+  local setKey = ringPrefix .. band .. ':vtc'
+  local offset = 0
+  while true do
+    local entry = rcall('ZRANGE', setKey, offset, offset, 'WITHSCORES')
+    local tenantName = entry[1]
+    if not tenantName then return nil end
+    local state, req, _, tenant = probeFlow(band, tenantName, now)
+    if state == 'empty' then
+      leaveCounters(band, tenantName, entry[2])
+    elseif state == 'blocked' then
+      offset = offset + 1
+    else
+      req.weight = tenant.weight
+      return req
+    end
+  end
+end
+
+-- The tenant's queue in the band got its first request: it joins the band's ring (DRR), or
+-- its backlogged set (fairness in tokens).
+local function joinFlow(band, tenant, turnCredit, cfg)
+  if cfg.fairnessUnit == 'tokens' then joinCounters(band, tenant) else joinRing(band, tenant, turnCredit) end
+end
+
 -- The next request to dispatch from the band, or nil when the ring is empty or every
 -- member is blocked. O(skipped flows): see FlowRing.select.
 local function selectFlow(band, now, cfg)
+  if cfg.fairnessUnit == 'tokens' then return selectByService(band, now) end
   if cfg.fairness == 'global-strict' then return (selectEarliest(band, now)) end
   local ringKey = ringPrefix .. band .. ':ring'
   local blockedInARow = 0
@@ -121,9 +150,14 @@ local function selectFlow(band, now, cfg)
   end
 end
 
--- Books a dispatch from the tenant's queue (see FlowRing.charge).
-local function chargeFlow(band, tenantName, cost, cfg, queueEmptyNow)
-  if queueEmptyNow then
+-- Books a dispatch from the tenant's queue (see FlowRing.charge, ServiceCounters.charge).
+-- weight: the tenant's, with fairness in tokens (selectByService put it on the request).
+local function chargeFlow(band, tenantName, cost, cfg, queueEmptyNow, weight)
+  if cfg.fairnessUnit == 'tokens' then
+    local setKey = ringPrefix .. band .. ':vtc'
+    local counter = rcall('ZINCRBY', setKey, virtualCost(cost, weight), tenantName)
+    if queueEmptyNow then leaveCounters(band, tenantName, counter) end
+  elseif queueEmptyNow then
     leaveRing(band, tenantName)
   elseif cfg.fairness == 'drr' then
     rcall('HINCRBY', deficitKey, band .. ':' .. tenantName, -cost)

@@ -1,14 +1,17 @@
 -- tenant:<tenant> hash: configuration (weight, and queueMax / maxConcurrent / maxKvBlocks,
 -- absent = unlimited; bucketCapacity / bucketRefill, absent = no token bucket), gauges
 -- (inflight, kvBlocks, waiting), bucket state (bucketLevel in milli-tokens, bucketAt;
--- absent = full), and budgets and rates with their window counters (includes/limits.lua).
+-- absent = full), budgets and rates with their window counters (includes/limits.lua), and
+-- outMean, its mean output per request in thousandths of a token (fairness in tokens,
+-- includes/service.lua; absent before its first sample).
 local TENANT_FIELDS = { 'weight', 'queueMax', 'maxConcurrent', 'maxKvBlocks', 'inflight',
-  'kvBlocks', 'waiting', 'bucketCapacity', 'bucketRefill', 'bucketLevel', 'bucketAt' }
--- The same, then the budgets and rates and their counters (fields 12-20 of the row).
+  'kvBlocks', 'waiting', 'bucketCapacity', 'bucketRefill', 'bucketLevel', 'bucketAt',
+  'outMean' }
+-- The same, with the budgets and rates and their counters as fields 12-20 of the row.
 local TENANT_AND_LIMIT_FIELDS = { 'weight', 'queueMax', 'maxConcurrent', 'maxKvBlocks',
   'inflight', 'kvBlocks', 'waiting', 'bucketCapacity', 'bucketRefill', 'bucketLevel',
   'bucketAt', 'tokensPerDay', 'tokensPerMonth', 'requestsPerMinute', 'minuteId',
-  'minuteRequests', 'dayId', 'dayTokens', 'monthId', 'monthTokens' }
+  'minuteRequests', 'dayId', 'dayTokens', 'monthId', 'monthTokens', 'outMean' }
 
 -- A tenant, nil when unknown. withLimits: also its budgets and rates, in one read; `limitRow`
 -- is then the row (for loadLimits) when it has any, else nil.
@@ -29,6 +32,7 @@ local function loadTenant(tenant, withLimits)
     bucketRefill = tonumber(raw[9]),
     bucketLevel = tonumber(raw[10]),
     bucketAt = tonumber(raw[11]),
+    outMean = tonumber(raw[withLimits and 21 or 12]),
     limitRow = (withLimits and (raw[12] or raw[13] or raw[14])) and raw or nil,
   }
 end

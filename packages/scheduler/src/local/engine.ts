@@ -11,20 +11,25 @@ import {
   type LimitCounters,
   maxPodLoad,
   newestScrapeMs,
+  nextMeanOutput,
   podPressure,
   poolSaturation,
   prefixScore,
   type ScrapedLoad,
+  ServiceCounters,
+  SortedSet,
   settleCharge,
   type TenantLimits,
   take,
   trueUp,
+  virtualCost,
+  weightedTokens,
 } from '@fairgate/core';
 import { ScriptCode } from '../codes.js';
+import type { ServiceCounterSnapshot } from '../contract.js';
 import { compareBytes, counterField, rejectionField } from '../counters.js';
 import type { SchedulerSettings } from '../settings.js';
 import { PrefixIndex } from './prefix-index.js';
-import { SortedSet } from './sorted-set.js';
 
 /**
  * The in-process engine state and the operations the Lua includes perform, one method per
@@ -48,6 +53,8 @@ export interface LocalRequest {
   prefix: readonly string[];
   /** What it reserved against its tenant's budgets (null = nothing). */
   lim: LimitCharge | null;
+  /** Charged in tokens: its tenant's weight at the charge (null = not charged in tokens). */
+  w: number | null;
   state: 'queued' | 'granted';
   pod: string;
 }
@@ -120,6 +127,8 @@ export interface LocalTenant {
   /** Budgets and rates, and the counters of the windows last counted in (limits.lua). */
   limits: TenantLimits;
   limitCounters: LimitCounters;
+  /** Mean output per request, thousandths of a token (fairness in tokens; null = none yet). */
+  outMean: number | null;
   inflight: number;
   kvBlocks: number;
   waiting: number;
@@ -158,6 +167,8 @@ export class LocalEngine {
   readonly requests = new Map<string, LocalRequest>();
   readonly queues = new Map<string, SortedSet>();
   readonly rings = new Map<number, FlowRing>();
+  /** Fairness in tokens: the service counters of every band (lua/includes/service.lua). */
+  readonly service = new ServiceCounters();
   readonly queueDeadlines = new SortedSet();
   readonly leases = new SortedSet();
   readonly replicas = new SortedSet();
@@ -469,7 +480,79 @@ export class LocalEngine {
     this.notifyReplica(victim.owner, `shed|${victim.id}`);
   }
 
+  // --- service.lua
+  /** Adds delta to the tenant's service counter in the band, backlogged or not. */
+  addService(band: number, tenant: string, delta: number): void {
+    this.service.add(band, tenant, delta);
+  }
+
+  /**
+   * settleService: a request charged in tokens ends with its usage: the counter gets the
+   * difference from its estimate, the tenant's mean output the sample. Returns the new mean.
+   */
+  settleService(
+    req: LocalRequest,
+    inputTokens: number,
+    outputTokens: number,
+    settings: SchedulerSettings,
+  ): number {
+    const weight = req.w as number;
+    const actual = weightedTokens(inputTokens, outputTokens, settings.tokenWeights);
+    this.addService(
+      req.band,
+      req.tenant,
+      virtualCost(actual, weight) - virtualCost(req.cost, weight),
+    );
+    const tenant = this.tenantOf(req.tenant);
+    tenant.outMean = nextMeanOutput(tenant.outMean, outputTokens);
+    return tenant.outMean;
+  }
+
+  /** The tenant's service counters, highest band first (TenantSnapshot.service). */
+  serviceOf(tenant: string): ServiceCounterSnapshot[] {
+    const out: ServiceCounterSnapshot[] = [];
+    for (const [field, counter] of this.service.idleEntries()) {
+      const sep = field.indexOf(':');
+      if (field.slice(sep + 1) !== tenant) continue;
+      const band = Number(field.slice(0, sep));
+      if (!this.service.isBacklogged(band, tenant)) out.push({ band, counter, backlogged: false });
+    }
+    for (const band of this.service.bands()) {
+      const counter = this.service.isBacklogged(band, tenant)
+        ? this.service.counterOf(band, tenant)
+        : undefined;
+      if (counter !== undefined) out.push({ band, counter, backlogged: true });
+    }
+    return out.sort((a, b) => b.band - a.band);
+  }
+
+  /**
+   * configure-1.lua's move between fairness units: the waiting tenants of each band (lowest
+   * band first) leave one structure for the other, in the order the old one held them.
+   */
+  moveFairnessUnit(settings: SchedulerSettings): void {
+    if (settings.fairnessUnit === 'tokens') {
+      for (const band of [...this.rings.keys()].sort((a, b) => a - b)) {
+        for (const tenant of this.rings.get(band)?.tenants() ?? []) this.service.join(band, tenant);
+        this.rings.delete(band);
+      }
+      return;
+    }
+    for (const band of this.service.bands().sort((a, b) => a - b)) {
+      for (const { tenant } of this.service.backlogged(band)) {
+        this.service.leave(band, tenant);
+        this.joinRing(band, tenant, this.tenantOf(tenant).weight * settings.quantum);
+      }
+    }
+  }
+
   // --- ring.lua
+  /** joinFlow: the tenant's queue in the band got its first request. */
+  joinFlow(band: number, tenant: string, settings: SchedulerSettings): void {
+    if (settings.fairnessUnit === 'tokens') this.service.join(band, tenant);
+    else this.joinRing(band, tenant, this.tenantOf(tenant).weight * settings.quantum);
+  }
+
   joinRing(band: number, tenant: string, turnCredit: number): void {
     let ring = this.rings.get(band);
     if (!ring) {
@@ -499,7 +582,19 @@ export class LocalEngine {
   }
 
   selectFlow(band: number, now: number, settings: SchedulerSettings): ReadyHead | undefined {
+    if (settings.fairnessUnit === 'tokens') return this.selectByService(band, now);
     return this.selectIn(band, now, settings.fairness, settings.quantum)?.head;
+  }
+
+  /** selectByService: the smallest backlogged counter whose head is ready. */
+  private selectByService(band: number, now: number): ReadyHead | undefined {
+    let ready: ReadyHead | undefined;
+    this.service.select(band, (name) => {
+      const state = this.probeFlow(band, name, now);
+      ready = state.ready;
+      return state.kind;
+    });
+    return ready;
   }
 
   /** selectEarliest: the band's earliest head (score, then id) and its score. */
@@ -613,6 +708,9 @@ export class LocalEngine {
     if (fifo) {
       // Fairness is not used in fifo: no deficits, only ring membership.
       ring?.charge(req.tenant, req.cost, 'global-strict', queueEmptyNow);
+    } else if (pass.settings.fairnessUnit === 'tokens') {
+      req.w = this.tenantOf(req.tenant).weight;
+      this.service.charge(band, req.tenant, virtualCost(req.cost, req.w), queueEmptyNow);
     } else {
       ring?.charge(req.tenant, req.cost, pass.settings.fairness, queueEmptyNow);
     }
@@ -627,6 +725,7 @@ export class LocalEngine {
     return [...this.rings]
       .filter(([, ring]) => ring.size > 0)
       .map(([band]) => band)
+      .concat(this.service.bands())
       .sort((a, b) => b - a);
   }
 

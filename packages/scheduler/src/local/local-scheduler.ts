@@ -6,6 +6,7 @@ import {
   countUnderLimits,
   currentBucket,
   EMPTY_COUNTERS,
+  estimatedCost,
   hasLimits,
   type LimitsStanding,
   type PodName,
@@ -15,6 +16,7 @@ import {
   type RequestId,
   refill,
   undoAdmission,
+  virtualCost,
   wholeTokens,
 } from '@fairgate/core';
 import { rejectionOf, ScriptCode, schedulerError } from '../codes.js';
@@ -108,6 +110,8 @@ export class LocalScheduler implements Scheduler {
   ): Promise<SchedulerSettings> {
     const settings = resolveSettings(input);
     if (options.mode !== 'seed' || !this.engine.settings) {
+      const previousUnit = this.engine.settings?.fairnessUnit ?? 'requests';
+      if (settings.fairnessUnit !== previousUnit) this.engine.moveFairnessUnit(settings);
       this.engine.settings = settings;
       this.engine.budget ??= settings.initialBudget;
     }
@@ -142,6 +146,7 @@ export class LocalScheduler implements Scheduler {
         bucket,
         limits: tenant.limits,
         limitCounters: existing?.limitCounters ?? EMPTY_COUNTERS,
+        outMean: existing?.outMean ?? null,
         inflight: gauges.inflight,
         kvBlocks: gauges.kvBlocks,
         waiting: gauges.waiting,
@@ -260,6 +265,10 @@ export class LocalScheduler implements Scheduler {
       tenant.limitCounters = decision.counters;
       standing = decision.standing;
     }
+    const tokenUnit = settings.fairnessUnit === 'tokens';
+    const cost = tokenUnit
+      ? estimatedCost(r.inputTokens, r.maxTokens, tenant.outMean, settings.tokenWeights)
+      : r.cost;
 
     const ttlMs = r.ttlMs ?? settings.queueTtlMs;
     const req: LocalRequest = {
@@ -268,7 +277,7 @@ export class LocalScheduler implements Scheduler {
       band: r.band,
       owner: r.replica,
       sloClass: r.sloClass,
-      cost: r.cost,
+      cost,
       kvBlocks: r.kvBlocks,
       hint: r.podHint,
       prefix: r.prefix,
@@ -276,6 +285,7 @@ export class LocalScheduler implements Scheduler {
       seq: 0,
       tokens: tenant.tokenBucket ? r.tokens : 0,
       lim: decision?.ok ? decision.charge : null,
+      w: null,
       state: 'queued',
       pod: '',
     };
@@ -288,6 +298,10 @@ export class LocalScheduler implements Scheduler {
     ) {
       const pod = e.choosePod(pods, r.podHint, r.prefix, settings, now);
       if (pod) {
+        if (tokenUnit) {
+          req.w = tenant.weight;
+          e.addService(req.band, req.tenant, virtualCost(req.cost, tenant.weight));
+        }
         req.state = 'granted';
         req.pod = pod.name;
         e.requests.set(req.id, req);
@@ -308,7 +322,7 @@ export class LocalScheduler implements Scheduler {
     });
     e.requests.set(req.id, req);
     e.linkWaiting(req, score);
-    e.joinRing(req.band, req.tenant, tenant.weight * settings.quantum);
+    e.joinFlow(req.band, req.tenant, settings);
 
     const grantedPod = e.dispatchPass(now, settings, req.id);
     if (grantedPod !== null) {
@@ -405,6 +419,14 @@ export class LocalScheduler implements Scheduler {
     ) {
       this.engine.settleLimits(req.tenant, req.lim, r.inputTokens + r.outputTokens);
     }
+    if (
+      req.w !== null &&
+      was === 'granted' &&
+      r.inputTokens !== undefined &&
+      r.outputTokens !== undefined
+    ) {
+      this.engine.settleService(req, r.inputTokens, r.outputTokens, settings);
+    }
     if (r.inputTokens !== undefined) {
       this.engine.countFlow('inputTokens', req.tenant, req.sloClass, r.inputTokens);
     }
@@ -458,17 +480,30 @@ export class LocalScheduler implements Scheduler {
       ? countUnderLimits(tenant.limits, tenant.limitCounters, next.budgetTokens, now)
       : undefined;
     if (counted) tenant.limitCounters = counted.counters;
+    // Fairness in tokens: the finished request settles, the next one is charged.
+    let outMean = tenant.outMean;
+    if (old.w !== null && r.inputTokens !== undefined && r.outputTokens !== undefined) {
+      outMean = e.settleService(old, r.inputTokens, r.outputTokens, settings);
+    }
+    let cost = next.cost;
+    let w: number | null = null;
+    if (settings.fairnessUnit === 'tokens') {
+      cost = estimatedCost(next.inputTokens, next.maxTokens, outMean, settings.tokenWeights);
+      w = tenant.weight;
+      e.addService(old.band, old.tenant, virtualCost(cost, w));
+    }
     e.requests.set(next.id, {
       id: next.id,
       tenant: old.tenant,
       band: old.band,
       owner: old.owner,
       sloClass: next.sloClass,
-      cost: next.cost,
+      cost,
       kvBlocks: next.kvBlocks,
       hint: '',
       prefix: [],
       lim: counted?.charge ?? null,
+      w,
       expiresAt: now + settings.queueTtlMs,
       seq: 0,
       tokens: 0,
@@ -548,6 +583,8 @@ export class LocalScheduler implements Scheduler {
           tokens: t.tokenBucket && wholeTokens(currentBucket(t.bucket, t.tokenBucket, now)),
           limits: { ...t.limits },
           standing: standingAt(t.limits, t.limitCounters, now),
+          meanOutputTokens: t.outMean === null ? null : t.outMean / 1_000,
+          service: e.serviceOf(tenant),
         }))
         .sort((a, b) => compareBytes(a.tenant, b.tenant)),
       pods,

@@ -151,12 +151,12 @@ export class RedisScheduler implements Scheduler {
   ): Promise<SchedulerSettings> {
     const s = resolveSettings(input);
     this.wake();
-    // FCALL lua/configure-2.lua
-    await this.run(
-      'configure',
-      [this.keys.config, this.keys.ctl],
-      [JSON.stringify(encodeSettings(s)), options.configHash ?? '', options.mode ?? 'replace'],
-    );
+    // FCALL lua/configure-1.lua
+    await this.run('configure', this.engineKeys, [
+      JSON.stringify(encodeSettings(s)),
+      options.configHash ?? '',
+      options.mode ?? 'replace',
+    ]);
     await this.passAfterWrite();
     return s;
   }
@@ -259,6 +259,8 @@ export class RedisScheduler implements Scheduler {
       r.tokens,
       r.prefix.join(','),
       r.budgetTokens,
+      r.inputTokens,
+      r.maxTokens,
     ]);
     if (typeof reply === 'number')
       throw schedulerError(reply, `enqueue ${r.id} (tenant ${r.tenant})`);
@@ -383,6 +385,8 @@ export class RedisScheduler implements Scheduler {
       next.cost,
       next.kvBlocks,
       next.budgetTokens,
+      next.inputTokens,
+      next.maxTokens,
     ]);
     if (reply === 0) return { handedOver: false };
     if (!Array.isArray(reply))
@@ -410,7 +414,7 @@ export class RedisScheduler implements Scheduler {
 
   async snapshot(): Promise<SchedulerSnapshot> {
     const k = this.keys;
-    // FCALL lua/snapshot-9.lua
+    // FCALL lua/snapshot-12.lua
     const reply = await this.run(
       'snapshot',
       [
@@ -423,6 +427,9 @@ export class RedisScheduler implements Scheduler {
         k.tenantPrefix,
         k.leader,
         k.leaderEpoch,
+        k.bands,
+        k.service,
+        k.ringPrefix,
       ],
       [],
     );

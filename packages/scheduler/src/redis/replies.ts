@@ -72,7 +72,8 @@ export function decodePods(pods: Map<string, string>): PodSnapshot[] {
 }
 
 export function decodeSnapshot(reply: unknown): SchedulerSnapshot {
-  const [now, config, ctl, pods, replicas, stats, tenants, leader, epoch] = reply as unknown[];
+  const [now, config, ctl, pods, replicas, stats, tenants, leader, epoch, backlogged, idle] =
+    reply as unknown[];
   const nowMs = Number(now);
   const ctlMap = flatToMap(ctl);
   const settings = decodeSettings(flatToMap(config));
@@ -91,7 +92,11 @@ export function decodeSnapshot(reply: unknown): SchedulerSnapshot {
     inflight: num(ctlMap.get('inflight')),
     waiting: num(ctlMap.get('waiting')),
     waitingByBand,
-    tenants: decodeTenants(tenants as string[], nowMs),
+    tenants: withService(
+      decodeTenants(tenants as string[], nowMs),
+      (backlogged as string[] | undefined) ?? [],
+      flatToMap(idle ?? []),
+    ),
     pods: podRows,
     replicas: [...flatToMap(replicas)].map(([replica, score]) => ({
       replica,
@@ -104,7 +109,7 @@ export function decodeSnapshot(reply: unknown): SchedulerSnapshot {
   };
 }
 
-const TENANT_ROW = 21;
+const TENANT_ROW = 22;
 
 function decodeTenants(flat: string[], nowMs: number): TenantSnapshot[] {
   const rows: TenantSnapshot[] = [];
@@ -122,8 +127,10 @@ function decodeTenants(flat: string[], nowMs: number): TenantSnapshot[] {
       refillPerSecond,
       level,
       at,
-      ...limitFields
+      ...rest
     ] = flat.slice(i, i + TENANT_ROW);
+    const limitFields = rest.slice(0, 9);
+    const outMean = rest[9];
     const [
       perDay,
       perMonth,
@@ -167,9 +174,46 @@ function decodeTenants(flat: string[], nowMs: number): TenantSnapshot[] {
       tokens: tokenBucket && wholeTokens(currentBucket(state, tokenBucket, nowMs)),
       limits,
       standing: standingAt(limits, counters, nowMs),
+      meanOutputTokens: outMean === undefined || outMean === '' ? null : Number(outMean) / 1_000,
+      service: [],
     });
   }
   return rows.sort((a, b) => compareBytes(a.tenant, b.tenant));
+}
+
+/**
+ * Each tenant's service counters: the backlogged ones (band, tenant, counter triples) and the
+ * idle store (`<band>:<tenant>` -> counter; `<band>:` is a band's last leaver, and an idle
+ * entry of a backlogged tenant is stale).
+ */
+function withService(
+  tenants: TenantSnapshot[],
+  backlogged: string[],
+  idle: Map<string, string>,
+): TenantSnapshot[] {
+  const byTenant = new Map(tenants.map((t) => [t.tenant, t]));
+  const active = new Set<string>();
+  for (let i = 0; i + 2 < backlogged.length; i += 3) {
+    const [band, tenant, counter] = backlogged.slice(i, i + 3) as [string, string, string];
+    active.add(`${band}:${tenant}`);
+    byTenant
+      .get(tenant)
+      ?.service.push({ band: Number(band), counter: Number(counter), backlogged: true });
+  }
+  for (const [field, counter] of idle) {
+    const sep = field.indexOf(':');
+    const tenant = field.slice(sep + 1);
+    if (tenant === '' || active.has(field)) continue;
+    byTenant
+      .get(tenant)
+      ?.service.push({
+        band: Number(field.slice(0, sep)),
+        counter: Number(counter),
+        backlogged: false,
+      });
+  }
+  for (const t of tenants) t.service.sort((a, b) => b.band - a.band);
+  return tenants;
 }
 
 function decodeCounters(stats: Map<string, string>): FlowCounters[] {

@@ -9,14 +9,17 @@
     KEYS[3] pods hash        KEYS[7] tenant hash prefix
     KEYS[4] replicas zset    KEYS[8] leader string
                              KEYS[9] leader epoch counter
+    KEYS[10] bands zset       KEYS[11] service counters hash (idle counters)
+    KEYS[12] ring prefix (band:<band>:vtc zsets of backlogged counters)
 
   Output:
     { now ms, config, ctl, pods, replicas (member, score, ...), stats,
-      tenants (groups of 21: tenant, weight, queueMax, maxConcurrent, maxKvBlocks,
+      tenants (groups of 22: tenant, weight, queueMax, maxConcurrent, maxKvBlocks,
       inflight, kvBlocks, waiting, bucketCapacity, bucketRefill, bucketLevel, bucketAt,
       tokensPerDay, tokensPerMonth, requestsPerMinute, minuteId,
-      minuteRequests, dayId, dayTokens, monthId, monthTokens; '' for absent), leader or
-      false, epoch or false }
+      minuteRequests, dayId, dayTokens, monthId, monthTokens, outMean; '' for absent),
+      leader or false, epoch or false, backlogged service counters (band, tenant, counter,
+      ...), idle service counters (the hash, flat) }
     where config/ctl/pods/stats are flat field, value lists.
 ]]
 local rcall = redis.call
@@ -29,6 +32,9 @@ local tenantsKey = KEYS[6]
 local tenantPrefix = KEYS[7]
 local leaderKey = KEYS[8]
 local leaderEpochKey = KEYS[9]
+local bandsKey = KEYS[10]
+local serviceKey = KEYS[11]
+local ringPrefix = KEYS[12]
 --- @include "includes/serverTime"
 
 -- The config first: it may carry the pool's test clock (includes/serverTime.lua).
@@ -43,9 +49,20 @@ for _, tenant in ipairs(rcall('SMEMBERS', tenantsKey)) do
   local row = rcall('HMGET', tenantKey, 'weight', 'queueMax', 'maxConcurrent', 'maxKvBlocks',
     'inflight', 'kvBlocks', 'waiting', 'bucketCapacity', 'bucketRefill', 'bucketLevel',
     'bucketAt', 'tokensPerDay', 'tokensPerMonth', 'requestsPerMinute', 'minuteId',
-    'minuteRequests', 'dayId', 'dayTokens', 'monthId', 'monthTokens')
+    'minuteRequests', 'dayId', 'dayTokens', 'monthId', 'monthTokens', 'outMean')
   tenants[#tenants + 1] = tenant
-  for i = 1, 20 do tenants[#tenants + 1] = row[i] or '' end
+  for i = 1, 21 do tenants[#tenants + 1] = row[i] or '' end
+end
+
+local backlogged = {}
+for _, band in ipairs(rcall('ZRANGE', bandsKey, 0, -1)) do
+  local setKey = ringPrefix .. band .. ':vtc'
+  local entries = rcall('ZRANGE', setKey, 0, -1, 'WITHSCORES')
+  for i = 1, #entries, 2 do
+    backlogged[#backlogged + 1] = band
+    backlogged[#backlogged + 1] = entries[i]
+    backlogged[#backlogged + 1] = entries[i + 1]
+  end
 end
 
 return {
@@ -58,4 +75,6 @@ return {
   tenants,
   rcall('GET', leaderKey),
   rcall('GET', leaderEpochKey),
+  backlogged,
+  rcall('HGETALL', serviceKey),
 }

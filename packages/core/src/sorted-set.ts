@@ -1,4 +1,4 @@
-import { compareOrderKeys } from '@fairgate/core';
+import { compareOrderKeys } from './order.js';
 
 interface Entry {
   readonly score: number;
@@ -39,6 +39,12 @@ export class SortedSet {
 
   first(): { member: string; score: number } | undefined {
     const entry = this.entries[0];
+    return entry && { member: entry.id, score: entry.score };
+  }
+
+  /** The member at rank `index` (ZRANGE index index WITHSCORES). */
+  at(index: number): { member: string; score: number } | undefined {
+    const entry = this.entries[index];
     return entry && { member: entry.id, score: entry.score };
   }
 
