@@ -74,6 +74,8 @@ describe('defaults', () => {
       queue_ttl_ms: 1000,
       queue_shedding: false,
       inflight_eviction: false,
+      fairness_unit: 'requests',
+      token_weights: { input: 1, output: 2 },
     });
     expect(config.admission).toEqual({
       policy: 'always-admit',
@@ -399,6 +401,26 @@ describe('bad configs name the key', () => {
       'scheduler.dispatch_order',
     ],
     ['old order key', (c) => (c.scheduler = { order: 'fifo' }), 'scheduler'],
+    [
+      'tokens with round-robin',
+      (c) => (c.scheduler = { fairness_unit: 'tokens', fairness: 'round-robin' }),
+      'scheduler.fairness_unit',
+    ],
+    [
+      'tokens with fifo',
+      (c) => (c.scheduler = { fairness_unit: 'tokens', dispatch_order: 'fifo' }),
+      'scheduler.fairness_unit',
+    ],
+    [
+      'token weight zero',
+      (c) => (c.scheduler = { fairness_unit: 'tokens', token_weights: { input: 0 } }),
+      'scheduler.token_weights.input',
+    ],
+    [
+      'token weights unknown key',
+      (c) => (c.scheduler = { token_weights: { prefill: 1 } }),
+      'scheduler.token_weights',
+    ],
     [
       'SLO target for an unknown class',
       (c) => (c.scheduler = { slo_targets_ms: { gold: 100 } }),

@@ -204,13 +204,11 @@ function withService(
     const sep = field.indexOf(':');
     const tenant = field.slice(sep + 1);
     if (tenant === '' || active.has(field)) continue;
-    byTenant
-      .get(tenant)
-      ?.service.push({
-        band: Number(field.slice(0, sep)),
-        counter: Number(counter),
-        backlogged: false,
-      });
+    byTenant.get(tenant)?.service.push({
+      band: Number(field.slice(0, sep)),
+      counter: Number(counter),
+      backlogged: false,
+    });
   }
   for (const t of tenants) t.service.sort((a, b) => b.band - a.band);
   return tenants;

@@ -18,6 +18,7 @@ import { slotRecycling } from './recycling.js';
 import { replicas } from './replicas.js';
 import { queueShedding } from './shedding.js';
 import { tokenBuckets } from './token-bucket.js';
+import { tokenFairness } from './token-fairness.js';
 import { usageMetering } from './usage.js';
 
 export type GetPool = () => TestPool;
@@ -46,6 +47,7 @@ export function describeSchedulerConformance(getBackend: GetBackend): void {
   });
 
   describe('fairness and ordering', () => fairness(getPool));
+  describe('fairness in tokens', () => tokenFairness(getPool));
   describe('caps and quotas', () => capsAndQuotas(getPool));
   describe('request lifecycle', () => lifecycle(getPool));
   describe('leases and liveness', () => liveness(getPool));

@@ -188,6 +188,7 @@ export class Generator {
     if (chance(rng, 0.3)) request.podHint = chance(rng, 0.9) ? pick(rng, this.pods).name : 'gone';
     if (chance(rng, 0.4)) request.tokens = uniformInt(rng, 0, 8);
     if (chance(rng, 0.5)) request.budgetTokens = uniformInt(rng, 0, 60);
+    sized(rng, request);
     if (chance(rng, 0.6)) {
       // A few conversations, each a chain of blocks: requests share prefixes of them.
       const conversation = pick(rng, ['a', 'b', 'c', 'd']);
@@ -222,6 +223,7 @@ export class Generator {
     if (chance(rng, 0.5)) request.sloClass = pick(rng, CLASSES);
     if (chance(rng, 0.3)) request.cost = uniformInt(rng, 1, 4);
     if (chance(rng, 0.5)) request.budgetTokens = uniformInt(rng, 0, 60);
+    sized(rng, request);
     const options: ReleaseOptions = { outcome: pick(rng, OUTCOMES) };
     if (chance(rng, 0.5))
       options.usage = { inputTokens: uniformInt(rng, 0, 50), outputTokens: uniformInt(rng, 0, 50) };
@@ -287,6 +289,12 @@ export class Generator {
   }
 }
 
+/** A request's size for fairness in tokens: its prompt and its max_tokens, often. */
+function sized(rng: Rng, request: EnqueueRequest): void {
+  if (chance(rng, 0.7)) request.inputTokens = uniformInt(rng, 0, 300);
+  if (chance(rng, 0.7)) request.maxTokens = uniformInt(rng, 0, 80);
+}
+
 function randomTenant(rng: Rng, id: string): TenantConfig {
   const limit = (p: number, min: number, max: number) =>
     chance(rng, p) ? uniformInt(rng, min, max) : null;
@@ -315,9 +323,15 @@ function randomPod(rng: Rng, name: string): PodConfig {
 
 function randomSettings(rng: Rng): SchedulerSettingsInput {
   const ceiling = () => pick(rng, [0, 0.5, 1, 1.5]);
+  // Fairness in tokens goes with drr and a per-band order only (configure refuses the rest).
+  const tokens = chance(rng, 0.4);
   return {
-    fairness: pick(rng, ['drr', 'round-robin', 'global-strict'] as const),
-    dispatchOrder: pick(rng, ['priority', 'priority', 'fifo', 'slo-deadline'] as const),
+    fairness: tokens ? 'drr' : pick(rng, ['drr', 'round-robin', 'global-strict'] as const),
+    dispatchOrder: tokens
+      ? pick(rng, ['priority', 'slo-deadline'] as const)
+      : pick(rng, ['priority', 'priority', 'fifo', 'slo-deadline'] as const),
+    fairnessUnit: tokens ? 'tokens' : 'requests',
+    tokenWeights: { input: uniformInt(rng, 1, 3), output: uniformInt(rng, 1, 4) },
     quantum: uniformInt(rng, 1, 3),
     bandCapacity: uniformInt(rng, 1, 30),
     maxQueueDepth: uniformInt(rng, 2, 60),
