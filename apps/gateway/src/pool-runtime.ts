@@ -163,6 +163,7 @@ export class PoolRuntime {
       metrics,
       retentionS: () => this.#config().usage.retention_days * 86_400,
       flushMs: () => this.#config().usage.flush_ms,
+      tokenWeights: () => this.#config().scheduler.token_weights,
     });
     this.control = new ControlPlane({
       scheduler,

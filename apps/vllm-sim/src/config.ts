@@ -29,6 +29,8 @@ export interface SimConfig {
   defaultMaxTokens: number;
   seed: number;
   outputLenMode: OutputLenMode;
+  /** Every answer ends at EOS after at most this many tokens (0 = never early). */
+  eosAfter: number;
   failRate: number;
   fail429Rate: number;
   stallMs: number;
@@ -188,6 +190,14 @@ const FLAGS: readonly FlagSpec[] = [
     help: 'max: max_tokens tokens; random: uniform in [max(1,min_tokens), max_tokens]',
     fallback: 'max',
     schema: z.enum(['max', 'random'], 'expected max or random'),
+  },
+  {
+    key: 'eosAfter',
+    flag: 'eos-after',
+    arg: 'N',
+    help: 'every answer stops at EOS after at most N tokens (min_tokens and ignore_eos respected), whatever max_tokens; 0: off',
+    fallback: 0,
+    schema: intFlag(0),
   },
   {
     key: 'failRate',

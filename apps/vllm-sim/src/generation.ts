@@ -19,7 +19,8 @@ import type { SimConfig } from './config.js';
  * Output length: the request's limit (chat: max_completion_tokens ?? max_tokens; completions:
  * max_tokens ?? 16). A chat request naming no limit gets min(--default-max-tokens, context
  * left). --output-len-mode random draws uniformly in [max(1, min_tokens), limit] instead, as
- * if the model stopped at EOS; ignore_eos forces the limit. Draws are seeded from --seed and
+ * if the model stopped at EOS, and --eos-after N stops every answer after at most N tokens
+ * (at least min_tokens); ignore_eos forces the limit. Draws are seeded from --seed and
  * the request's `seed` when given, else its arrival index, so runs are reproducible.
  */
 export interface GenerationPlan {
@@ -42,7 +43,7 @@ export interface GenerationPlan {
 
 type PlanConfig = Pick<
   SimConfig,
-  'maxModelLen' | 'blockSize' | 'defaultMaxTokens' | 'outputLenMode' | 'seed'
+  'maxModelLen' | 'blockSize' | 'defaultMaxTokens' | 'outputLenMode' | 'seed' | 'eosAfter'
 >;
 
 export function planGeneration(
@@ -78,6 +79,9 @@ export function planGeneration(
   if (config.outputLenMode === 'random' && request.ignore_eos !== true) {
     const rng = createRng(deriveSeed(config.seed, 'length', streamKey));
     outputTokens = uniformInt(rng, Math.max(1, minTokens), maxTokens);
+  }
+  if (config.eosAfter > 0 && request.ignore_eos !== true) {
+    outputTokens = Math.min(outputTokens, Math.max(config.eosAfter, minTokens));
   }
   return {
     endpoint,

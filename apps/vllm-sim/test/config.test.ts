@@ -26,6 +26,7 @@ describe('parseCli', () => {
       alphaMs: 8,
       blockSize: 16,
       outputLenMode: 'max',
+      eosAfter: 0,
     });
   });
 

@@ -170,6 +170,22 @@ describe('output length modes', () => {
     expect(await run({ seed: 11 })).toBe(await run({ seed: 11 }));
     expect(await run({ ignore_eos: true })).toBe(50);
   });
+
+  it.each([
+    { extra: {}, tokens: 7, reason: 'stop' },
+    { extra: { max_tokens: 5 }, tokens: 5, reason: 'length' },
+    { extra: { min_tokens: 9 }, tokens: 9, reason: 'stop' },
+    { extra: { ignore_eos: true }, tokens: 50, reason: 'length' },
+  ])('eos-after 7: $extra gives $tokens tokens ($reason)', async ({ extra, tokens, reason }) => {
+    const { app } = sim({ eosAfter: 7 });
+    const response = await app.request(
+      '/v1/chat/completions',
+      jsonPost(chat('q', { max_tokens: 50, ...extra })),
+    );
+    const body = (await response.json()) as ChatCompletion;
+    expect(body.usage.completion_tokens).toBe(tokens);
+    expect(body.choices[0]!.finish_reason).toBe(reason);
+  });
 });
 
 describe('streaming (vLLM format)', () => {

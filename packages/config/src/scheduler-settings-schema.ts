@@ -28,10 +28,11 @@ type KeyIn<S extends Spec, Section extends string> = S['yaml'] extends `${Sectio
   : never;
 
 /** A sub-object of the section holding settings (`scheduler.token_weights.input`). */
-type ObjectIn<
-  S extends Spec,
-  Section extends string,
-> = S['yaml'] extends `${Section}.${infer O}.${string}` ? O : never;
+type ObjectIn<S extends Spec, Section extends string> = S extends unknown
+  ? S['yaml'] extends `${Section}.${infer O}.${string}`
+    ? O
+    : never
+  : never;
 
 /** A setting's key inside sub-object O of the section. */
 type KeyInObject<

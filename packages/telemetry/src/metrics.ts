@@ -218,6 +218,13 @@ function upstreamMetrics(registry: Registry) {
       ['tenant', 'model', 'direction'],
       registry,
     ),
+    // Counted at every release with usage: bound per tenant and band.
+    serviceTokens: new BoundCounter(
+      'fairgate_service_tokens_total',
+      'Weighted tokens served, as the pods reported them at release (input x scheduler.token_weights.input + output x token_weights.output), by tenant and band: what fairness_unit tokens shares by weight.',
+      ['tenant', 'band'],
+      registry,
+    ),
     discoveryErrors: new Counter({
       name: 'fairgate_discovery_errors_total',
       help: 'Discovery reads that failed (the last pod set stays in force).',

@@ -43,6 +43,8 @@ export async function admit(deps: GatewayDeps, call: Call): Promise<Admission> {
     replica: deps.replica,
     sloClass: cls.sloClass,
     kvBlocks: cls.kvBlocks,
+    inputTokens: cls.inputTokens,
+    maxTokens: cls.maxTokens,
     ...(cls.bucketTokens > 0 ? { tokens: cls.bucketTokens } : {}),
     ...(cls.budgetTokens > 0 ? { budgetTokens: cls.budgetTokens } : {}),
     ...(call.prefix && call.prefix.length > 0 ? { prefix: call.prefix } : {}),

@@ -65,7 +65,7 @@ export class HeldSlot {
     const { lane, request, pod } = granted;
     const final: ReleaseOutcome = outcome !== 'completed' && this.evicted ? 'evicted' : outcome;
     this.#released = final;
-    if (usage) call.pool.usage.record(call.tenant.id, call.forwarding.model, usage);
+    if (usage) call.pool.usage.record(call.tenant.id, call.forwarding.model, usage, request.band);
     const bucketed = call.cls.bucketTokens > 0;
     const options: ReleaseOptions = {
       outcome: final,

@@ -1,11 +1,14 @@
 import { randomBytes } from 'node:crypto';
+import { type TokenWeights, weightedTokens } from '@fairgate/core';
 import type { Usage } from '@fairgate/openai';
 import type { Scheduler, UsageCount } from '@fairgate/scheduler';
 import type { GatewayMetrics } from '@fairgate/telemetry';
 
 export interface UsageMeterOptions {
   scheduler: Pick<Scheduler, 'meterUsage'>;
-  metrics: Pick<GatewayMetrics, 'tokens' | 'redisErrors'>;
+  metrics: Pick<GatewayMetrics, 'tokens' | 'serviceTokens' | 'redisErrors'>;
+  /** The pool's token weights (scheduler.token_weights): what a token of service costs. */
+  tokenWeights: () => TokenWeights;
   retentionS: () => number;
   flushMs: () => number;
 }
@@ -32,8 +35,13 @@ export class UsageMeter {
 
   constructor(private readonly options: UsageMeterOptions) {}
 
-  /** A request released with the pod's usage. */
-  record(tenant: string, model: string, usage: Usage): void {
+  readonly #service = new Map<string, { inc(n: number): void }>();
+
+  /**
+   * A request released with the pod's usage, in band `band` (its priority): its tokens, and
+   * its weighted tokens as service (fairgate_service_tokens_total).
+   */
+  record(tenant: string, model: string, usage: Usage, band: number): void {
     const cached = usage.prompt_tokens_details?.cached_tokens ?? 0;
     const key = `${tenant}|${model}`;
     let count = this.#pending.get(key);
@@ -49,6 +57,15 @@ export class UsageMeter {
     series.input.inc(usage.prompt_tokens);
     series.output.inc(usage.completion_tokens);
     if (cached > 0) series.cached.inc(cached);
+    const serviceKey = `${tenant}|${band}`;
+    let service = this.#service.get(serviceKey);
+    if (!service) {
+      service = this.options.metrics.serviceTokens.labels({ tenant, band: String(band) });
+      this.#service.set(serviceKey, service);
+    }
+    service.inc(
+      weightedTokens(usage.prompt_tokens, usage.completion_tokens, this.options.tokenWeights()),
+    );
   }
 
   /** The tenant's and model's fairgate_tokens_total series, bound once. */
