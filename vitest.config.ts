@@ -47,6 +47,7 @@ const TIMING_SENSITIVE = [
  * Started first, the rest packs around them.
  */
 const LONGEST_FIRST = [
+  'test/token-fairness.test.ts', // 130, four 25 s runs of 3 replicas and 4 sims
   'packages/scheduler/test/differential.test.ts', // 20-30, CPU-bound
   'loadtest/test/tuner-harness.test.ts', // 16-28, CPU-bound
   'test/chaos/redis-restart.test.ts', // 48
@@ -54,6 +55,7 @@ const LONGEST_FIRST = [
   'packages/scheduler/test/cluster.test.ts', // 45
   'test/multi-replica.test.ts', // 39
   'loadtest/test/autoscale-stack.test.ts', // 33, mostly waiting
+  'loadtest/test/unequal-sizes.test.ts', // 35, two runs of 3 replicas and 4 sims
   'test/chaos/redis-faults.test.ts', // 34
   'test/drain.test.ts', // 28
   'test/flow-control.test.ts', // 27

@@ -72,6 +72,7 @@ describe('scenario parsing', () => {
       'batch_backfill',
       'sweep',
       'autoscale',
+      'unequal_sizes',
     ]);
     for (const name of builtInNames()) {
       const s = loadScenario(name);

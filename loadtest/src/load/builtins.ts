@@ -12,6 +12,7 @@ export const BUILT_IN_NAMES = [
   'batch_backfill',
   'sweep',
   'autoscale',
+  'unequal_sizes',
 ];
 
 export function builtInPath(name: string): string | undefined {

@@ -27,6 +27,8 @@ export interface RequestRecord {
   /** Mean gap between content tokens after the first. */
   itlMs?: number;
   promptTokens: number;
+  /** The answer's usage.prompt_tokens (the pod's count of the input), when it came. */
+  inputTokens?: number;
   /** Content tokens received (the usage chunk's completion_tokens when it came). */
   outputTokens: number;
   maxTokens: number;
@@ -48,6 +50,11 @@ export interface RequestPlan {
   promptTokens: number;
   outputTokens: number;
   scheduledS: number;
+  /**
+   * The run's label, part of the default prompt: runs one after the other on the same pods
+   * (--baseline, compare:) share no prompt prefix, so none finds the other's in the cache.
+   */
+  run?: string;
   /** The chat messages to send (a conversation); default one unique user message. */
   messages?: ChatMessage[];
 }
@@ -113,9 +120,10 @@ export async function sendRequest(
     if (response.statusCode !== 200) {
       recordRefusal(record, response, await response.body.text());
     } else if (!plan.stream) {
-      const json = (await response.body.json()) as { usage?: { completion_tokens?: number } };
+      const json = (await response.body.json()) as { usage?: Usage | null };
       record.ttftMs = clock() - startMs;
       record.outputTokens = json.usage?.completion_tokens ?? 0;
+      if (json.usage?.prompt_tokens !== undefined) record.inputTokens = json.usage.prompt_tokens;
       record.outcome = 'ok';
     } else {
       const tally = new StreamTally(record, clock, startMs);
@@ -169,7 +177,13 @@ function requestBody(plan: RequestPlan): string {
   return JSON.stringify({
     model: plan.model,
     messages: plan.messages ?? [
-      { role: 'user', content: promptText(plan.promptTokens, `t${plan.tenant}-${plan.seq}`) },
+      {
+        role: 'user',
+        content: promptText(
+          plan.promptTokens,
+          `t${plan.tenant}-${plan.seq}${plan.run ? ` ${plan.run}` : ''}`,
+        ),
+      },
     ],
     max_tokens: plan.outputTokens,
     stream: plan.stream,
@@ -193,9 +207,14 @@ function recordRefusal(
   }
 }
 
+interface Usage {
+  prompt_tokens?: number;
+  completion_tokens?: number;
+}
+
 interface StreamChunk {
   choices?: Array<{ delta?: { content?: string | null }; text?: string }>;
-  usage?: { completion_tokens?: number } | null;
+  usage?: Usage | null;
   error?: { message?: string; type?: string; code?: string | null };
 }
 
@@ -209,6 +228,7 @@ class StreamTally {
   private gapSum = 0;
   private tokens = 0;
   private usageTokens: number | undefined;
+  private usageInput: number | undefined;
   private streamError: string | undefined;
   private streamDrop: string | undefined;
   private done = false;
@@ -251,12 +271,14 @@ class StreamTally {
     }
     if (chunk.usage?.completion_tokens !== undefined)
       this.usageTokens = chunk.usage.completion_tokens;
+    if (chunk.usage?.prompt_tokens !== undefined) this.usageInput = chunk.usage.prompt_tokens;
   }
 
   /** The record's tokens, ITL and outcome once the stream has ended. */
   finish(): void {
     const record = this.record;
     record.outputTokens = this.usageTokens ?? this.tokens;
+    if (this.usageInput !== undefined) record.inputTokens = this.usageInput;
     if (this.gaps > 0) record.itlMs = this.gapSum / this.gaps;
     if (this.streamDrop) {
       record.outcome = 'dropped';

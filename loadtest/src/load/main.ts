@@ -7,7 +7,7 @@ import { buildSchedule } from './arrivals.js';
 import { batchLines } from './batch.js';
 import { builtInPath } from './builtins.js';
 import { createLiveView } from './live.js';
-import { summaryText, sweepText, writeRunReport, writeSweepReport } from './report.js';
+import { serviceLine, summaryText, sweepText, writeRunReport, writeSweepReport } from './report.js';
 import { type RunResult, runScenario } from './runner.js';
 import {
   builtInNames,
@@ -16,6 +16,7 @@ import {
   resolveInstant,
   type Scenario,
   ScenarioError,
+  withGateway,
 } from './scenario.js';
 import {
   createScaler,
@@ -39,6 +40,7 @@ report.html, one .svg per chart).
                          embedded scheduler; pods and replicas from the scenario) and stop it after
   --baseline             with --stack: run the scenario against a fifo configuration (one FIFO,
                          static budget, no controller) and fairgate's defaults, side by side
+                         (a scenario with compare: runs once per entry instead, side by side)
   --seconds N            duration (for a sweep: seconds per run)
   --seed N               seed of the arrival schedule and lengths
   --out DIR              report directory (default reports/<scenario>-<time>)
@@ -197,6 +199,14 @@ function checkedScenario(name: string, values: CliValues): Scenario {
     );
   if (values.baseline && !values.stack)
     throw new UsageError('--baseline needs --stack (it configures the gateways)');
+  if (scenario.compare && !values.stack)
+    throw new UsageError(
+      `${scenario.name} compares gateway configurations (compare:): add --stack`,
+    );
+  if (scenario.compare && values.baseline)
+    throw new UsageError(
+      `${scenario.name} has its own comparison (compare:): --baseline does not apply`,
+    );
   if (!values.stack && !values.target)
     throw new UsageError('give --target URL[,URL...] or --stack');
   if (values.stack && values.target)
@@ -246,7 +256,10 @@ async function sweepCli(scenario: Scenario, infra: Infra, run: CliRun): Promise<
   };
 }
 
-/** The scenario against gateways started on `infra`: fairgate, after fifo with --baseline. */
+/**
+ * The scenario against gateways started on `infra`: fairgate, after fifo with --baseline;
+ * with compare:, once per entry (its gateway sections merged over the scenario's).
+ */
 async function stackRuns(
   scenario: Scenario,
   infra: Infra,
@@ -258,17 +271,24 @@ async function stackRuns(
     log('batch:    the Batch API needs redis: (no redis-server here); the batch will not run');
   }
   const capacity = await maybeProbe(scenario, infra, log, signal);
-  const variants: Array<{ label: string; variant: Variant }> = baseline
-    ? [
-        { label: 'fifo', variant: { kind: 'fifo' } },
-        { label: 'fairgate', variant: { kind: 'fairgate' } },
-      ]
-    : [{ label: 'fairgate', variant: { kind: 'fairgate' } }];
+  const fairgate: Variant = { kind: 'fairgate' };
+  const variants: Array<{ label: string; variant: Variant; scenario: Scenario }> = scenario.compare
+    ? scenario.compare.map((c) => ({
+        label: c.label,
+        variant: fairgate,
+        scenario: withGateway(scenario, c.gateway),
+      }))
+    : baseline
+      ? [
+          { label: 'fifo', variant: { kind: 'fifo' }, scenario },
+          { label: 'fairgate', variant: fairgate, scenario },
+        ]
+      : [{ label: 'fairgate', variant: fairgate, scenario }];
   const results: RunResult[] = [];
   for (const v of variants) {
     if (signal.aborted) break;
     const gateways = await startGateways(
-      scenario,
+      v.scenario,
       infra,
       v.variant,
       log,
@@ -280,7 +300,7 @@ async function stackRuns(
     try {
       results.push(
         await runOne(
-          scenario,
+          v.scenario,
           gateways.urls,
           v.label,
           DEV_ADMIN_TOKEN,
@@ -334,12 +354,13 @@ function reportRuns(scenario: Scenario, results: RunResult[], run: CliRun): CliO
   const { log, out } = run;
   const classes = scenario.gateway.slo_classes;
   const report = writeRunReport(out, results, {
-    title: `fairgate-load: ${scenario.name}${results.length > 1 ? ' (fifo baseline vs fairgate)' : ''}`,
+    title: `fairgate-load: ${scenario.name}${results.length > 1 ? ` (${results.map((r) => r.label).join(' vs ')})` : ''}`,
     scenarioYaml: run.yamlText,
     ...(classes ? { classes } : {}),
   });
   log('');
   for (const s of report.summaries) log(`${summaryText(s, classes)}\n`);
+  if (results.length > 1) for (const s of report.summaries) log(`${s.label}: ${serviceLine(s)}`);
   log(
     `report:  ${report.html}\nresults: ${report.json}\ncharts:  ${report.charts.length} .svg files in ${out}`,
   );

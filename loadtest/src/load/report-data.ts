@@ -1,3 +1,4 @@
+import { DEFAULT_TOKEN_WEIGHTS, type TokenWeights } from '@fairgate/core';
 import type { AdminSample, UsageRow } from './admin.js';
 import type { OutputCheck } from './batch.js';
 import type { RequestRecord } from './client.js';
@@ -59,6 +60,29 @@ export interface RunSummary {
   batch?: BatchSummary;
   /** The gateway's metered tokens per tenant (GET /admin/usage), when it answered. */
   usage?: UsageRow[];
+  /** Weighted tokens served per tenant inside the window. */
+  service: ServiceSummary;
+}
+
+/**
+ * Service in weighted tokens (what `fairness_unit: tokens` shares by weight): input x
+ * weights.input + output x weights.output of every answered request, from its usage; the
+ * input counts at its first token (the prefill), the output as it streams.
+ */
+export interface ServiceSummary {
+  weights: TokenWeights;
+  tenants: Array<{
+    name: string;
+    weight: number;
+    weightedTokens: number;
+    /** Of all tenants' weighted tokens in the window. */
+    sharePct: number;
+    /** Its weight over the sum of the weights: its share when service follows weight. */
+    fairSharePct: number;
+  }>;
+  weightedTokensPerS: number;
+  /** The first two tenants' weighted tokens per unit of weight, the first's over the second's (1 = shares by weight). */
+  ratio?: { names: [string, string]; value: number };
 }
 
 interface Window {
@@ -82,6 +106,88 @@ function tokensIn(r: RequestRecord, a: number, b: number): number {
   if (span.to <= span.from) return span.from >= a && span.from < b ? span.tokens : 0;
   const overlap = Math.min(b, span.to) - Math.max(a, span.from);
   return overlap > 0 ? (span.tokens * overlap) / (span.to - span.from) : 0;
+}
+
+/** Weighted tokens of the record inside [a, b): its input at its first token, its output as it streams. */
+function weightedIn(r: RequestRecord, a: number, b: number, w: TokenWeights): number {
+  const span = tokenSpan(r);
+  if (!span) return 0;
+  const input = span.from >= a && span.from < b ? (r.inputTokens ?? r.promptTokens) : 0;
+  return input * w.input + tokensIn(r, a, b) * w.output;
+}
+
+/** Each tenant's weighted tokens inside the window, its share, and the first two's ratio. */
+export function summarizeService(
+  result: RunResult,
+  window: Window = defaultWindow(result),
+): ServiceSummary {
+  const weights = result.tokenWeights ?? DEFAULT_TOKEN_WEIGHTS;
+  const served = result.tenants.map(() => 0);
+  for (const r of result.requests)
+    served[r.tenant]! += weightedIn(r, window.fromS, window.toS, weights);
+  const total = served.reduce((x, y) => x + y, 0);
+  const weightSum = result.tenants.reduce((x, t) => x + t.weight, 0);
+  const tenants = result.tenants.map((t, i) => ({
+    name: t.name,
+    weight: t.weight,
+    weightedTokens: Math.round(served[i]!),
+    sharePct: pct(served[i]!, total),
+    fairSharePct: pct(t.weight, weightSum),
+  }));
+  const seconds = window.toS - window.fromS;
+  const [first, second] = tenants;
+  return {
+    weights,
+    tenants,
+    weightedTokensPerS: seconds > 0 ? total / seconds : 0,
+    ...(first && second && second.weightedTokens > 0
+      ? {
+          ratio: {
+            names: [first.name, second.name] as [string, string],
+            value: first.weightedTokens / first.weight / (second.weightedTokens / second.weight),
+          },
+        }
+      : {}),
+  };
+}
+
+/** Each tenant's share of the weighted tokens served in every `bucketS` window of the run. */
+export interface ServiceSeries {
+  weights: TokenWeights;
+  bucketS: number;
+  /** Start of each window (s). */
+  times: number[];
+  tenants: Array<{ name: string; weightedTokens: number[]; sharePct: Array<number | null> }>;
+  /** Each tenant's share when service follows weight (%). */
+  fairSharePct: number[];
+}
+
+export function computeServiceSeries(result: RunResult, bucketS = 5): ServiceSeries {
+  const weights = result.tokenWeights ?? DEFAULT_TOKEN_WEIGHTS;
+  const n = Math.max(1, Math.ceil(result.durationS / bucketS));
+  const times = Array.from({ length: n }, (_, i) => i * bucketS);
+  const served = result.tenants.map(() => new Array<number>(n).fill(0));
+  for (const r of result.requests) {
+    const span = tokenSpan(r);
+    if (!span) continue;
+    const last = Math.min(n - 1, Math.floor(span.to / bucketS));
+    for (let i = Math.floor(span.from / bucketS); i <= last; i++) {
+      served[r.tenant]![i]! += weightedIn(r, i * bucketS, (i + 1) * bucketS, weights);
+    }
+  }
+  const totals = times.map((_, i) => served.reduce((x, s) => x + s[i]!, 0));
+  const weightSum = result.tenants.reduce((x, t) => x + t.weight, 0);
+  return {
+    weights,
+    bucketS,
+    times,
+    tenants: result.tenants.map((t, k) => ({
+      name: t.name,
+      weightedTokens: served[k]!,
+      sharePct: served[k]!.map((v, i) => (totals[i]! > 0 ? pct(v, totals[i]!) : null)),
+    })),
+    fairSharePct: result.tenants.map((t) => pct(t.weight, weightSum)),
+  };
 }
 
 function summarizeRecords(
@@ -193,6 +299,7 @@ export function summarize(result: RunResult, window: Window = defaultWindow(resu
     ...(lastCap !== undefined && lastCap !== null ? { lastCapPerWorker: lastCap } : {}),
     ...(result.batch ? { batch: summarizeBatch(result, window) } : {}),
     ...(result.usage ? { usage: result.usage } : {}),
+    service: summarizeService(result, window),
   };
 }
 

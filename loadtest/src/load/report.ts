@@ -7,6 +7,7 @@ import {
   type BatchSummary,
   computeBatchSeries,
   computeSeries,
+  computeServiceSeries,
   type ReportSeries,
   type RunSummary,
   type SweepAnalysis,
@@ -352,7 +353,46 @@ export function batchChart(result: RunResult, prefix = ''): Chart | undefined {
   };
 }
 
-/** Side-by-side comparison of two or more runs of one scenario (baseline mode). */
+/**
+ * Each tenant's share of the weighted tokens served per 5 s window of a run, against its
+ * share by weight.
+ */
+export function serviceShareChart(result: RunResult, prefix = ''): Chart {
+  const series = computeServiceSeries(result, 5);
+  const mid = series.bucketS / 2;
+  const w = series.weights;
+  const fair = [...new Set(series.fairSharePct.map((p) => Number(p.toFixed(1))))];
+  return {
+    file: `${prefix}service-share.svg`,
+    title: 'Weighted-token share over time',
+    svg: lineChart({
+      title: `Weighted-token share per ${series.bucketS} s (${result.label})`,
+      subtitle: `each tenant's share of input x${w.input} + output x${w.output} tokens served in the window (from the answers' usage)`,
+      xName: 'seconds',
+      yName: '% of weighted tokens',
+      yMin: 0,
+      lines: series.tenants.map((t, i) => ({
+        name: t.name,
+        data: t.sharePct.map(
+          (v, k) =>
+            [series.times[k]! + mid, v === null ? null : Number(v.toFixed(1))] as [
+              number,
+              number | null,
+            ],
+        ),
+        color: PALETTE[i % PALETTE.length]!,
+        width: 2,
+      })),
+      hlines: fair.map((y) => ({ name: `share by weight ${y}%`, y, color: '#6b7280' })),
+    }),
+  };
+}
+
+/**
+ * Side-by-side comparison of two or more runs of one scenario (--baseline, compare:): each
+ * run's weighted-token share over time, then p99 TTFT, drops and weighted-token share per
+ * tenant.
+ */
 export function comparisonCharts(results: RunResult[], summaries: RunSummary[]): Chart[] {
   const names = results[0]?.tenants.map((t) => t.name) ?? [];
   const p99 = barChart({
@@ -380,9 +420,22 @@ export function comparisonCharts(results: RunResult[], summaries: RunSummary[]):
       color: PALETTE[i % PALETTE.length]!,
     })),
   });
+  const service = barChart({
+    title: 'Weighted-token share per tenant (%)',
+    subtitle: 'of the weighted tokens served in the measurement window',
+    categories: names,
+    yName: '%',
+    groups: summaries.map((s, i) => ({
+      name: s.label,
+      values: s.service.tenants.map((t) => Number(t.sharePct.toFixed(1))),
+      color: PALETTE[i % PALETTE.length]!,
+    })),
+  });
   return [
+    ...results.map((r) => serviceShareChart(r, `${slug(r.label)}-`)),
     { file: 'compare-ttft.svg', title: 'p99 TTFT per tenant', svg: p99 },
     { file: 'compare-drops.svg', title: 'Drops per tenant', svg: drops },
+    { file: 'compare-service.svg', title: 'Weighted-token share per tenant', svg: service },
   ];
 }
 
@@ -539,6 +592,18 @@ function poolLine(s: RunSummary): string {
   return parts.join('; ');
 }
 
+/**
+ * The run's service in one line: each tenant's share of the weighted tokens, the first two
+ * tenants' ratio (per unit of weight), requests served per tenant, throughput.
+ */
+export function serviceLine(s: RunSummary): string {
+  const v = s.service;
+  const shares = v.tenants.map((t) => `${t.name} ${fmt(t.sharePct, 1)}%`).join(', ');
+  const ratio = v.ratio ? `; ${v.ratio.names.join(':')} ${fmt(v.ratio.value, 2)}` : '';
+  const served = s.tenants.map((t) => `${t.name} ${t.completed}`).join(', ');
+  return `weighted tokens (input x${v.weights.input} + output x${v.weights.output}): ${shares}${ratio}; requests served ${served}; ${fmt(s.tokensPerS, 0)} output tokens/s (${fmt(v.weightedTokensPerS, 0)} weighted tokens/s)`;
+}
+
 /** The batch's numbers as lines (the console summary and the report). */
 export function batchText(b: BatchSummary): string[] {
   const s = (v: number | undefined, digits = 1) => (v === undefined ? '-' : `${fmt(v, digits)} s`);
@@ -609,6 +674,7 @@ export function summaryText(summary: RunSummary, classes?: Record<string, number
     );
   }
   lines.push(poolLine(summary));
+  lines.push(serviceLine(summary));
   for (const u of summary.usage ?? []) {
     lines.push(
       `  metered ${u.tenant} (${u.model}): ${u.requests} requests, ${u.input_tokens} input / ${u.output_tokens} output / ${u.cached_tokens} cached tokens (GET /admin/usage)`,
@@ -668,6 +734,7 @@ function runSection(
 <p class="muted">targets ${esc(result.targets.join(', '))}; seed ${result.seed}; ${result.durationS} s${result.stoppedEarly ? ' (stopped early)' : ''}</p>
 ${tenantTable(summary)}
 <p>${esc(poolLine(summary))}</p>
+<p>${esc(serviceLine(summary))}</p>
 <ul>${checks(summary, classes)
     .map((c) => `<li>${esc(c)}</li>`)
     .join('')}</ul>
@@ -682,7 +749,7 @@ ${
 <div class="grid">${charts.map(figure).join('')}</div>`;
 }
 
-/** One run, or several runs of one scenario side by side (baseline: fifo vs fairgate). */
+/** One run, or several runs of one scenario side by side (--baseline, compare:). */
 export function writeRunReport(
   dir: string,
   results: RunResult[],
@@ -697,7 +764,10 @@ export function writeRunReport(
   let body = `<h1>${esc(options.title)}</h1>`;
   if (results.length > 1) {
     body += `<h2>Side by side</h2><div class="cols">${summaries
-      .map((s) => `<div><h3>${esc(s.label)}</h3>${tenantTable(s)}<p>${esc(poolLine(s))}</p></div>`)
+      .map(
+        (s) =>
+          `<div><h3>${esc(s.label)}</h3>${tenantTable(s)}<p>${esc(poolLine(s))}</p><p>${esc(serviceLine(s))}</p></div>`,
+      )
       .join('')}</div><div class="grid">${compare.map(figure).join('')}</div>`;
     body += `<div class="cols">${results
       .map(
@@ -721,7 +791,7 @@ export function writeRunReport(
   const json = join(dir, 'results.json');
   writeFileSync(
     json,
-    JSON.stringify({ kind: results.length > 1 ? 'baseline' : 'run', summaries, results }, null, 1),
+    JSON.stringify({ kind: results.length > 1 ? 'compare' : 'run', summaries, results }, null, 1),
   );
   return { dir, html, json, charts: all.map((c) => join(dir, c.file)), summaries };
 }

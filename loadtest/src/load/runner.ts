@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isFlowControlDrop } from '@fairgate/core';
+import { isFlowControlDrop, type TokenWeights } from '@fairgate/core';
 import type { Agent } from 'undici';
 import {
   AdminPoller,
@@ -14,7 +14,7 @@ import { createAgent, type RequestPlan, type RequestRecord, sendRequest } from '
 import { conversationMessages } from './conversations.js';
 import { pause } from './pause.js';
 import type { ScalerSample } from './scaler.js';
-import { reportTarget, type Scenario, tenantApiKey } from './scenario.js';
+import { reportTarget, type Scenario, tenantApiKey, tokenWeightsOf } from './scenario.js';
 
 /**
  * One run of a scenario against running gateways: the seeded schedule is replayed in real
@@ -72,6 +72,8 @@ export interface RunResult {
   tenants: Array<{ name: string; sloClass: string; weight: number }>;
   targetP99TtftS?: number;
   capacityTokensPerS?: number;
+  /** What the report weighs input and output tokens with (the gateway's scheduler.token_weights). */
+  tokenWeights?: TokenWeights;
   requests: RequestRecord[];
   admin: AdminSample[];
   actions: SeenAction[];
@@ -252,6 +254,7 @@ function requestPlan(options: RunOptions, arrival: Arrival, target: number): Req
     url: options.targets[target]!,
     apiKey: tenantApiKey(spec),
     model: options.model,
+    run: options.label,
     ...(spec.class_header ? { sloClass: spec.slo_class } : {}),
     ...(spec.slo_ttft_ms !== undefined ? { sloTtftMs: spec.slo_ttft_ms } : {}),
     stream: spec.stream,
@@ -323,6 +326,7 @@ function runResult(
     ...(options.capacityTokensPerS !== undefined
       ? { capacityTokensPerS: options.capacityTokensPerS }
       : {}),
+    tokenWeights: tokenWeightsOf(scenario),
     requests: run.records,
     admin: end.admin.samples,
     actions: end.admin.orderedActions(),

@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
+import { DEFAULT_TOKEN_WEIGHTS, type TokenWeights } from '@fairgate/core';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { BUILT_IN_NAMES, builtInPath } from './builtins.js';
@@ -277,6 +278,15 @@ export const batchSchema = z.strictObject({
 });
 export type BatchSpec = z.infer<typeof batchSchema>;
 
+/**
+ * One run of a comparison: the scenario again (same seed, same schedule) with `gateway`
+ * merged over the scenario's `gateway:` sections; `label` names the run in the report.
+ */
+export const compareRunSchema = z.strictObject({
+  label: identifier,
+  gateway: gatewayOverridesSchema.default({}),
+});
+
 export const scenarioSchema = z
   .strictObject({
     name: identifier,
@@ -299,6 +309,8 @@ export const scenarioSchema = z
     limits: limitsSchema.default(limitsSchema.parse({})),
     sweep: sweepSchema.optional(),
     batch: batchSchema.optional(),
+    /** With --stack: one run per entry, in order, reported side by side. */
+    compare: z.array(compareRunSchema).min(2).max(8).optional(),
   })
   .superRefine((s, ctx) => {
     const names = new Map<string, number>();
@@ -334,6 +346,18 @@ export const scenarioSchema = z
     if (s.batch && s.kind === 'sweep') {
       ctx.addIssue({ code: 'custom', path: ['batch'], message: 'is not supported in a sweep' });
     }
+    if (s.compare && s.kind === 'sweep') {
+      ctx.addIssue({ code: 'custom', path: ['compare'], message: 'is not supported in a sweep' });
+    }
+    s.compare?.forEach((run, i) => {
+      if (s.compare!.findIndex((r) => r.label === run.label) < i) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['compare', i, 'label'],
+          message: `duplicate label '${run.label}'`,
+        });
+      }
+    });
   });
 export type Scenario = z.infer<typeof scenarioSchema>;
 
@@ -417,4 +441,33 @@ export function reportTarget(scenario: Scenario): number | undefined {
   if (scenario.target_p99_ttft_s !== undefined) return scenario.target_p99_ttft_s;
   const t = scenario.gateway.controller?.target_p99_ttft_s;
   return typeof t === 'number' ? t : undefined;
+}
+
+/** The gateway's scheduler.token_weights for the scenario (the default: input 1, output 2). */
+export function tokenWeightsOf(scenario: Scenario): TokenWeights {
+  const w = (scenario.gateway.scheduler?.token_weights ?? {}) as Partial<TokenWeights>;
+  return { ...DEFAULT_TOKEN_WEIGHTS, ...w };
+}
+
+/**
+ * The scenario with `gateway` merged over its gateway sections (a compare run): objects key
+ * by key, anything else (a number, a list) replaced.
+ */
+export function withGateway(scenario: Scenario, gateway: GatewayOverrides): Scenario {
+  return { ...scenario, gateway: mergeObjects(scenario.gateway, gateway) as GatewayOverrides };
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function mergeObjects(
+  base: Record<string, unknown>,
+  over: Record<string, unknown>,
+): Record<string, unknown> {
+  const out = { ...base };
+  for (const [key, value] of Object.entries(over)) {
+    const prev = out[key];
+    out[key] = isObject(prev) && isObject(value) ? mergeObjects(prev, value) : value;
+  }
+  return out;
 }
