@@ -9,7 +9,9 @@
  * and with 10,000 waiting against ~400 waiting (goal: within 20%); 5. a dispatch's Redis time
  * with prefix scoring on vs off, 64 blocks over 4 pods (goal <= 1.5x); 6. the prefix index
  * after PREFIX_DISTINCT (1,000,000; 0 skips it) distinct prefixes, at most
- * PREFIX_INDEX_SECONDS (300): entries and MEMORY USAGE against the configured bound.
+ * PREFIX_INDEX_SECONDS (300): entries and MEMORY USAGE against the configured bound; 7. a
+ * dispatch's Redis time with fairness in tokens against fairness in requests, the same short
+ * and long requests released with their usage (goal <= 1.2x).
  */
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
@@ -60,13 +62,20 @@ async function preparePool(
   scheduler: RedisScheduler,
   budget: number,
   tenants: number,
-  settings: { queueTtlMs?: number; prefix?: boolean; pods?: number; queueDepth?: number } = {},
+  settings: {
+    queueTtlMs?: number;
+    prefix?: boolean;
+    pods?: number;
+    queueDepth?: number;
+    fairnessUnit?: 'requests' | 'tokens';
+  } = {},
 ): Promise<string[]> {
   const depth = settings.queueDepth; // room for that many waiting in the pool and one tenant
   await scheduler.configure({
     initialBudget: budget,
     queueTtlMs: settings.queueTtlMs ?? 60_000,
     prefix: { enabled: settings.prefix ?? false, entriesPerPod: PREFIX_ENTRIES_PER_POD },
+    ...(settings.fairnessUnit ? { fairnessUnit: settings.fairnessUnit } : {}),
     ...(depth ? { maxQueueDepth: depth, bandCapacity: depth } : {}),
   });
   const ids = Array.from({ length: tenants }, (_, i) => `tenant-${i}`);
@@ -172,7 +181,18 @@ interface DispatchPool {
   serial: number;
   /** Requests carry PREFIX_BLOCKS block hashes (8 conversations, each request its own tail). */
   prefix: boolean;
+  /**
+   * Requests carry sizes (even tenants 200 in / 20 out, odd ones 2,000 / 300) and are
+   * released with that usage (section 7).
+   */
+  sized: boolean;
 }
+
+const SIZES = [
+  { inputTokens: 200, maxTokens: 20 },
+  { inputTokens: 2_000, maxTokens: 300 },
+] as const;
+const sizeOf = (tenant: string) => SIZES[Number(tenant.slice('tenant-'.length)) % 2]!;
 
 /** Requests each active tenant enqueues before a dispatch round: ~400 wait in the pool. */
 const QUEUED_PER_TENANT = 40;
@@ -182,6 +202,7 @@ async function dispatchPool(
   idle: number,
   prefix?: { enabled: boolean },
   queuedPerTenant = QUEUED_PER_TENANT,
+  fairnessUnit?: 'requests' | 'tokens',
 ): Promise<DispatchPool> {
   const scheduler = open(name, pipelinedConnection());
   const budget = 8;
@@ -191,6 +212,7 @@ async function dispatchPool(
   const tenants = await preparePool(scheduler, budget, ACTIVE_TENANTS + idle, {
     ...(prefix ? { prefix: prefix.enabled, pods: 4 } : {}),
     ...(deep ? { queueDepth: ACTIVE_TENANTS * queuedPerTenant * 2, queueTtlMs: 600_000 } : {}),
+    ...(fairnessUnit ? { fairnessUnit } : {}),
   });
   // Idle tenants have a history (a request came and went) but nothing waiting now.
   const idleIds = tenants.slice(ACTIVE_TENANTS);
@@ -202,7 +224,15 @@ async function dispatchPool(
       }),
     );
   }
-  const pool = { name, scheduler, held: [], tenantOf: new Map(), serial: 0, prefix: !!prefix };
+  const pool = {
+    name,
+    scheduler,
+    held: [],
+    tenantOf: new Map(),
+    serial: 0,
+    prefix: !!prefix,
+    sized: !!fairnessUnit,
+  };
   for (let round = 0; round < queuedPerTenant; round += 1) {
     await Promise.all(tenants.slice(0, ACTIVE_TENANTS).map((tenant) => enqueueFor(pool, tenant)));
   }
@@ -215,7 +245,9 @@ async function enqueueFor(pool: DispatchPool, tenant: string): Promise<void> {
   const id = `${tenant}-${pool.serial}`;
   pool.tenantOf.set(id, tenant);
   const blocks = pool.prefix ? { prefix: promptBlocks(pool.serial % 8, pool.serial) } : {};
-  const result = await pool.scheduler.enqueue({ id, tenant, band: 3, replica: 'disp', ...blocks });
+  const size = pool.sized ? sizeOf(tenant) : {};
+  const request = { id, tenant, band: 3, replica: 'disp', ...blocks, ...size };
+  const result = await pool.scheduler.enqueue(request);
   if (result.status === 'granted') pool.held.push(id);
 }
 
@@ -259,13 +291,20 @@ async function dispatchRound(pool: DispatchPool) {
   const before = await commandStats();
   const started = performance.now();
   for (let made = 0; made < DISPATCHES_PER_ROUND; made += 1) {
-    await pool.scheduler.release(pool.held.shift() as string, { outcome: 'completed' });
+    const done = pool.held.shift() as string;
+    const size = sizeOf(pool.tenantOf.get(done) ?? 'tenant-0');
+    await pool.scheduler.release(done, {
+      outcome: 'completed',
+      ...(pool.sized
+        ? { usage: { inputTokens: size.inputTokens, outputTokens: size.maxTokens } }
+        : {}),
+    });
+    pool.tenantOf.delete(done);
     const notices = await pool.scheduler.poll('disp');
     const granted = notices[0];
     if (notices.length !== 1 || granted?.kind !== 'grant') throw new Error('expected one grant');
     pool.held.push(granted.id);
     await enqueueFor(pool, pool.tenantOf.get(granted.id) as string);
-    pool.tenantOf.delete(granted.id);
   }
   const perSecond = (DISPATCHES_PER_ROUND * 1000) / (performance.now() - started);
   const fcall = delta(before, await commandStats(), 'fcall');
@@ -330,6 +369,17 @@ async function reportDispatch(): Promise<void> {
   }
 }
 
+/** 7: a dispatch with fairness in tokens against fairness in requests. */
+async function reportTokenUnit(): Promise<void> {
+  const { rate, cost } = await alternate({
+    requests: await dispatchPool('dispatch-unit-req', 0, undefined, QUEUED_PER_TENANT, 'requests'),
+    tokens: await dispatchPool('dispatch-unit-tok', 0, undefined, QUEUED_PER_TENANT, 'tokens'),
+  });
+  report(
+    `dispatch, fairness in tokens ${fmt(cost('tokens'), 1)} us Redis time per dispatch, ${fmt(cost('requests'), 1)} us in requests  (short and long requests released with usage; ratio ${fmt(cost('tokens') / cost('requests'), 3)}, goal <= 1.2; rate ${fmt(rate('tokens'))} vs ${fmt(rate('requests'))} dispatches/s)`,
+  );
+}
+
 /** 5-6: prefix scoring's cost per dispatch, and the prefix index's bound. */
 async function reportPrefix(): Promise<void> {
   const { cost } = await alternate({
@@ -352,6 +402,7 @@ await runBench(
     console.log(`machine load average at start: ${load()} (2 cores shared with other work)\n`);
     await reportUnqueued();
     await reportDispatch();
+    await reportTokenUnit();
     await reportPrefix();
     console.log(`\nmachine load average at end: ${load()}`);
   },
