@@ -26,6 +26,13 @@ import { schedulerSettings } from '../src/scheduler-setup.js';
 
 const specs = SCHEDULER_SETTINGS as readonly SettingSpec[];
 
+/**
+ * Settings whose other value needs the others at their defaults: `fairnessUnit: tokens` is
+ * refused beside `fairness` and `dispatchOrder` other than drr and priority. Each goes
+ * through a round trip of its own.
+ */
+const ALONE = new Set(['fairnessUnit']);
+
 /** A valid value of `spec` other than its default (ceilings: for the class `batch`, band -1). */
 function otherValue(spec: SettingSpec): unknown {
   const { check } = spec;
@@ -69,8 +76,13 @@ function configFile(values: ReadonlyMap<SettingSpec, unknown>): Record<string, u
   };
   for (const [spec, value] of values) {
     if (spec.yaml === null) continue;
-    const [section, key] = spec.yaml.split('.') as [string, string];
-    file[section] = { ...(file[section] as object | undefined), [key]: yamlOf(spec, value) };
+    const [section, key, inner] = spec.yaml.split('.') as [string, string, string | undefined];
+    const held = (file[section] ?? {}) as Record<string, unknown>;
+    const yaml = yamlOf(spec, value);
+    file[section] = {
+      ...held,
+      [key]: inner === undefined ? yaml : { ...(held[key] as object | undefined), [inner]: yaml },
+    };
   }
   return file;
 }
@@ -156,9 +168,15 @@ describe('schema, TypeScript settings and the Lua reader agree', () => {
   let others: ReadBack;
   let defaults: ReadBack;
   let fallbacks: { decoded: SchedulerSettings | null; lua: Record<string, unknown> };
+  const alone = new Map<string, ReadBack>();
 
   beforeAll(async () => {
-    others = await roundTrip(new Map(specs.map((spec) => [spec, otherValue(spec)])));
+    others = await roundTrip(
+      new Map(specs.filter((s) => !ALONE.has(s.path)).map((spec) => [spec, otherValue(spec)])),
+    );
+    for (const spec of specs.filter((s) => ALONE.has(s.path))) {
+      alone.set(spec.path, await roundTrip(new Map([[spec, otherValue(spec)]])));
+    }
     defaults = await roundTrip(new Map());
     const bare = poolKeys('agreement-bare').config;
     await admin.hset(bare, 'fairness', 'drr');
@@ -172,9 +190,10 @@ describe('schema, TypeScript settings and the Lua reader agree', () => {
 
   it.each(rows)('%s: a value other than the default', (_path, spec) => {
     const value = otherValue(spec);
-    if (spec.yaml !== null) expect(settingAt(others.fromYaml, spec.path)).toEqual(value);
-    expect(settingAt(others.decoded ?? {}, spec.path)).toEqual(value);
-    expect(others.lua[spec.field]).toEqual(luaFormOf(spec, value));
+    const read = alone.get(spec.path) ?? others;
+    if (spec.yaml !== null) expect(settingAt(read.fromYaml, spec.path)).toEqual(value);
+    expect(settingAt(read.decoded ?? {}, spec.path)).toEqual(value);
+    expect(read.lua[spec.field]).toEqual(luaFormOf(spec, value));
   });
 
   it.each(rows)('%s: the default, from a file that sets nothing', (_path, spec) => {
