@@ -14,6 +14,12 @@ import { z } from 'zod';
  */
 export type OutputLenMode = 'max' | 'random';
 
+/** A LoRA adapter served from the start (vLLM's `--lora-modules name=path`). */
+export interface LoraModule {
+  name: string;
+  path: string;
+}
+
 export interface SimConfig {
   port: number;
   host: string;
@@ -35,6 +41,14 @@ export interface SimConfig {
   fail429Rate: number;
   stallMs: number;
   resetAfterTokens: number;
+  /** Most distinct LoRA adapters in one batch; 0 = LoRA off. */
+  maxLoras: number;
+  /** Adapters the engine holds in memory (LRU); 0 = as many as maxLoras. */
+  maxCpuLoras: number;
+  /** Adapters registered at start. */
+  loraModules: LoraModule[];
+  /** Time to load an adapter (a load request, or a batch needing one not in memory). */
+  loraLoadMs: number;
 }
 
 export class ConfigError extends Error {
@@ -53,6 +67,8 @@ interface FlagSpec {
   flag: string;
   /** Placeholder shown in --help. */
   arg: string;
+  /** Takes several values, as words after the flag or repeated flags (joined by spaces). */
+  list?: boolean;
   help: string;
   fallback: SimConfig[keyof SimConfig];
   schema: z.ZodType<SimConfig[keyof SimConfig], string>;
@@ -77,6 +93,25 @@ function numberFlag(min: number, max = Number.POSITIVE_INFINITY, integer = false
 }
 
 const intFlag = (min: number, max?: number) => numberFlag(min, max, true);
+
+/** `name=path` items separated by spaces or commas; names unique. */
+const loraModulesFlag = z.string().transform((text, ctx) => {
+  const modules: LoraModule[] = [];
+  for (const item of text.split(/[\s,]+/).filter((word) => word.length > 0)) {
+    const match = /^([^=]+)=([^=]+)$/.exec(item);
+    if (!match) {
+      ctx.addIssue({ code: 'custom', message: `expected name=path items, got ${item}` });
+      return z.NEVER;
+    }
+    const [, name, path] = match as unknown as [string, string, string];
+    if (modules.some((module) => module.name === name)) {
+      ctx.addIssue({ code: 'custom', message: `adapter ${name} named twice` });
+      return z.NEVER;
+    }
+    modules.push({ name, path });
+  }
+  return modules;
+});
 
 const FLAGS: readonly FlagSpec[] = [
   {
@@ -231,6 +266,39 @@ const FLAGS: readonly FlagSpec[] = [
     fallback: 0,
     schema: intFlag(0),
   },
+  {
+    key: 'maxLoras',
+    flag: 'max-loras',
+    arg: 'N',
+    help: 'LoRA: most distinct adapters in one batch (vLLM --enable-lora --max-loras); 0 = off',
+    fallback: 0,
+    schema: intFlag(0),
+  },
+  {
+    key: 'maxCpuLoras',
+    flag: 'max-cpu-loras',
+    arg: 'N',
+    help: 'LoRA: adapters held in memory, least recently used evicted; 0 = --max-loras',
+    fallback: 0,
+    schema: intFlag(0),
+  },
+  {
+    key: 'loraModules',
+    flag: 'lora-modules',
+    arg: 'NAME=PATH...',
+    list: true,
+    help: 'LoRA: adapters served from the start (space- or comma-separated, repeatable)',
+    fallback: [],
+    schema: loraModulesFlag,
+  },
+  {
+    key: 'loraLoadMs',
+    flag: 'lora-load-ms',
+    arg: 'MS',
+    help: 'LoRA: time to load an adapter (load request, or a batch needing an evicted one)',
+    fallback: 50,
+    schema: numberFlag(0),
+  },
 ];
 
 export const DEFAULT_CONFIG: SimConfig = Object.fromEntries(
@@ -248,11 +316,13 @@ export type ParsedCli = { help: true } | { help: false; config: SimConfig };
  * unknown flag, a missing value or a value out of range.
  */
 export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv = {}): ParsedCli {
-  const options = Object.fromEntries(FLAGS.map((spec) => [spec.flag, { type: 'string' as const }]));
-  let values: Record<string, string | boolean | undefined>;
+  const options = Object.fromEntries(
+    FLAGS.map((spec) => [spec.flag, { type: 'string' as const, multiple: spec.list === true }]),
+  );
+  let values: Record<string, string | string[] | boolean | undefined>;
   try {
     ({ values } = parseArgs({
-      args: [...argv],
+      args: joinListWords(argv),
       options: { ...options, help: { type: 'boolean', short: 'h' } },
       strict: true,
       allowPositionals: false,
@@ -264,7 +334,8 @@ export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv = {}): 
 
   const config: Record<string, unknown> = {};
   for (const spec of FLAGS) {
-    const fromFlag = values[spec.flag];
+    const given = values[spec.flag];
+    const fromFlag = Array.isArray(given) ? given.join(' ') : given;
     const text = typeof fromFlag === 'string' ? fromFlag : env[envName(spec.flag)];
     if (text === undefined) {
       config[spec.key] = spec.fallback;
@@ -293,7 +364,40 @@ export function validateConfig(config: SimConfig): SimConfig {
         `--max-model-len ${config.maxModelLen} (needs ${blocksForLongest})`,
     );
   }
+  if (config.maxLoras === 0) {
+    if (config.loraModules.length > 0)
+      throw new ConfigError('lora-modules', 'needs --max-loras > 0 (LoRA is off)');
+    if (config.maxCpuLoras > 0)
+      throw new ConfigError('max-cpu-loras', 'needs --max-loras > 0 (LoRA is off)');
+  } else if (config.maxCpuLoras > 0 && config.maxCpuLoras < config.maxLoras) {
+    // vLLM: "max_cpu_loras (N) must be >= max_loras (M)".
+    throw new ConfigError(
+      'max-cpu-loras',
+      `${config.maxCpuLoras} must be >= --max-loras ${config.maxLoras}`,
+    );
+  }
   return config;
+}
+
+/**
+ * vLLM's list flags take the words after them (`--lora-modules a=/x b=/y`, argparse
+ * nargs='+'); node's parseArgs takes one value, so those words are joined into it.
+ */
+function joinListWords(argv: readonly string[]): string[] {
+  const listFlags = new Set(FLAGS.filter((spec) => spec.list).map((spec) => `--${spec.flag}`));
+  const args: string[] = [];
+  for (let index = 0; index < argv.length; index++) {
+    const arg = argv[index]!;
+    const name = arg.split('=', 1)[0]!;
+    args.push(arg);
+    if (!listFlags.has(name)) continue;
+    const words: string[] = [];
+    while (index + 1 < argv.length && !argv[index + 1]!.startsWith('-')) words.push(argv[++index]!);
+    if (words.length === 0) continue;
+    if (name === arg) args.push(words.join(' '));
+    else args[args.length - 1] = [arg, ...words].join(' ');
+  }
+  return args;
 }
 
 function cliError(error: unknown): ConfigError {

@@ -1,5 +1,6 @@
 import { kvBlocksFor } from '@fairgate/openai';
 import { type KvBlock, KvBlockPool } from './kv.js';
+import { AdapterCache } from './lora-cache.js';
 
 /**
  * The engine: vLLM-style continuous batching on the queueing model, as a pure state machine.
@@ -23,7 +24,12 @@ import { type KvBlock, KvBlockPool } from './kv.js';
  *   prefill when re-admitted (the tokens it already emitted are not emitted again);
  * - waiting sequences are admitted in order (no overtaking) while a seat and enough free
  *   blocks for their prompt exist, and only in a step without preemption;
- * - prompt blocks found in the prefix cache are neither recomputed nor re-allocated.
+ * - prompt blocks found in the prefix cache are neither recomputed nor re-allocated;
+ * - LoRA (maxLoras > 0): a batch holds at most maxLoras distinct adapters; a waiting
+ *   sequence whose adapter would exceed that is skipped, keeping its place, and the next
+ *   one is considered (vLLM's scheduler does the same). Adapters live in an LRU cache of
+ *   maxCpuLoras; an iteration whose batch needs one not in it costs loraLoadMs more per
+ *   adapter loaded.
  */
 export interface EngineConfig {
   alphaMs: number;
@@ -33,6 +39,12 @@ export interface EngineConfig {
   maxWaiting: number;
   blockSize: number;
   kvBlocks: number;
+  /** Most distinct LoRA adapters in one batch; 0 or absent = LoRA off. */
+  maxLoras?: number;
+  /** Adapters held in memory (LRU); 0 or absent = maxLoras. */
+  maxCpuLoras?: number;
+  /** Extra iteration time per adapter loaded into memory for its batch. */
+  loraLoadMs?: number;
 }
 
 export interface SequenceSpec {
@@ -44,6 +56,8 @@ export interface SequenceSpec {
   outputTokens: number;
   /** Opaque to the engine; carried for observers (e.g. the finished_reason label). */
   finishReason: 'stop' | 'length';
+  /** The LoRA adapter the sequence runs with; absent for the base model. */
+  lora?: string;
 }
 
 export type SequenceState = 'waiting' | 'running' | 'finished' | 'aborted';
@@ -57,7 +71,10 @@ export interface SequenceListener {
 }
 
 export interface EngineObserver {
+  onSubmit?(seq: SequenceView, now: number): void;
   onIteration?(iteration: Iteration): void;
+  /** After an iteration's tokens, finishes included, were delivered. */
+  onIterationEnd?(iteration: Iteration, now: number): void;
   onAdmit?(seq: SequenceView, now: number, queryTokens: number, hitTokens: number): void;
   onPreempt?(seq: SequenceView, now: number): void;
   /** `previousTokenMs`: when the sequence's previous token came out, null for its first. */
@@ -98,6 +115,8 @@ export interface Iteration {
   readonly prefillSeqs: number;
   readonly prefillTokens: number;
   readonly decodeSeqs: number;
+  /** LoRA adapters loaded into memory for this batch (each costs loraLoadMs). */
+  readonly loraLoads: number;
 }
 
 interface PlannedIteration extends Iteration {
@@ -121,11 +140,34 @@ export class Engine {
   private current: PlannedIteration | null = null;
   private runningHighWater = 0;
   private preemptionCount = 0;
+  /** LoRA adapters in memory; null when LoRA is off. */
+  private readonly adapters: AdapterCache | null;
 
   constructor(config: EngineConfig, observer: EngineObserver = {}) {
     this.config = { ...config };
     this.pool = new KvBlockPool(config.kvBlocks);
     this.observer = observer;
+    const maxLoras = config.maxLoras ?? 0;
+    this.adapters = maxLoras > 0 ? new AdapterCache(config.maxCpuLoras || maxLoras) : null;
+  }
+
+  /** LoRA adapters in memory, least recently used first ([] when LoRA is off). */
+  get loadedAdapters(): string[] {
+    return this.adapters?.list() ?? [];
+  }
+
+  /**
+   * Loads an adapter into memory now (a load request), evicting the least recently used
+   * one beyond capacity. Returns false when LoRA is off.
+   */
+  loadAdapter(name: string): boolean {
+    this.adapters?.use(name);
+    return this.adapters !== null;
+  }
+
+  /** Drops an adapter from memory (an unload request); a later batch would load it again. */
+  unloadAdapter(name: string): boolean {
+    return this.adapters?.remove(name) ?? false;
   }
 
   get numRunning(): number {
@@ -196,6 +238,7 @@ export class Engine {
       preemptions: 0,
     };
     this.waiting.push(seq);
+    this.observer.onSubmit?.(seq, now);
     return seq;
   }
 
@@ -235,7 +278,8 @@ export class Engine {
     if (this.running.length === 0) return null;
 
     const { alphaMs, betaMs, gammaMs } = this.config;
-    let work = 0;
+    const loraLoads = this.loadBatchAdapters();
+    let work = loraLoads * (this.config.loraLoadMs ?? 0);
     let prefillSeqs = 0;
     let prefillTokens = 0;
     for (const seq of this.running) {
@@ -256,6 +300,7 @@ export class Engine {
       prefillSeqs,
       prefillTokens,
       decodeSeqs: this.running.length - prefillSeqs,
+      loraLoads,
     };
     this.observer.onIteration?.(this.current);
     return this.current;
@@ -285,6 +330,7 @@ export class Engine {
         this.notify(seq, now, () => seq.listener.onFinish(seq, now));
       }
     }
+    this.observer.onIterationEnd?.(iteration, now);
   }
 
   /** Aborts everything (shutdown). */
@@ -329,10 +375,18 @@ export class Engine {
 
   private admitWaiting(now: number, arrivedBy: number): void {
     const { blockSize, maxNumSeqs } = this.config;
-    while (this.waiting.length > 0 && this.running.length < maxNumSeqs) {
-      const seq = this.waiting[0]!;
+    const batchLoras = this.adapters ? this.runningAdapters() : null;
+    const maxLoras = this.config.maxLoras ?? 0;
+    let index = 0; // sequences before it were skipped for their adapter
+    while (index < this.waiting.length && this.running.length < maxNumSeqs) {
+      const seq = this.waiting[index]!;
       // The queue is in arrival order (preempted sequences, at its head, arrived earlier).
       if (seq.arrivalMs > arrivedBy) break;
+      const lora = seq.spec.lora;
+      if (lora && batchLoras && !batchLoras.has(lora) && batchLoras.size >= maxLoras) {
+        index++; // vLLM: would exceed max_loras, skipped; it keeps its place in the queue
+        continue;
+      }
       const tokens = seq.spec.promptTokens + seq.generated;
       // At least the last token is always computed (vLLM: a full hit still runs one token
       // to produce logits), so only blocks entirely before it can hit.
@@ -341,7 +395,8 @@ export class Engine {
       const fresh = kvBlocksFor(tokens, blockSize) - hits.length;
       if (this.pool.freeBlocksNeeded(hits, fresh) > this.pool.freeCount) break; // FIFO: no overtaking
 
-      this.waiting.shift();
+      this.waiting.splice(index, 1);
+      if (lora) batchLoras?.add(lora);
       this.pool.acquire(hits);
       seq.blocks = [...hits, ...this.pool.allocate(fresh)];
       const fullPromptBlocks = Math.min(seq.spec.promptBlockHashes.length, seq.blocks.length);
@@ -358,6 +413,22 @@ export class Engine {
       this.runningHighWater = Math.max(this.runningHighWater, this.running.length);
       this.observer.onAdmit?.(seq, now, seq.spec.promptTokens, hitTokens);
     }
+  }
+
+  /** Adapters of the running sequences. */
+  private runningAdapters(): Set<string> {
+    const names = new Set<string>();
+    for (const seq of this.running) if (seq.spec.lora) names.add(seq.spec.lora);
+    return names;
+  }
+
+  /** Marks the batch's adapters used; returns how many had to be loaded into memory. */
+  private loadBatchAdapters(): number {
+    if (!this.adapters) return 0;
+    const batch = this.runningAdapters();
+    let loads = 0;
+    for (const name of batch) if (this.adapters.use(name, batch)) loads++;
+    return loads;
   }
 
   /** Takes a running sequence out of the batch and frees its blocks. */

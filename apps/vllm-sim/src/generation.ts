@@ -22,6 +22,10 @@ import type { SimConfig } from './config.js';
  * if the model stopped at EOS, and --eos-after N stops every answer after at most N tokens
  * (at least min_tokens); ignore_eos forces the limit. Draws are seeded from --seed and
  * the request's `seed` when given, else its arrival index, so runs are reproducible.
+ *
+ * With a LoRA adapter the prompt's block hashes include the adapter's name, as vLLM's
+ * include the LoRA in every block's hash: the same prompt under another adapter (or the
+ * base model) does not hit the prefix cache.
  */
 export interface GenerationPlan {
   endpoint: Endpoint;
@@ -34,6 +38,8 @@ export interface GenerationPlan {
   continuousUsage: boolean;
   promptTokens: number;
   promptBlockHashes: string[];
+  /** The LoRA adapter the request runs with, null for the base model. */
+  lora: string | null;
   maxTokens: number;
   outputTokens: number;
   /** 'length' when the limit is reached, 'stop' when the simulated EOS comes first. */
@@ -51,6 +57,7 @@ export function planGeneration(
   request: GenerationRequest,
   config: PlanConfig,
   requestIndex: number,
+  lora: string | null = null,
 ): GenerationPlan {
   rejectUnsupported(request);
   const promptParam = isChatRequest(request) ? 'messages' : 'prompt';
@@ -89,12 +96,17 @@ export function planGeneration(
     includeUsage,
     continuousUsage: includeUsage && request.stream_options?.continuous_usage_stats === true,
     promptTokens,
-    promptBlockHashes: hashPromptBlocks(tokens, config.blockSize),
+    promptBlockHashes: adapterHashes(hashPromptBlocks(tokens, config.blockSize), lora),
+    lora,
     maxTokens,
     outputTokens,
     finishReason: outputTokens === maxTokens ? 'length' : 'stop',
     textSeed: deriveSeed(config.seed, 'text', streamKey),
   };
+}
+
+function adapterHashes(hashes: string[], lora: string | null): string[] {
+  return lora === null ? hashes : hashes.map((hash) => `lora:${lora}/${hash}`);
 }
 
 /** The effective output limit; 400 like vLLM when prompt + limit exceeds the context. */

@@ -1,11 +1,14 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { SimConfig } from './config.js';
 import type { DriverObserver } from './driver.js';
 import type { Engine, EngineObserver, Iteration, SequenceView } from './engine.js';
+import { LoraRequestsInfo, registerCacheConfigInfo } from './info-metrics.js';
 
 /**
- * /metrics with vLLM's names (v0.10+) and label model_name, plus the sim's own
- * `fairgate_sim_*` series. Histogram buckets are vLLM's, so a gateway's PromQL works the
- * same against the sim and a real pod. Gauges are read from the engine at scrape time.
+ * /metrics with vLLM's names (v0.10+) and label model_name, plus vLLM's info gauges
+ * (info-metrics.ts) and the sim's own `fairgate_sim_*` series. Histogram buckets are vLLM's,
+ * so a gateway's PromQL works the same against the sim and a real pod. Gauges are read from
+ * the engine at scrape time.
  */
 export const TTFT_BUCKETS = [
   0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80,
@@ -37,6 +40,11 @@ const RESYNC_LOG_INTERVAL_MS = 10_000;
 
 export type FaultKind = 'fail_500' | 'fail_429' | 'stall' | 'reset';
 
+export type MetricsConfig = Pick<
+  SimConfig,
+  'model' | 'maxModelLen' | 'kvBlocks' | 'blockSize' | 'maxLoras'
+>;
+
 export class SimMetrics implements EngineObserver, DriverObserver {
   readonly registry = new Registry();
   private readonly labels: { model_name: string };
@@ -60,23 +68,27 @@ export class SimMetrics implements EngineObserver, DriverObserver {
   private readonly lagMax: Gauge<'model_name'>;
   private readonly resyncs;
   private readonly faults: Counter<'model_name' | 'fault'>;
+  /** vllm:lora_requests_info; null when LoRA is off. */
+  private readonly loraInfo: LoraRequestsInfo | null;
   private lagMaxSeconds = 0;
   private lastResyncLogMs = Number.NEGATIVE_INFINITY;
   private resyncsUnlogged = 0;
 
   constructor(
-    model: string,
+    config: MetricsConfig,
     /** The engine whose state the gauges report (read at scrape time). */
     engineOf: () => Engine,
-    maxModelLen: number,
     log: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
   ) {
-    this.labels = { model_name: model };
+    this.labels = { model_name: config.model };
     this.log = log;
     // Registered in this order, the order /metrics lists them in.
+    registerCacheConfigInfo(this.registry, config.kvBlocks, config.blockSize);
+    this.loraInfo =
+      config.maxLoras > 0 ? new LoraRequestsInfo(this.registry, config.maxLoras) : null;
     const make = metricMakers(this.registry, this.labels);
     registerEngineGauges(make, engineOf);
-    const latency = latencyHistograms(make, maxModelLen);
+    const latency = latencyHistograms(make, config.maxModelLen);
     this.ttft = latency.ttft;
     this.itl = latency.itl;
     this.tpot = latency.tpot;
@@ -109,8 +121,16 @@ export class SimMetrics implements EngineObserver, DriverObserver {
     this.faults.inc({ ...this.labels, fault: kind });
   }
 
+  onSubmit(seq: SequenceView): void {
+    this.loraInfo?.requestStarted(seq.spec.lora);
+  }
+
   onIteration(iteration: Iteration): void {
     this.iterations.observe(iteration.durationMs / 1000);
+  }
+
+  onIterationEnd(): void {
+    this.loraInfo?.record();
   }
 
   onAdmit(seq: SequenceView, now: number, queryTokens: number, hitTokens: number): void {
@@ -136,13 +156,15 @@ export class SimMetrics implements EngineObserver, DriverObserver {
   }
 
   onFinish(seq: SequenceView, now: number): void {
+    this.loraInfo?.requestEnded(seq.spec.lora);
     this.success.inc({ ...this.labels, finished_reason: seq.spec.finishReason });
     this.e2e.observe((now - seq.arrivalMs) / 1000);
     this.requestPromptTokens.observe(seq.spec.promptTokens);
     this.requestGenerationTokens.observe(seq.generated);
   }
 
-  onAbort(): void {
+  onAbort(seq: SequenceView): void {
+    this.loraInfo?.requestEnded(seq.spec.lora);
     this.success.inc({ ...this.labels, finished_reason: 'abort' });
   }
 

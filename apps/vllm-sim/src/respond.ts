@@ -58,6 +58,7 @@ function sequenceSpec(plan: GenerationPlan, id: string): SequenceSpec {
     promptBlockHashes: plan.promptBlockHashes,
     outputTokens: plan.outputTokens,
     finishReason: plan.finishReason,
+    ...(plan.lora === null ? {} : { lora: plan.lora }),
   };
 }
 

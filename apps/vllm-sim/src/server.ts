@@ -7,9 +7,11 @@ import {
 } from '@fairgate/openai';
 import { ClientLink } from '@fairgate/runtime';
 import type { HttpBindings } from '@hono/node-server';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { type Context, Hono } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { RequestActivity } from './activity.js';
+import { LoraAdapters, modelNotFound, modelPermission, VllmError } from './adapters.js';
 import { DEFAULT_CONFIG, type SimConfig, validateConfig } from './config.js';
 import { EngineDriver, type TimerHost } from './driver.js';
 import { Engine, QueueFullError } from './engine.js';
@@ -25,9 +27,10 @@ import {
 } from './respond.js';
 
 /**
- * The sim's HTTP surface (Hono): vLLM's OpenAI-compatible endpoints, /health, /metrics and
- * a debug endpoint with the last trace context seen. Every error leaves through one
- * onError in the OpenAI shape.
+ * The sim's HTTP surface (Hono): vLLM's OpenAI-compatible endpoints, its LoRA adapter
+ * endpoints (with --max-loras), /health, /metrics and a debug endpoint with the last trace
+ * context seen. Every error leaves through one onError: in the OpenAI shape, or in vLLM's
+ * (integer `code`) for the errors vLLM's LoRA and model checks give.
  */
 export interface SimServerOptions {
   /** Clock and timers of the engine loop (tests inject fakes). */
@@ -49,6 +52,8 @@ export interface SimServer {
   readonly engine: Engine;
   readonly driver: EngineDriver;
   readonly metrics: SimMetrics;
+  /** The LoRA adapters served; null when LoRA is off (--max-loras 0). */
+  readonly adapters: LoraAdapters | null;
   /** Stops the engine loop and aborts every sequence. */
   close(): void;
 }
@@ -60,13 +65,10 @@ export function createSimServer(
   const config = validateConfig({ ...DEFAULT_CONFIG, ...overrides });
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   // Gauges read the engine at scrape time only, after it exists.
-  const simMetrics: SimMetrics = new SimMetrics(
-    config.model,
-    () => engine,
-    config.maxModelLen,
-    log,
-  );
+  const simMetrics: SimMetrics = new SimMetrics(config, () => engine, log);
   const engine: Engine = new Engine(config, simMetrics);
+  const adapters = config.maxLoras > 0 ? new LoraAdapters(engine, config.loraLoadMs) : null;
+  for (const module of config.loraModules) adapters?.registerAtStart(module);
   const driver = new EngineDriver(engine, {
     ...(options.timerHost ? { host: options.timerHost } : {}),
     observer: simMetrics,
@@ -75,6 +77,7 @@ export function createSimServer(
     config,
     driver,
     metrics: simMetrics,
+    adapters,
     activity: new RequestActivity(),
     requestCount: 0,
     lastTrace: { traceparent: null, tracestate: null, path: null, received_at: null },
@@ -82,6 +85,7 @@ export function createSimServer(
   const app = new Hono<{ Bindings: HttpBindings }>();
   handleErrors(app, log);
   addInfoRoutes(app, sim);
+  if (adapters) addLoraRoutes(app, adapters);
   app.post('/v1/chat/completions', generationHandler('chat', sim));
   app.post('/v1/completions', generationHandler('completions', sim));
 
@@ -91,6 +95,7 @@ export function createSimServer(
     engine,
     driver,
     metrics: simMetrics,
+    adapters,
     close: () => driver.stop(),
   };
 }
@@ -103,6 +108,7 @@ interface SimState {
   readonly config: SimConfig;
   readonly driver: EngineDriver;
   readonly metrics: SimMetrics;
+  readonly adapters: LoraAdapters | null;
   readonly activity: RequestActivity;
   /** Generation requests received: the index fault draws and plans take. */
   requestCount: number;
@@ -114,6 +120,9 @@ function handleErrors(app: SimApp, log: (line: string) => void): void {
   app.onError((error, c) => {
     if (error instanceof OpenAIHttpError) {
       return c.json(error.toBody(), error.status as ContentfulStatusCode, error.headers);
+    }
+    if (error instanceof VllmError) {
+      return c.json(error.toBody(), error.status as ContentfulStatusCode);
     }
     log(
       `fairgate-sim: internal error: ${error instanceof Error ? (error.stack ?? error.message) : error}`,
@@ -130,24 +139,9 @@ function handleErrors(app: SimApp, log: (line: string) => void): void {
 
 /** /health, /v1/models, /metrics and the debug endpoints. */
 function addInfoRoutes(app: SimApp, sim: SimState): void {
-  const { config, activity } = sim;
+  const { activity } = sim;
   app.get('/health', (c) => c.body(null, 200));
-  app.get('/v1/models', (c) =>
-    c.json({
-      object: 'list',
-      data: [
-        {
-          id: config.model,
-          object: 'model',
-          created: Math.floor(Date.now() / 1000),
-          owned_by: 'vllm',
-          root: config.model,
-          parent: null,
-          max_model_len: config.maxModelLen,
-        },
-      ],
-    }),
-  );
+  app.get('/v1/models', (c) => c.json(modelList(sim)));
   app.get('/metrics', async (c) => {
     const { contentType, body } = await sim.metrics.render();
     return c.body(body, 200, { 'content-type': contentType });
@@ -157,6 +151,74 @@ function addInfoRoutes(app: SimApp, sim: SimState): void {
   app.get('/debug/requests', (c) =>
     c.json({ clock: 'hrtime-ns', intervals: activity.intervals() }),
   );
+}
+
+/**
+ * vLLM's ModelList: the base model, then every registered adapter (id = its name, root = its
+ * path, parent = the base model, max_model_len null).
+ */
+function modelList(sim: SimState) {
+  const { config } = sim;
+  // Cards are built per listing, so `created` is the time of the request (as in vLLM).
+  const created = Math.floor(Date.now() / 1000);
+  const card = (id: string, root: string, parent: string | null, maxModelLen: number | null) => ({
+    id,
+    object: 'model',
+    created,
+    owned_by: 'vllm',
+    root,
+    parent,
+    max_model_len: maxModelLen,
+    permission: [modelPermission(created)],
+  });
+  const loras = sim.adapters?.list() ?? [];
+  return {
+    object: 'list',
+    data: [
+      card(config.model, config.model, null, config.maxModelLen),
+      ...loras.map((lora) => card(lora.name, lora.path, config.model, null)),
+    ],
+  };
+}
+
+/**
+ * POST /v1/load_lora_adapter and /v1/unload_lora_adapter, as vLLM serves them with
+ * VLLM_ALLOW_RUNTIME_LORA_UPDATING: success is 200 with a plain text body and no
+ * content-type (Starlette's Response of a str), an error vLLM's JSON.
+ */
+function addLoraRoutes(app: SimApp, adapters: LoraAdapters): void {
+  const text = (c: SimContext, body: string): Response => {
+    // Written to the socket directly: @hono/node-server would add a text/plain content-type.
+    const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
+    if (!outgoing) return new Response(new TextEncoder().encode(body), { status: 200 });
+    outgoing.writeHead(200, { 'content-length': Buffer.byteLength(body) });
+    outgoing.end(body);
+    return RESPONSE_ALREADY_SENT;
+  };
+  const jsonOf = async (c: SimContext): Promise<unknown> => {
+    try {
+      return JSON.parse(await readBodyText(c));
+    } catch {
+      throw new VllmError(
+        400,
+        'Bad Request',
+        '1 validation error:\n  body: JSON decode error',
+        'body',
+      );
+    }
+  };
+  app.post('/v1/load_lora_adapter', async (c) => text(c, await adapters.load(await jsonOf(c))));
+  app.post('/v1/unload_lora_adapter', async (c) => text(c, await adapters.unload(await jsonOf(c))));
+}
+
+/**
+ * With LoRA on, the request's model is checked as vLLM does: the served model, a registered
+ * adapter (returned), or 404. With LoRA off the sim does not check it (null).
+ */
+function adapterOf(model: string, sim: SimState): string | null {
+  if (!sim.adapters || model === sim.config.model) return null;
+  if (sim.adapters.has(model)) return model;
+  throw modelNotFound(model);
 }
 
 /** The handler of one generation endpoint: faults, then the plan run on the engine. */
@@ -178,16 +240,17 @@ function generationHandler(endpoint: Endpoint, sim: SimState) {
       if (!(await stall(config.stallMs, client))) return new Response(null, { status: 499 }); // client left
     }
     const request = parseGenerationRequest(endpoint, parseJsonBody(bodyText));
+    const lora = adapterOf(request.model, sim);
     const failure = drawFailure(config, requestIndex);
     if (failure) {
       simMetrics.fault(failure);
       throw failureError(failure);
     }
-    const plan = planGeneration(endpoint, request, config, requestIndex);
+    const plan = planGeneration(endpoint, request, config, requestIndex, lora);
     const job: GenerationJob = {
       driver,
       plan,
-      meta: responseMeta(endpoint, config.model, plan.includeUsage, plan.continuousUsage),
+      meta: responseMeta(endpoint, lora ?? config.model, plan.includeUsage, plan.continuousUsage),
       client,
       connection: connectionOf(c),
       outgoing,

@@ -27,6 +27,10 @@ describe('parseCli', () => {
       blockSize: 16,
       outputLenMode: 'max',
       eosAfter: 0,
+      maxLoras: 0,
+      maxCpuLoras: 0,
+      loraModules: [],
+      loraLoadMs: 50,
     });
   });
 
@@ -79,10 +83,41 @@ describe('parseCli', () => {
     [['--no-such-flag', '1'], 'no-such-flag'],
     [['--alpha-ms'], 'alpha-ms'],
     [['--kv-blocks', '10', '--max-model-len', '4096'], 'kv-blocks'],
+    [['--max-loras', '1', '--lora-modules', 'a'], 'lora-modules'],
+    [['--max-loras', '1', '--lora-modules', 'a=/x', 'a=/y'], 'lora-modules'],
+    [['--lora-modules', 'a=/x'], 'lora-modules'],
+    [['--max-cpu-loras', '2'], 'max-cpu-loras'],
+    [['--max-loras', '4', '--max-cpu-loras', '2'], 'max-cpu-loras'],
+    [['--lora-load-ms', '-1'], 'lora-load-ms'],
   ])('refuses %j naming --%s', (argv, flag) => {
     const error = configError(argv);
     expect(error.flag).toBe(flag);
     expect(error.message).toContain(`--${flag}`);
+  });
+
+  it.each([
+    { argv: ['--lora-modules', 'a=/x', 'b=/y'], what: "vLLM's words after the flag" },
+    { argv: ['--lora-modules=a=/x', 'b=/y'], what: 'an inline value and more words' },
+    { argv: ['--lora-modules', 'a=/x,b=/y'], what: 'a comma-separated value' },
+    { argv: ['--lora-modules', 'a=/x', '--lora-modules', 'b=/y'], what: 'a repeated flag' },
+  ])('--lora-modules takes $what', ({ argv }) => {
+    const parsed = config(['--max-loras', '2', ...argv, '--seed', '3']);
+    expect(parsed.loraModules).toEqual([
+      { name: 'a', path: '/x' },
+      { name: 'b', path: '/y' },
+    ]);
+    expect(parsed.seed).toBe(3);
+  });
+
+  it('reads the LoRA flags from the environment', () => {
+    const parsed = config([], {
+      FAIRGATE_SIM_MAX_LORAS: '2',
+      FAIRGATE_SIM_MAX_CPU_LORAS: '3',
+      FAIRGATE_SIM_LORA_MODULES: 'a=/x b=/y',
+      FAIRGATE_SIM_LORA_LOAD_MS: '5',
+    });
+    expect(parsed).toMatchObject({ maxLoras: 2, maxCpuLoras: 3, loraLoadMs: 5 });
+    expect(parsed.loraModules.map((module) => module.name)).toEqual(['a', 'b']);
   });
 
   it('names the environment variable a bad value came from', () => {
@@ -112,6 +147,10 @@ describe('parseCli', () => {
       'fail-429-rate',
       'stall-ms',
       'reset-after-tokens',
+      'max-loras',
+      'max-cpu-loras',
+      'lora-modules',
+      'lora-load-ms',
     ]) {
       expect(help).toContain(`--${flag} `);
       expect(help).toContain(envName(flag));

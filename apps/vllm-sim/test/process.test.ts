@@ -140,6 +140,53 @@ function parsePrometheus(text: string): Map<string, Family> {
   return families;
 }
 
+describe('LoRA', () => {
+  it('--max-loras and --lora-modules as vLLM takes them: adapters served, gauge exported', async () => {
+    const handle = await startSim({
+      args: [
+        '--alpha-ms',
+        '1',
+        '--model',
+        'base',
+        '--max-loras',
+        '2',
+        '--lora-modules',
+        'a=/ad/a',
+        'b=/ad/b',
+      ],
+    });
+    handles.push(handle);
+    const models = (await (await fetch(`${handle.url}/v1/models`)).json()) as {
+      data: Array<{ id: string; root: string; parent: string | null }>;
+    };
+    expect(models.data.map(({ id, root, parent }) => [id, root, parent])).toEqual([
+      ['base', 'base', null],
+      ['a', '/ad/a', 'base'],
+      ['b', '/ad/b', 'base'],
+    ]);
+    const loaded = await fetch(
+      `${handle.url}/v1/load_lora_adapter`,
+      jsonPost({ lora_name: 'c', lora_path: '/ad/c' }),
+    );
+    expect(loaded.status).toBe(200);
+    expect(loaded.headers.get('content-type')).toBeNull();
+    expect(await loaded.text()).toBe("Success: LoRA adapter 'c' added successfully.");
+    const answer = await fetch(
+      `${handle.url}/v1/completions`,
+      jsonPost({ model: 'c', prompt: 'p', max_tokens: 2 }),
+    );
+    expect(((await answer.json()) as { model: string }).model).toBe('c');
+    const families = parsePrometheus(await (await fetch(`${handle.url}/metrics`)).text());
+    const lora = families.get('vllm:lora_requests_info');
+    expect(lora?.type).toBe('gauge');
+    expect(lora!.samples.map((sample) => sample.labels)).toContainEqual({
+      max_lora: '2',
+      running_lora_adapters: 'c',
+      waiting_lora_adapters: 'c',
+    });
+  });
+});
+
 describe('idle engine', () => {
   it('uses no CPU while idle (no busy loop, no periodic timer)', async () => {
     const handle = await startSim({ args: { 'alpha-ms': 1 } });
@@ -160,7 +207,7 @@ describe('idle engine', () => {
 });
 
 describe('/metrics', () => {
-  it('parses as Prometheus text and has every vLLM name with model_name', async () => {
+  it('parses as Prometheus text and has every vLLM name with model_name (info gauges without)', async () => {
     const handle = await startSim({ args: { 'alpha-ms': 2, model: 'metrics-model' } });
     handles.push(handle);
     await fetch(
@@ -193,6 +240,22 @@ describe('/metrics', () => {
       expect(family!.samples.length, name).toBeGreaterThan(0);
       for (const sample of family!.samples) expect(sample.labels.model_name).toBe('metrics-model');
     }
+    // Every other vLLM family has model_name too, except the info gauges: vLLM labels those
+    // with configuration only (CacheConfig fields and engine; LoRA adapters).
+    for (const [name, family] of families) {
+      if (!name.startsWith('vllm:') || name.endsWith('_info')) continue;
+      for (const sample of family.samples) expect(sample.labels.model_name, name).toBeDefined();
+    }
+    const cacheConfig = families.get('vllm:cache_config_info');
+    expect(cacheConfig?.type).toBe('gauge');
+    expect(cacheConfig!.samples).toEqual([
+      {
+        name: 'vllm:cache_config_info',
+        labels: expect.objectContaining({ block_size: '16', num_gpu_blocks: '8192', engine: '0' }),
+        value: 1,
+      },
+    ]);
+    expect(cacheConfig!.samples[0]!.labels).not.toHaveProperty('model_name');
 
     const ttft = families.get('vllm:time_to_first_token_seconds')!.samples;
     const buckets = ttft.filter((s) => s.name.endsWith('_bucket'));
