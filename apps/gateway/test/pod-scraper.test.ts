@@ -24,6 +24,8 @@ const METRICS_A = [
   'vllm:kv_cache_usage_perc{model_name="m"} 0.25',
   'vllm:time_to_first_token_seconds_sum{model_name="m"} 1.5',
   'vllm:time_to_first_token_seconds_count{model_name="m"} 30',
+  // 1,100 blocks of 32 tokens: 2,200 of the gateway's 16-token prompt blocks.
+  'vllm:cache_config_info{block_size="32",engine="0",num_gpu_blocks="1100"} 1.0',
 ].join('\n');
 
 async function leader(scheduler: LocalScheduler, replica = 'r1') {
@@ -81,7 +83,9 @@ describe('pod scraper', () => {
     const a = pods.find((p) => p.name === 'pod-a')!;
     const b = pods.find((p) => p.name === 'pod-b')!;
     expect(a.load).toMatchObject({ waiting: 3, running: 7, kvUtilization: 0.25 });
+    expect(a.prefixCapacity).toBe(2_200);
     expect(b.load).toBeNull();
+    expect(b.prefixCapacity).toBeNull();
     // One log line per failure streak, not per scrape.
     await scraper.scrapeOnce(fence);
     expect(logs.filter((l) => l.includes('pod-b')).length).toBe(1);

@@ -57,6 +57,7 @@ class ModelPod {
     this.prompt += n * input;
     this.generated = { sum: this.generated.sum + n * output, count: this.generated.count + n };
     const metrics: VllmMetrics = {
+      cache: null,
       models: ['m'],
       waiting: 0,
       running: r.meanBatch,

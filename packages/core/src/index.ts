@@ -66,6 +66,7 @@ export {
   type ReleaseOutcome,
 } from './outcomes.js';
 export {
+  DEFAULT_PREFIX_GENERATION,
   DEFAULT_PREFIX_ROUTING,
   leadingRun,
   MAX_PREFIX_BLOCKS,

@@ -12,7 +12,7 @@ import { DEFAULT_SETTINGS, type SchedulerSettings } from './scheduler-settings-v
  * (what a request's whole prefix on a pod is worth, in units of that pod's whole cap in
  * flight: a pod holding the prefix wins while it carries less than `weight` x cap more than
  * the others), pressureWeight (of the pod's scraped pressure: its saturation term, 0 without
- * a fresh scrape), entriesPerPod (two generations of half each: an approximate LRU) and
+ * a fresh scrape), entriesPerPod (prefixGenerationSize: two generations, an approximate LRU) and
  * ttlMs (a generation is dropped this long after its first entry).
  */
 export type PrefixRoutingConfig = SchedulerSettings['prefix'];
@@ -22,9 +22,20 @@ export const DEFAULT_PREFIX_ROUTING: Readonly<PrefixRoutingConfig> = DEFAULT_SET
 /** Most block hashes a request may carry (bounds the work of one pod choice). */
 export const MAX_PREFIX_BLOCKS = 512;
 
-/** Entries of one index generation: the index holds at most two of them (plus one request's blocks). */
-export function prefixGenerationSize(config: PrefixRoutingConfig): number {
-  return Math.ceil(config.entriesPerPod / 2);
+/** A generation of a pod that does not say how much its KV cache holds (entriesPerPod 0). */
+export const DEFAULT_PREFIX_GENERATION = 32_768;
+
+/**
+ * Entries of one generation of a pod's index: the index holds at most two of them (plus one
+ * request's blocks). entriesPerPod N > 0: N / 2 for every pod; 0: the blocks the pod's KV
+ * cache holds (`podCapacity`, from its scrape), DEFAULT_PREFIX_GENERATION until it says.
+ */
+export function prefixGenerationSize(
+  config: PrefixRoutingConfig,
+  podCapacity: number | null,
+): number {
+  if (config.entriesPerPod > 0) return Math.ceil(config.entriesPerPod / 2);
+  return podCapacity ?? DEFAULT_PREFIX_GENERATION;
 }
 
 /**

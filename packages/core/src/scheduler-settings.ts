@@ -301,9 +301,9 @@ export const SCHEDULER_SETTINGS = [
     path: 'prefix.entriesPerPod',
     field: 'prefixEntriesPerPod',
     yaml: 'routing.index_entries_per_pod',
-    default: 65_536,
-    check: { kind: 'int', min: 2, max: 100_000_000 },
-    doc: "most block hashes the shared index keeps per pod: two generations of half each (an approximate LRU); the index's Redis memory is bounded by pods x this (docs/routing.md)",
+    default: 0,
+    check: { kind: 'int', min: 0, max: 100_000_000 },
+    doc: "0: each pod's index is sized from the pod, two generations of as many block hashes as its KV cache holds blocks (`vllm:cache_config_info`; 32,768 each while the pod does not say); N > 0 overrides: at most N per pod, two generations of half each (an approximate LRU). The index's Redis memory is bounded by pods x twice a generation (docs/routing.md)",
   },
   {
     path: 'prefix.ttlMs',

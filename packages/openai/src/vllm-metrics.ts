@@ -172,6 +172,11 @@ export interface VllmMetrics {
   requestGenerationTokens: SumCount | null;
   /** Seconds from arrival to first scheduling (vllm:request_queue_time_seconds). */
   queueTime: SumCount | null;
+  /**
+   * The pod's KV cache (vllm:cache_config_info: num_gpu_blocks blocks of block_size tokens),
+   * null when the pod does not say (before the engine profiled its memory, or an older vLLM).
+   */
+  cache: { blocks: number; blockSize: number } | null;
 }
 
 export interface VllmMetricsOptions {
@@ -188,8 +193,18 @@ export function parseVllmMetrics(text: string, options: VllmMetricsOptions = {})
   /** Histogram buckets: name -> le -> count, summed over the other labels. */
   const buckets = new Map<string, Map<number, number>>();
   const models = new Set<string>();
+  let cache: VllmMetrics['cache'] = null;
   for (const sample of parsePrometheusText(text)) {
     if (!sample.name.startsWith('vllm:')) continue;
+    if (sample.name === 'vllm:cache_config_info') {
+      // An info metric (value 1, no model_name): the numbers are labels.
+      const blocks = Number(sample.labels.num_gpu_blocks);
+      const blockSize = Number(sample.labels.block_size);
+      if (Number.isInteger(blocks) && blocks > 0 && Number.isInteger(blockSize) && blockSize > 0) {
+        cache = { blocks, blockSize };
+      }
+      continue;
+    }
     const model = sample.labels.model_name;
     if (model !== undefined) models.add(model);
     if (options.model !== undefined && model !== options.model) continue;
@@ -234,5 +249,6 @@ export function parseVllmMetrics(text: string, options: VllmMetricsOptions = {})
     requestPromptTokens: histogram('vllm:request_prompt_tokens'),
     requestGenerationTokens: histogram('vllm:request_generation_tokens'),
     queueTime: histogram('vllm:request_queue_time_seconds'),
+    cache,
   };
 }

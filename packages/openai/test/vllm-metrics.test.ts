@@ -127,7 +127,21 @@ describe('parseVllmMetrics', () => {
       requestPromptTokens: { sum: 300, count: 3 },
       requestGenerationTokens: { sum: 40, count: 3 },
       queueTime: null,
+      cache: null,
     });
+  });
+
+  it.each([
+    {
+      line: 'vllm:cache_config_info{block_size="16",engine="0",gpu_memory_utilization="0.9",num_gpu_blocks="1100"} 1.0',
+      cache: { blocks: 1100, blockSize: 16 },
+    },
+    { line: 'vllm:cache_config_info{block_size="16",num_gpu_blocks="None"} 1.0', cache: null },
+    { line: 'vllm:cache_config_info{num_gpu_blocks="512"} 1.0', cache: null },
+    { line: 'vllm:num_requests_running{model_name="m"} 1', cache: null },
+  ])('reads the KV cache from vllm:cache_config_info: $line', ({ line, cache }) => {
+    // An info metric has no model_name: read even when one model is asked for.
+    expect(parseVllmMetrics(line, { model: 'm' }).cache).toEqual(cache);
   });
 
   it('accepts the names before vLLM 0.10 and reports what is missing as null', () => {

@@ -216,6 +216,12 @@ export interface PodLoadReport {
   running: number;
   /** vllm:kv_cache_usage_perc (finite, >= 0; normally 0..1). */
   kvUtilization: number;
+  /**
+   * Prompt blocks (of the gateway's block size) the pod's KV cache holds, from
+   * vllm:cache_config_info; absent when the pod does not say. With prefix.entriesPerPod 0
+   * each generation of the pod's prefix index holds this many keys (docs/routing.md).
+   */
+  prefixCapacity?: number;
 }
 
 export interface TenantSnapshot {
@@ -262,6 +268,8 @@ export interface PodSnapshot {
   inflight: number;
   /** The last scrape (scrapedAtMs on the store clock), null when never scraped. */
   load: ScrapedLoad | null;
+  /** Prompt blocks its KV cache holds, as the last scrape that said reported (else null). */
+  prefixCapacity: number | null;
 }
 
 export interface SchedulerSnapshot {

@@ -166,11 +166,15 @@ export function normalizePodLoads(loads: readonly PodLoadReport[]): PodLoadRepor
         `${field('kvUtilization')} must be a finite number >= 0, got ${String(load.kvUtilization)}`,
       );
     }
+    if (load.prefixCapacity !== undefined) {
+      assertInteger(field('prefixCapacity'), load.prefixCapacity, 1, 1_000_000_000);
+    }
     return {
       pod: load.pod,
       waiting: load.waiting,
       running: load.running,
       kvUtilization: load.kvUtilization,
+      ...(load.prefixCapacity !== undefined ? { prefixCapacity: load.prefixCapacity } : {}),
     };
   });
 }

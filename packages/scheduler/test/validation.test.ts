@@ -58,7 +58,7 @@ describe('settings validation names the bad key', () => {
         enabled: false,
         weight: 0.5,
         pressureWeight: 0.25,
-        entriesPerPod: 65_536,
+        entriesPerPod: 0,
         ttlMs: 3_600_000,
       },
     });
@@ -67,7 +67,7 @@ describe('settings validation names the bad key', () => {
   it.each([
     [{ prefix: { weight: -1 } }, /scheduler.prefix.weight/],
     [{ prefix: { pressureWeight: Number.NaN } }, /scheduler.prefix.pressureWeight/],
-    [{ prefix: { entriesPerPod: 1 } }, /scheduler.prefix.entriesPerPod/],
+    [{ prefix: { entriesPerPod: -1 } }, /scheduler.prefix.entriesPerPod/],
     [{ prefix: { ttlMs: 10 } }, /scheduler.prefix.ttlMs/],
     [{ prefix: { enabled: 'yes' } }, /scheduler.prefix.enabled/],
   ])('rejects prefix settings %j', (input, message) => {

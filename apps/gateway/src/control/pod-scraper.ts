@@ -144,11 +144,21 @@ export class PodScraper {
         metrics.redisErrors.inc({ operation: 'forgetPrefixes' });
       });
     }
+    const blockSize = cfg.scheduler.kv_block_size;
     const loads: PodLoadReport[] = scrapes.map(({ pod, metrics: m }) => ({
       pod,
       waiting: Math.max(0, Math.round(m.waiting ?? 0)),
       running: Math.max(0, Math.round(m.running ?? 0)),
       kvUtilization: Math.max(0, m.kvCacheUsage ?? 0),
+      // What the pod's KV cache holds, in the gateway's prompt blocks: sizes its prefix index.
+      ...(m.cache
+        ? {
+            prefixCapacity: Math.max(
+              1,
+              Math.floor((m.cache.blocks * m.cache.blockSize) / blockSize),
+            ),
+          }
+        : {}),
     }));
     for (const load of loads) {
       metrics.podWaiting.set({ pod: load.pod }, load.waiting);

@@ -1,13 +1,15 @@
 --- @include "includes/bytes"
 -- pods hash fields 'cap:<pod>', 'healthy:<pod>' ('1'|'0') and 'inflight:<pod>', and the
--- leader's scrape (reportPodLoad-3.lua): 'waiting:<pod>', 'running:<pod>', 'kv:<pod>' and
--- 'scrapedAt:<pod>' (server ms; absent = never scraped). Loaded once per pass, pods being
+-- leader's scrape (reportPodLoad-4.lua): 'waiting:<pod>', 'running:<pod>', 'kv:<pod>',
+-- 'scrapedAt:<pod>' (server ms; absent = never scraped) and 'pxcap:<pod>' (the prompt blocks
+-- its KV cache holds; absent until a scrape says). Loaded once per pass, pods being
 -- few, and kept current in memory as the pass grants and evicts.
 
 -- A pod as no field of the hash has set it yet.
 local function resetPod(pod)
   pod.cap, pod.healthy, pod.inflight = 0, false, 0
   pod.waiting, pod.running, pod.kv, pod.scrapedAt = nil, nil, nil, nil
+  pod.prefixCapacity = nil
 end
 
 -- Sets one parsed field on its pod.
@@ -18,7 +20,8 @@ local function setPodField(pod, kind, value)
   elseif kind == 'waiting' then pod.waiting = tonumber(value)
   elseif kind == 'running' then pod.running = tonumber(value)
   elseif kind == 'kv' then pod.kv = tonumber(value)
-  elseif kind == 'scrapedAt' then pod.scrapedAt = tonumber(value) end
+  elseif kind == 'scrapedAt' then pod.scrapedAt = tonumber(value)
+  elseif kind == 'pxcap' then pod.prefixCapacity = tonumber(value) end
 end
 
 -- The last parse, kept at the library's top level: the hash's field names in the order

@@ -4,8 +4,8 @@
   Prefix-aware pod choice (docs/routing.md). A request may carry the chained hashes of its
   prompt's first blocks (req:<id> field 'prefix', joined by ','). Each pod has an index of
   the hashes it was granted: two generations, the sets pxc:<pod> (current) and pxo:<pod>
-  (previous), an approximate LRU of at most prefixEntriesPerPod entries. A grant adds the
-  request's hashes to the current generation; when that holds half the bound it is renamed
+  (previous), an approximate LRU (a generation: prefixGenerationOf). A grant adds the
+  request's hashes to the current generation; when that holds a generation it is renamed
   to the previous one (dropping the old previous) and a new one starts; a generation
   expires prefixTtlMs after its first entry (PEXPIRE; RENAME keeps the TTL). PrefixIndex in
   src/local/prefix-index.ts and LocalEngine.choosePrefixPod are the TypeScript twins.
@@ -89,6 +89,14 @@ local function chooseRequestPod(pods, req, cfg, now)
   return choosePod(pods, nil)
 end
 
+-- Entries of one generation of the pod's index (prefixGenerationSize in @fairgate/core):
+-- half of prefixEntriesPerPod when set, else the blocks the pod's KV cache holds (its
+-- scrape's pxcap), 32,768 until it says.
+local function prefixGenerationOf(pod, cfg)
+  if cfg.prefixEntriesPerPod > 0 then return cfg.prefixGeneration end
+  return pod.prefixCapacity or 32768
+end
+
 -- A grant on `pod`: its index learns the request's hashes (prefix routing on).
 local function rememberPrefix(pod, req, cfg)
   if not cfg.prefixEnabled then return end
@@ -96,7 +104,7 @@ local function rememberPrefix(pod, req, cfg)
   if #hashes == 0 then return end
   local currentKey = prefixCurrentPrefix .. pod.name
   local size = rcall('SCARD', currentKey)
-  if size > 0 and size >= cfg.prefixGeneration then
+  if size > 0 and size >= prefixGenerationOf(pod, cfg) then
     local previousKey = prefixPreviousPrefix .. pod.name
     rcall('RENAME', currentKey, previousKey)
     size = 0

@@ -142,6 +142,8 @@ export interface LocalPod {
   leaving: boolean;
   inflight: number;
   load: ScrapedLoad | null;
+  /** Prompt blocks its KV cache holds (reportPodLoad), null until a scrape says. */
+  prefixCapacity: number | null;
 }
 
 export class LocalEngine {
@@ -347,7 +349,7 @@ export class LocalEngine {
    */
   rememberPrefix(pod: LocalPod, req: LocalRequest, now: number, settings: SchedulerSettings): void {
     if (settings.prefix.enabled) {
-      this.prefixIndex.remember(pod.name, req.prefix, now, settings.prefix);
+      this.prefixIndex.remember(pod.name, req.prefix, now, settings.prefix, pod.prefixCapacity);
     }
     req.prefix = [];
   }

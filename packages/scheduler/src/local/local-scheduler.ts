@@ -162,6 +162,7 @@ export class LocalScheduler implements Scheduler {
         leaving: existing?.leaving ?? false,
         inflight: existing?.inflight ?? 0,
         load: existing?.load ?? null,
+        prefixCapacity: existing?.prefixCapacity ?? null,
       });
     }
   }
@@ -181,6 +182,7 @@ export class LocalScheduler implements Scheduler {
         leaving: false,
         inflight: existing?.inflight ?? 0,
         load: existing?.load ?? null,
+        prefixCapacity: existing?.prefixCapacity ?? null,
       });
     }
     const names = new Set(listed.map((pod) => pod.name));
@@ -634,7 +636,7 @@ export class LocalScheduler implements Scheduler {
     return peak;
   }
 
-  /** Mirrors lua/reportPodLoad-3.lua. */
+  /** Mirrors lua/reportPodLoad-4.lua. */
   async reportPodLoad(fence: Fence, loads: readonly PodLoadReport[]): Promise<boolean> {
     const checked = normalizePodLoads(loads);
     const now = this.clock();
@@ -648,6 +650,7 @@ export class LocalScheduler implements Scheduler {
         kvUtilization: load.kvUtilization,
         scrapedAtMs: now,
       };
+      if (load.prefixCapacity !== undefined) pod.prefixCapacity = load.prefixCapacity;
     }
     return true;
   }

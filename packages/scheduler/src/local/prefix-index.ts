@@ -9,8 +9,8 @@ interface Generation {
 /**
  * Each pod's index of the prompt block hashes it was granted (lua/includes/prefix.lua keeps
  * the same in the sets `pxc:<pod>` and `pxo:<pod>`): two generations, an approximate LRU
- * bounded by entriesPerPod. New hashes go to the current generation; when it holds half the
- * bound it becomes the previous one (the previous is dropped) and a new one starts. A
+ * of two generations (prefixGenerationSize). New hashes go to the current generation; when it
+ * holds a generation's size it becomes the previous one (the previous is dropped) and a new one starts. A
  * generation lapses ttlMs after its first entry, as a Redis key with that TTL.
  */
 export class PrefixIndex {
@@ -28,12 +28,21 @@ export class PrefixIndex {
     );
   }
 
-  /** `pod` was granted a request of these hashes: they are its most recent. */
-  remember(pod: string, hashes: readonly string[], now: number, config: PrefixRoutingConfig): void {
+  /**
+   * `pod` was granted a request of these hashes: they are its most recent. `podCapacity`: the
+   * blocks its KV cache holds (prefixGenerationSize).
+   */
+  remember(
+    pod: string,
+    hashes: readonly string[],
+    now: number,
+    config: PrefixRoutingConfig,
+    podCapacity: number | null,
+  ): void {
     if (hashes.length === 0) return;
     let current = live(this.#current.get(pod), now);
     let size = current?.hashes.size ?? 0;
-    if (current && size >= prefixGenerationSize(config)) {
+    if (current && size >= prefixGenerationSize(config, podCapacity)) {
       this.#previous.set(pod, current);
       current = undefined;
       size = 0;

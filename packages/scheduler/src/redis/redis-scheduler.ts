@@ -505,11 +505,12 @@ export class RedisScheduler implements Scheduler {
       load.waiting,
       load.running,
       String(load.kvUtilization),
+      load.prefixCapacity ?? '',
     ]);
-    // FCALL lua/reportPodLoad-3.lua
+    // FCALL lua/reportPodLoad-4.lua
     return this.fenced(
       'reportPodLoad',
-      [this.keys.leader, this.keys.leaderEpoch, this.keys.pods],
+      [this.keys.leader, this.keys.leaderEpoch, this.keys.pods, this.keys.config],
       fence,
       args,
     );

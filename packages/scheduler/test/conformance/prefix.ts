@@ -121,6 +121,30 @@ export function prefixRouting(getPool: GetPool): void {
     for (const id of ['busy', 'c7-again', 'c8-again']) await release(id);
   });
 
+  it("index_entries_per_pod 0: a pod's generations are as large as its reported cache", async () => {
+    await setup({ entriesPerPod: 0 });
+    const pool = getPool();
+    // pod-a says its cache holds 4 blocks: two generations of 4, as entriesPerPod 8 above.
+    await pool.report(await pool.lead(), [{ pod: 'pod-a', prefixCapacity: 4 }]);
+    const snapshot = await pool.on().snapshot();
+    expect(snapshot.pods.map((p) => [p.name, p.prefixCapacity])).toEqual([
+      ['pod-a', 4],
+      ['pod-b', null],
+    ]);
+    for (let i = 0; i <= 8; i += 1) {
+      expect(await grant(`c${i}`, chain(`c${i}-`, 4), 'pod-a')).toBe('pod-a');
+      await release(`c${i}`);
+    }
+    await grant('busy', undefined, 'pod-a');
+    expect(await grant('c0-again', chain('c0-', 4))).toBe('pod-b');
+    await release('c0-again');
+    expect(await grant('c7-again', chain('c7-', 4))).toBe('pod-a');
+    // A later scrape that does not say keeps what the pod said.
+    await pool.report(await pool.lead(), [{ pod: 'pod-a' }]);
+    expect((await pool.on().snapshot()).pods[0]?.prefixCapacity).toBe(4);
+    for (const id of ['busy', 'c7-again']) await release(id);
+  });
+
   it('a prefix no pod holds goes to the least-loaded pod, among equals the one with fewest keys', async () => {
     await setup();
     // Idle pods: the first conversation to pod-a (a tie, name order), the next to pod-b

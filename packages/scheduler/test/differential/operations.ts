@@ -4,6 +4,7 @@ import type {
   Fence,
   Notice,
   PodConfig,
+  PodLoadReport,
   ReleaseOptions,
   Scheduler,
   SchedulerSettingsInput,
@@ -26,6 +27,7 @@ export type Operation =
   | { op: 'upsertTenants'; tenants: TenantConfig[] }
   | { op: 'upsertPods'; pods: PodConfig[] }
   | { op: 'setBudget'; budget: number }
+  | { op: 'reportPodLoad'; loads: PodLoadReport[] }
   | { op: 'snapshot' };
 
 /** The leader used for fenced budget writes: a lease far longer than any run, on both clocks. */
@@ -98,7 +100,8 @@ export class Generator {
     if (roll < 0.95) return { op: 'configure', settings: randomSettings(rng) };
     if (roll < 0.96) return { op: 'upsertTenants', tenants: this.tenantChange() };
     if (roll < 0.97) return { op: 'upsertPods', pods: this.podChange() };
-    if (roll < 0.98) return { op: 'setBudget', budget: uniformInt(rng, 0, 10) };
+    if (roll < 0.975) return { op: 'setBudget', budget: uniformInt(rng, 0, 10) };
+    if (roll < 0.985) return { op: 'reportPodLoad', loads: this.podLoads() };
     return { op: 'snapshot' };
   }
 
@@ -280,6 +283,21 @@ export class Generator {
     return [randomTenant(rng, pick(rng, candidates).id)];
   }
 
+  /** A scrape of some pods (sometimes one not configured); some say what their cache holds. */
+  private podLoads(): PodLoadReport[] {
+    const rng = this.rng;
+    const names = [...this.pods.map((p) => p.name), 'unknown'];
+    return names
+      .filter(() => chance(rng, 0.7))
+      .map((pod) => ({
+        pod,
+        waiting: uniformInt(rng, 0, 6),
+        running: uniformInt(rng, 0, 6),
+        kvUtilization: pick(rng, [0, 0.25, 0.9, 1.2]),
+        ...(chance(rng, 0.6) ? { prefixCapacity: uniformInt(rng, 1, 6) } : {}),
+      }));
+  }
+
   private podChange(): PodConfig[] {
     const rng = this.rng;
     if (this.pods.length < 4 && chance(rng, 0.2)) {
@@ -357,7 +375,7 @@ function randomSettings(rng: Rng): SchedulerSettingsInput {
       weight: pick(rng, [0, 0.5, 1, 3]),
       pressureWeight: pick(rng, [0, 0.25, 1]),
       // Small bounds rotate the generations often.
-      entriesPerPod: pick(rng, [2, 3, 8, 65_536]),
+      entriesPerPod: pick(rng, [0, 0, 2, 3, 8, 65_536]),
       ttlMs: 3_600_000,
     },
   };
@@ -394,6 +412,8 @@ export async function apply(
         return await scheduler.upsertTenants(operation.tenants);
       case 'upsertPods':
         return await scheduler.upsertPods(operation.pods);
+      case 'reportPodLoad':
+        return await scheduler.reportPodLoad(fence, operation.loads);
       case 'setBudget':
         return await scheduler.setControl(fence, { budget: operation.budget });
       case 'snapshot':
