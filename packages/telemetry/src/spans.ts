@@ -84,17 +84,42 @@ interface RequestClock {
  */
 let replicaAnchor: RequestClock = { wallMs: performance.timeOrigin, perfMs: 0 };
 
-/** The anchor a request starting now measures from (the same object while it holds). */
-export function replicaClock(
-  perfNow = performance.now(),
-  wallNow = Date.now(),
-): Readonly<RequestClock> {
-  const onAnchor = replicaAnchor.wallMs + (perfNow - replicaAnchor.perfMs);
-  // Date.now() is the wall clock rounded down to the millisecond: [wallNow, wallNow + 1).
-  if (onAnchor < wallNow - 1 || onAnchor > wallNow + 2) {
-    replicaAnchor = { wallMs: wallNow + 0.5, perfMs: perfNow };
-  }
+/**
+ * The anchor a request starting now measures from (the same object while it holds).
+ * `perfNow` and `wallNow` are read now unless given (tests give both).
+ */
+export function replicaClock(perfNow?: number, wallNow?: number): Readonly<RequestClock> {
+  let pair = { perf: perfNow ?? performance.now(), wall: wallNow ?? Date.now() };
+  // A pause between the two reads (the process descheduled on a busy host) looks like a
+  // wall-clock step, and re-anchoring on it would move later spans by the pause and back:
+  // before re-anchoring, the two clocks are read again, back to back.
+  if (offAnchor(pair) && perfNow === undefined) pair = clockPair();
+  if (offAnchor(pair)) replicaAnchor = { wallMs: pair.wall + 0.5, perfMs: pair.perf };
   return replicaAnchor;
+}
+
+/** Whether the replica's anchor is more than Date.now()'s rounding away from the wall clock. */
+function offAnchor({ perf, wall }: { perf: number; wall: number }): boolean {
+  const onAnchor = replicaAnchor.wallMs + (perf - replicaAnchor.perfMs);
+  // Date.now() is the wall clock rounded down to the millisecond: [wall, wall + 1).
+  return onAnchor < wall - 1 || onAnchor > wall + 2;
+}
+
+/**
+ * The monotonic and the wall clock read at one instant: Date.now() between two reads of
+ * performance.now() no more than 0.2 ms apart (the best of 5 tries), taken at their middle.
+ */
+function clockPair(): { perf: number; wall: number } {
+  let best = { perf: 0, wall: 0, spread: Number.POSITIVE_INFINITY };
+  for (let tries = 0; tries < 5 && best.spread > 0.2; tries += 1) {
+    const before = performance.now();
+    const wall = Date.now();
+    const after = performance.now();
+    if (after - before < best.spread) {
+      best = { perf: (before + after) / 2, wall, spread: after - before };
+    }
+  }
+  return best;
 }
 
 const clocks = new WeakMap<Span, RequestClock>();
