@@ -1,13 +1,20 @@
 /**
- * Prefix-aware routing on vs off (docs/routing.md), in one run: the built-in scenario
- * `shared_prefix` (examples/scenarios/shared_prefix.yaml: 64 users, 8 system prompts of
- * 1,000 tokens, growing conversations) on its stack (4 sims, 3 gateway replicas, one
- * Redis), once with `routing.prefix: off` and once `on`, each on fresh sims (cold caches)
+ * Prefix-aware routing on vs off (docs/routing.md), in one run: a built-in scenario on its
+ * stack, once with `routing.prefix: off` and once `on`, each on fresh sims (cold caches)
  * with the same seed and schedule. The sims' own counters are the ground truth:
  * vllm:prefix_cache_hits / queries (the hit rate), vllm:request_success (each pod's share).
  * Bounded: the scenario's duration (PREFIX_BENCH_SECONDS overrides it) plus its drain.
  *
  *   npm run bench:prefix-routing -w @fairgate/loadtest
+ *   BENCH_SCENARIO=documents npm run bench:prefix-routing -w @fairgate/loadtest
+ *   BENCH_SCENARIO=documents BENCH_INDEX_ENTRIES_PER_POD=65536 npm run bench:prefix-routing -w @fairgate/loadtest
+ *
+ * BENCH_SCENARIO: the scenario, `shared_prefix` by default (examples/scenarios/
+ * shared_prefix.yaml: 64 users, 8 system prompts of 1,000 tokens, growing conversations,
+ * 4 sims, 3 replicas) or `documents` (documents.yaml: 24 documents of ~2,800 tokens asked
+ * about at random, 3 sims whose caches hold ~6 each, 2 replicas), or any built-in or file.
+ * BENCH_INDEX_ENTRIES_PER_POD: sets `routing.index_entries_per_pod` in both runs (default:
+ * the scenario's, else the gateway's 0, each pod's index sized from its KV cache).
  *
  * Goals (issue 18): hit rate >= 2x and p50 TTFT >= 30% lower with routing on, at >= the
  * same throughput, every pod's share within 25% of the mean pod.
@@ -18,10 +25,12 @@ import { runScenario } from '../src/load/runner.js';
 import { DEV_ADMIN_TOKEN, loadScenario, type Scenario } from '../src/load/scenario.js';
 import { type Infra, SIM_MODEL, startGateways, startInfra } from '../src/load/stack.js';
 import { percentile } from '../src/load/stats.js';
-import { fmt } from './harness/report.js';
+import { fmt, verdict } from './harness/report.js';
 import { runBench } from './harness/stack.js';
 
 const DURATION_S = Number(process.env.PREFIX_BENCH_SECONDS ?? 0) || undefined;
+const SCENARIO = process.env.BENCH_SCENARIO || 'shared_prefix';
+const INDEX_ENTRIES = process.env.BENCH_INDEX_ENTRIES_PER_POD;
 
 /** Sum of every sample of `name` in a Prometheus text. */
 function sum(text: string, name: string): number {
@@ -67,6 +76,9 @@ async function measure(base: Scenario, prefix: 'on' | 'off') {
       const mean = perPod.reduce((a, b) => a + b, 0) / perPod.length;
       const ok = result.requests.filter((r) => r.outcome === 'ok');
       const ttft = ok.flatMap((r) => (r.ttftMs === undefined ? [] : [r.ttftMs]));
+      // Little's law over the run: the mean number of requests open at the client.
+      const sent = result.requests.filter((r) => r.outcome !== 'overflow');
+      const meanOpen = sent.reduce((n, r) => n + r.e2eMs, 0) / 1_000 / result.durationS;
       return {
         hits,
         queries,
@@ -75,6 +87,7 @@ async function measure(base: Scenario, prefix: 'on' | 'off') {
         ttftP99Ms: percentile(ttft, 0.99),
         completedPerS: ok.length / result.durationS,
         ok: ok.length,
+        meanOpen,
         failed: result.requests.length - ok.length,
         perPod,
         maxOffMean: Math.max(...perPod.map((n) => Math.abs(n - mean) / mean)),
@@ -89,10 +102,24 @@ async function measure(base: Scenario, prefix: 'on' | 'off') {
 }
 
 await runBench(async () => {
-  const scenario = loadScenario('shared_prefix');
+  let scenario = loadScenario(SCENARIO);
+  if (INDEX_ENTRIES !== undefined && INDEX_ENTRIES !== '') {
+    const entries = Number(INDEX_ENTRIES);
+    if (!Number.isInteger(entries) || entries < 0) {
+      throw new Error(`BENCH_INDEX_ENTRIES_PER_POD: not an integer >= 0: ${INDEX_ENTRIES}`);
+    }
+    scenario = {
+      ...scenario,
+      gateway: {
+        ...scenario.gateway,
+        routing: { ...scenario.gateway.routing, index_entries_per_pod: entries },
+      },
+    };
+  }
   const { pods, replicas, pod_cap: cap } = scenario.stack;
+  const entries = scenario.gateway.routing?.index_entries_per_pod;
   console.log(
-    `prefix-routing benchmark: scenario ${scenario.name}, ${pods} sims x ${replicas} replicas, ${DURATION_S ?? scenario.duration_s} s each, off then on`,
+    `prefix-routing benchmark: scenario ${scenario.name}, ${pods} sims (${scenario.stack.sim.kv_blocks ?? 'default'} KV blocks) x ${replicas} replicas, ${DURATION_S ?? scenario.duration_s} s each, off then on, routing.index_entries_per_pod ${entries ?? '0 (default: sized from each pod)'}`,
   );
   const off = await measure(scenario, 'off');
   const on = await measure(scenario, 'on');
@@ -101,10 +128,22 @@ await runBench(async () => {
     ['on ', on],
   ] as const) {
     console.log(
-      `routing.prefix ${label}  hit rate ${fmt(m.hitRate * 100, 1)}% (${fmt(m.hits)} of ${fmt(m.queries)} tokens)  TTFT p50 ${fmt(m.ttftP50Ms, 1)} ms p99 ${fmt(m.ttftP99Ms, 1)} ms  ${fmt(m.completedPerS, 2)} completed/s (${m.ok} ok, ${m.failed} not)  per pod ${m.perPod.map((n) => fmt(n)).join(' / ')} (max ${fmt(m.maxOffMean * 100, 1)}% off the mean), peak open per pod ${m.peakPerPod.join(' / ')} (cap ${cap})`,
+      `routing.prefix ${label}  hit rate ${fmt(m.hitRate * 100, 1)}% (${fmt(m.hits)} of ${fmt(m.queries)} tokens)  TTFT p50 ${fmt(m.ttftP50Ms, 1)} ms p99 ${fmt(m.ttftP99Ms, 1)} ms  ${fmt(m.completedPerS, 2)} completed/s (${m.ok} ok, ${m.failed} not, ${fmt(m.meanOpen, 1)} open on average)  per pod ${m.perPod.map((n) => fmt(n)).join(' / ')} (max ${fmt(m.maxOffMean * 100, 1)}% off the mean), peak open per pod ${m.peakPerPod.join(' / ')} (cap ${cap})`,
     );
   }
+  const hitRatio = on.hitRate / off.hitRate;
+  const ttftLower = 1 - on.ttftP50Ms / off.ttftP50Ms;
+  const throughputRatio = on.completedPerS / off.completedPerS;
   console.log(
-    `on / off: hit rate x${fmt(on.hitRate / off.hitRate, 2)} (goal >= 2), TTFT p50 ${fmt((1 - on.ttftP50Ms / off.ttftP50Ms) * 100, 1)}% lower (goal >= 30%), throughput x${fmt(on.completedPerS / off.completedPerS, 3)} (goal >= 1), pods within ${fmt(on.maxOffMean * 100, 1)}% of the mean with routing on (goal <= 25%)`,
+    `on / off hit rate:       x${fmt(hitRatio, 2)} (goal >= 2: ${verdict(hitRatio >= 2)})`,
+  );
+  console.log(
+    `on / off TTFT p50:       ${fmt(ttftLower * 100, 1)}% lower (goal >= 30%: ${verdict(ttftLower >= 0.3)})`,
+  );
+  console.log(
+    `on / off throughput:     x${fmt(throughputRatio, 3)} (goal >= 1: ${verdict(throughputRatio >= 1)})`,
+  );
+  console.log(
+    `pods with routing on:    within ${fmt(on.maxOffMean * 100, 1)}% of the mean (goal <= 25%: ${verdict(on.maxOffMean <= 0.25)})`,
   );
 });

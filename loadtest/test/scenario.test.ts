@@ -73,6 +73,7 @@ describe('scenario parsing', () => {
       'sweep',
       'autoscale',
       'unequal_sizes',
+      'documents',
     ]);
     for (const name of builtInNames()) {
       const s = loadScenario(name);

@@ -13,6 +13,7 @@ export const BUILT_IN_NAMES = [
   'sweep',
   'autoscale',
   'unequal_sizes',
+  'documents',
 ];
 
 export function builtInPath(name: string): string | undefined {
