@@ -1,4 +1,7 @@
 import { decodeSseStream, type StreamChunk } from '@fairgate/openai';
+import { afterEach } from 'vitest';
+import type { SimConfig } from '../src/config.js';
+import { createSimServer, type SimServer } from '../src/server.js';
 
 /** HTTP helpers shared by the server and process tests. */
 
@@ -9,6 +12,24 @@ export interface SseResult {
   chunks: StreamChunk[];
   /** performance.now() when each event was decoded. */
   times: number[];
+}
+
+/**
+ * In-process sims (Hono's app.request(), no network) made with `defaults` under each call's
+ * overrides, quiet, and closed after every test of the file that calls this.
+ */
+export function inProcessSims(
+  defaults: Partial<SimConfig>,
+): (overrides?: Partial<SimConfig>) => SimServer {
+  const sims: SimServer[] = [];
+  afterEach(() => {
+    for (const server of sims.splice(0)) server.close();
+  });
+  return (overrides = {}) => {
+    const server = createSimServer({ ...defaults, ...overrides }, { log: () => {} });
+    sims.push(server);
+    return server;
+  };
 }
 
 export async function readSse(response: Response): Promise<SseResult> {

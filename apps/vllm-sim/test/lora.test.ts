@@ -4,25 +4,15 @@ import {
   parsePrometheusText,
   parseVllmMetrics,
 } from '@fairgate/openai';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { SimConfig } from '../src/config.js';
-import { createSimServer, type SimServer } from '../src/server.js';
-import { jsonPost, metricValues, readSse } from './http.js';
+import type { SimServer } from '../src/server.js';
+import { inProcessSims, jsonPost, metricValues, readSse } from './http.js';
 
 // In-process LoRA API: vLLM's load/unload endpoints, /v1/models, adapter requests, metrics.
 const FAST: Partial<SimConfig> = { alphaMs: 1, betaMs: 0.001, gammaMs: 0, loraLoadMs: 0 };
 const LORA: Partial<SimConfig> = { ...FAST, model: 'base', maxLoras: 2 };
-const sims: SimServer[] = [];
-
-function sim(overrides: Partial<SimConfig> = {}): SimServer {
-  const server = createSimServer({ ...LORA, ...overrides }, { log: () => {} });
-  sims.push(server);
-  return server;
-}
-
-afterEach(() => {
-  for (const server of sims.splice(0)) server.close();
-});
+const sim = inProcessSims(LORA);
 
 const load = (server: SimServer, body: unknown) =>
   server.app.request('/v1/load_lora_adapter', jsonPost(body));

@@ -7,24 +7,13 @@ import {
   isOpenAIErrorBody,
   isUsageChunk,
 } from '@fairgate/openai';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { SimConfig } from '../src/config.js';
-import { createSimServer, type SimServer } from '../src/server.js';
-import { jsonPost, readSse } from './http.js';
+import { inProcessSims, jsonPost, readSse } from './http.js';
 
 // In-process: Hono's app.request(), no network. Fast timing so each request takes ms.
 const FAST: Partial<SimConfig> = { alphaMs: 1, betaMs: 0.001, gammaMs: 0 };
-const sims: SimServer[] = [];
-
-function sim(overrides: Partial<SimConfig> = {}): SimServer {
-  const server = createSimServer({ ...FAST, ...overrides }, { log: () => {} });
-  sims.push(server);
-  return server;
-}
-
-afterEach(() => {
-  for (const server of sims.splice(0)) server.close();
-});
+const sim = inProcessSims(FAST);
 
 const chat = (content: string, extra: Record<string, unknown> = {}) => ({
   model: 'fairgate-sim',

@@ -135,10 +135,7 @@ if (tonumber(gauges[1]) or 0) == 0 and not tenantAtQuota(tenant, req.kvBlocks)
   and gateOpen(newGate(cfg, pods, now), band) then
   local pod = chooseRequestPod(pods, req, cfg, now)
   if pod then
-    if cfg.fairnessUnit == 'tokens' then
-      req.w = tenant.weight
-      addService(req.band, req.tenant, virtualCost(req.cost, tenant.weight))
-    end
+    if cfg.fairnessUnit == 'tokens' then chargeGrant(req, tenant.weight) end
     storeRequest(req, 'granted', pod.name)
     holdLease(req, pod, now, cfg, now + cfg.leaseTtlMs,
       { peakInflight = tonumber(gauges[4]) or 0 })

@@ -115,21 +115,13 @@ local outMean = tenant.outMean
 if from.w ~= '' and inputTokens and outputTokens then
   outMean = settleService(from, inputTokens, outputTokens, cfg)
 end
-local cost, weight = tonumber(ARGV[10]), nil
-if cfg.fairnessUnit == 'tokens' then
-  cost = estimatedCost(tonumber(ARGV[13]) or 0, tonumber(ARGV[14]) or 0, outMean, cfg)
-  weight = tenant.weight
-  addService(from.band, from.tenant, virtualCost(cost, weight))
-end
-
 local req = {
   id = nextId,
   tenant = from.tenant,
   band = from.band,
   owner = from.owner,
   class = ARGV[9],
-  cost = cost,
-  w = weight,
+  cost = tonumber(ARGV[10]),
   kvBlocks = kvBlocks,
   hint = '',
   tokens = 0,
@@ -138,6 +130,10 @@ local req = {
   expiresAt = now + cfg.queueTtlMs,
   seq = 0,
 }
+if cfg.fairnessUnit == 'tokens' then
+  req.cost = estimatedCost(tonumber(ARGV[13]) or 0, tonumber(ARGV[14]) or 0, outMean, cfg)
+  chargeGrant(req, tenant.weight)
+end
 storeRequest(req, 'granted', from.pod)
 rcall('ZADD', leasesKey, now + cfg.leaseTtlMs, nextId)
 countFlow('admitted', req.tenant, req.class)

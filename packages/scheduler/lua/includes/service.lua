@@ -47,6 +47,14 @@ local function addService(band, tenant, delta)
   end
 end
 
+-- A grant made outside a dispatch pass (on an empty pool, or a recycled slot's next request)
+-- is charged its estimate wherever its tenant's counter is; req.w keeps the weight it was
+-- charged at, for its release (LocalEngine.chargeGrant).
+local function chargeGrant(req, weight)
+  req.w = weight
+  addService(req.band, req.tenant, virtualCost(req.cost, weight))
+end
+
 -- Mirror of packages/core/src/token-cost.ts: a request's cost in weighted tokens, its
 -- estimate at admission (max_tokens capped by the tenant's mean output, thousandths of a
 -- token, nil before the first sample) and the mean after a sample.

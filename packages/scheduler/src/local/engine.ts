@@ -489,6 +489,15 @@ export class LocalEngine {
   }
 
   /**
+   * chargeGrant: a grant made outside a dispatch pass (on an empty pool, or a recycled
+   * slot's next request) is charged its estimate; `req.w` keeps the weight for its release.
+   */
+  chargeGrant(req: LocalRequest, weight: number): void {
+    req.w = weight;
+    this.addService(req.band, req.tenant, virtualCost(req.cost, weight));
+  }
+
+  /**
    * settleService: a request charged in tokens ends with its usage: the counter gets the
    * difference from its estimate, the tenant's mean output the sample. Returns the new mean.
    */

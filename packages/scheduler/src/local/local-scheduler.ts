@@ -16,7 +16,6 @@ import {
   type RequestId,
   refill,
   undoAdmission,
-  virtualCost,
   wholeTokens,
 } from '@fairgate/core';
 import { rejectionOf, ScriptCode, schedulerError } from '../codes.js';
@@ -300,10 +299,7 @@ export class LocalScheduler implements Scheduler {
     ) {
       const pod = e.choosePod(pods, r.podHint, r.prefix, settings, now);
       if (pod) {
-        if (tokenUnit) {
-          req.w = tenant.weight;
-          e.addService(req.band, req.tenant, virtualCost(req.cost, tenant.weight));
-        }
+        if (tokenUnit) e.chargeGrant(req, tenant.weight);
         req.state = 'granted';
         req.pod = pod.name;
         e.requests.set(req.id, req);
@@ -487,31 +483,34 @@ export class LocalScheduler implements Scheduler {
     if (old.w !== null && r.inputTokens !== undefined && r.outputTokens !== undefined) {
       outMean = e.settleService(old, r.inputTokens, r.outputTokens, settings);
     }
-    let cost = next.cost;
-    let w: number | null = null;
-    if (settings.fairnessUnit === 'tokens') {
-      cost = estimatedCost(next.inputTokens, next.maxTokens, outMean, settings.tokenWeights);
-      w = tenant.weight;
-      e.addService(old.band, old.tenant, virtualCost(cost, w));
-    }
-    e.requests.set(next.id, {
+    const granted: LocalRequest = {
       id: next.id,
       tenant: old.tenant,
       band: old.band,
       owner: old.owner,
       sloClass: next.sloClass,
-      cost,
+      cost: next.cost,
       kvBlocks: next.kvBlocks,
       hint: '',
       prefix: [],
       lim: counted?.charge ?? null,
-      w,
+      w: null,
       expiresAt: now + settings.queueTtlMs,
       seq: 0,
       tokens: 0,
       state: 'granted',
       pod: old.pod,
-    });
+    };
+    if (settings.fairnessUnit === 'tokens') {
+      granted.cost = estimatedCost(
+        next.inputTokens,
+        next.maxTokens,
+        outMean,
+        settings.tokenWeights,
+      );
+      e.chargeGrant(granted, tenant.weight);
+    }
+    e.requests.set(next.id, granted);
     e.leases.add(next.id, now + settings.leaseTtlMs);
     e.countFlow('admitted', old.tenant, next.sloClass);
     tenant.kvBlocks += next.kvBlocks - old.kvBlocks;
