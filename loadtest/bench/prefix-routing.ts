@@ -41,6 +41,33 @@ function sum(text: string, name: string): number {
   return total;
 }
 
+/**
+ * Per pod, the prompt tokens the prefix index predicted the pod held against those it
+ * served from its cache (fairgate_prefix_predicted_tokens_total and
+ * fairgate_prefix_cached_tokens_total, summed over the replicas).
+ */
+function indexPrecision(
+  texts: readonly string[],
+): { pod: string; predicted: number; cached: number }[] {
+  const byPod = new Map<string, { predicted: number; cached: number }>();
+  for (const text of texts) {
+    for (const [metric, field] of [
+      ['fairgate_prefix_predicted_tokens_total', 'predicted'],
+      ['fairgate_prefix_cached_tokens_total', 'cached'],
+    ] as const) {
+      for (const m of text.matchAll(
+        new RegExp(`^${metric}\\{[^}]*pod="([^"]+)"[^}]*\\} ([0-9.e+-]+)$`, 'gm'),
+      )) {
+        const pod = m[1] as string;
+        const counts = byPod.get(pod) ?? { predicted: 0, cached: 0 };
+        counts[field] += Number(m[2]);
+        byPod.set(pod, counts);
+      }
+    }
+  }
+  return [...byPod].sort(([a], [b]) => a.localeCompare(b)).map(([pod, c]) => ({ pod, ...c }));
+}
+
 /** One run of the scenario with prefix routing `on` or `off`, from the sims' own counters. */
 async function measure(base: Scenario, prefix: 'on' | 'off') {
   const scenario: Scenario = {
@@ -73,6 +100,10 @@ async function measure(base: Scenario, prefix: 'on' | 'off') {
       const queries = texts.reduce((n, t) => n + sum(t, 'vllm:prefix_cache_queries_total'), 0);
       const perPod = texts.map((t) => sum(t, 'vllm:request_success_total'));
       const peakPerPod = await Promise.all(infra.sims.map((sim) => poolPeakConcurrency([sim])));
+      const gatewayTexts = await Promise.all(
+        gateways.urls.map(async (url) => (await fetch(`${url}/metrics`)).text()),
+      );
+      const precision = indexPrecision(gatewayTexts);
       const mean = perPod.reduce((a, b) => a + b, 0) / perPod.length;
       const ok = result.requests.filter((r) => r.outcome === 'ok');
       const ttft = ok.flatMap((r) => (r.ttftMs === undefined ? [] : [r.ttftMs]));
@@ -92,6 +123,7 @@ async function measure(base: Scenario, prefix: 'on' | 'off') {
         perPod,
         maxOffMean: Math.max(...perPod.map((n) => Math.abs(n - mean) / mean)),
         peakPerPod,
+        precision,
       };
     } finally {
       await gateways.stop();
@@ -146,4 +178,10 @@ await runBench(async () => {
   console.log(
     `pods with routing on:    within ${fmt(on.maxOffMean * 100, 1)}% of the mean (goal <= 25%: ${verdict(on.maxOffMean <= 0.25)})`,
   );
+  for (const { pod, predicted, cached } of on.precision) {
+    const off = predicted > 0 ? Math.abs(cached - predicted) / predicted : 0;
+    console.log(
+      `index precision ${pod}:  predicted ${fmt(predicted)} cached ${fmt(cached)} tokens, ${fmt(off * 100, 1)}% apart (goal <= 10%: ${verdict(off <= 0.1)})`,
+    );
+  }
 });

@@ -27,15 +27,16 @@ export const DEFAULT_PREFIX_GENERATION = 32_768;
 
 /**
  * Entries of one generation of a pod's index: the index holds at most two of them (plus one
- * request's blocks). entriesPerPod N > 0: N / 2 for every pod; 0: the blocks the pod's KV
- * cache holds (`podCapacity`, from its scrape), DEFAULT_PREFIX_GENERATION until it says.
+ * request's blocks). entriesPerPod N > 0: N / 2 for every pod; 0: half the blocks the pod's
+ * KV cache holds (`podCapacity`, from its scrape), so the index holds no more than the pod
+ * can; DEFAULT_PREFIX_GENERATION until it says.
  */
 export function prefixGenerationSize(
   config: PrefixRoutingConfig,
   podCapacity: number | null,
 ): number {
   if (config.entriesPerPod > 0) return Math.ceil(config.entriesPerPod / 2);
-  return podCapacity ?? DEFAULT_PREFIX_GENERATION;
+  return podCapacity === null ? DEFAULT_PREFIX_GENERATION : Math.ceil(podCapacity / 2);
 }
 
 /**

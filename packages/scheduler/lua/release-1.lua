@@ -15,30 +15,36 @@
     ARGV[3]  input tokens used, '' if unknown
     ARGV[4]  output tokens used, '' if unknown
     ARGV[5]  actual token-bucket cost for the true-up, '' for none
-    ARGV[6]  optional: most ms to stay quiet (the reply is then {state, quiet ms}: how long
+    ARGV[6]  leading prompt blocks the pod served from its prefix cache (from the usage's
+             cached_tokens), '' if unknown: checked against the prefix index's prediction
+             (includes/prefix.lua correctPrefix)
+    ARGV[7]  optional: most ms to stay quiet (the reply then carries the quiet ms: how long
              the caller may skip its polls after this release's pass, includes/quiet.lua)
-    ARGV[7]  optional, with ARGV[6]: the caller's replica, whose BLMPOP is outstanding: its
+    ARGV[8]  optional, with ARGV[7]: the caller's replica, whose BLMPOP is outstanding: its
              notices (those this pass made included) are popped into the reply, so a grant
              for the caller's next waiting request comes back here instead of waking that
              BLMPOP (src/redis/blocking-notices.ts)
-    ARGV[8]  with ARGV[7]: most notices to pop
+    ARGV[9]  with ARGV[8]: most notices to pop
 
   Output:
-    1 it was granted, 2 it was queued, 0 unknown id; with ARGV[6]: {that, quiet ms}; with
-    ARGV[7]: {that, quiet ms, notice, ...} (notices as lua/poll-1.lua returns them)
+    {state, predicted}: state 1 it was granted, 2 it was queued, 0 unknown id; predicted
+    the prefix blocks the index predicted the pod held at its grant, -1 for none. With
+    ARGV[7]: {state, predicted, quiet ms}; with ARGV[8]: {state, predicted, quiet ms,
+    notice, ...} (notices as lua/poll-1.lua returns them)
 ]]
 local rcall = redis.call
 --- @include "includes/engineKeys"
 --- @include "includes/dispatch"
 --- @include "includes/quiet"
 
-local mostQuietMs = tonumber(ARGV[6])
+local mostQuietMs = tonumber(ARGV[7])
 -- A bucket credit reads the time: the config (and so the pool's test clock) comes first.
 local cfg = nil
 local state = 0
+local predicted = -1
 local req = readRequest(ARGV[1])
 if req then
-  if req.tokens > 0 then cfg = loadConfig() end
+  if req.tokens > 0 or req.px then cfg = loadConfig() end
   endRequest(req, ARGV[2])
   local actualTokens = tonumber(ARGV[5])
   if actualTokens and req.state == 'granted' and req.tokens > 0 then
@@ -58,16 +64,19 @@ if req then
   -- Redis would format again (includes/requests.lua).
   if inputTokens then countFlow('inputTokens', req.tenant, req.class, ARGV[3]) end
   if outputTokens then countFlow('outputTokens', req.tenant, req.class, ARGV[4]) end
+  if req.px and req.state == 'granted' and cfg then
+    predicted = correctPrefix(req, tonumber(ARGV[6]), cfg)
+  end
   local _, passCfg = dispatchPass(nil, cfg, nil)
   cfg = cfg or passCfg
   if req.state == 'granted' then state = 1 else state = 2 end
 end
-if not mostQuietMs then return state end
-local reply = { state, quietMs(nil, cfg, mostQuietMs) }
-if ARGV[7] then
+if not mostQuietMs then return { state, predicted } end
+local reply = { state, predicted, quietMs(nil, cfg, mostQuietMs) }
+if ARGV[8] then
   -- Popped before Redis serves any blocked client (after the script): an emptied list wakes
   -- no BLMPOP.
-  local notices = popNotices(ARGV[7], tonumber(ARGV[8]))
-  for i = 1, #notices do reply[i + 2] = notices[i] end
+  local notices = popNotices(ARGV[8], tonumber(ARGV[9]))
+  for i = 1, #notices do reply[i + 3] = notices[i] end
 end
 return reply

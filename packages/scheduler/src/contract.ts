@@ -139,6 +139,13 @@ export interface ReleaseOptions {
    * Only for a request that was charged (a bucket and tokens > 0 at enqueue) and granted.
    */
   actualTokens?: number;
+  /**
+   * Prefix routing: the leading prompt blocks (of the pool's kv_block_size) the pod served
+   * from its prefix cache, the usage's cached_tokens / block size, at most the request's
+   * prefix keys. Checked against the index's prediction at the grant: fewer is a miss, which
+   * corrects the pod's index (docs/routing.md). Absent: the pod did not say.
+   */
+  prefixCachedBlocks?: number;
 }
 
 /**
@@ -154,7 +161,15 @@ export type HandoverResult =
   | { handedOver: false };
 
 /** What an ended id was: 'unknown' means it had already ended (or never existed): no-op. */
-export type EndResult = { was: 'granted' | 'queued' | 'unknown' };
+export type EndResult = {
+  was: 'granted' | 'queued' | 'unknown';
+  /**
+   * Prefix routing: the leading prompt blocks the pod's index held when the request was
+   * granted (the prediction release's prefixCachedBlocks is checked against); absent when
+   * the grant made none (no prefix, routing off, not granted).
+   */
+  predictedBlocks?: number;
+};
 
 export interface HeartbeatResult {
   /** Ids the replica named that are no longer its live requests: abort them. */

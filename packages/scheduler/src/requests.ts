@@ -101,6 +101,7 @@ export interface NormalizedRelease {
   inputTokens: number | undefined;
   outputTokens: number | undefined;
   actualTokens: number | undefined;
+  prefixCachedBlocks: number | undefined;
 }
 
 export function normalizeRelease(id: string, options: ReleaseOptions): NormalizedRelease {
@@ -113,9 +114,12 @@ export function normalizeRelease(id: string, options: ReleaseOptions): Normalize
   const { inputTokens, outputTokens } = options.usage ?? {};
   if (inputTokens !== undefined) assertInteger('usage.inputTokens', inputTokens, 0);
   if (outputTokens !== undefined) assertInteger('usage.outputTokens', outputTokens, 0);
-  const { actualTokens } = options;
+  const { actualTokens, prefixCachedBlocks } = options;
   if (actualTokens !== undefined) assertInteger('actualTokens', actualTokens, 0, MAX_TOKENS);
-  return { outcome: options.outcome, inputTokens, outputTokens, actualTokens };
+  if (prefixCachedBlocks !== undefined) {
+    assertInteger('prefixCachedBlocks', prefixCachedBlocks, 0, MAX_PREFIX_BLOCKS);
+  }
+  return { outcome: options.outcome, inputTokens, outputTokens, actualTokens, prefixCachedBlocks };
 }
 
 /**
@@ -143,6 +147,11 @@ export function normalizeHandover(
   const next = normalizeEnqueue(request);
   if (release.actualTokens !== undefined) {
     throw new TypeError('handover: actualTokens is not allowed (a recycled slot is never charged)');
+  }
+  if (release.prefixCachedBlocks !== undefined) {
+    throw new TypeError(
+      'handover: prefixCachedBlocks is not allowed (a request routed by prefix is released)',
+    );
   }
   if (next.tokens !== 0) throw new TypeError('handover: request.tokens must be 0');
   if (next.prefix.length > 0) throw new TypeError('handover: request.prefix must be empty');

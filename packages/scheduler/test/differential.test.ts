@@ -44,6 +44,7 @@ const REACHED = [
   'notice:evict',
   'notice:shed',
   'release:granted',
+  'release:predicted',
   'cancel:queued',
   'heartbeat:lost',
   'handover:uncontended',

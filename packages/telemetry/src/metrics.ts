@@ -225,6 +225,20 @@ function upstreamMetrics(registry: Registry) {
       ['tenant', 'band'],
       registry,
     ),
+    // Prefix routing: counted at the release of a request routed by prefix whose usage
+    // says what the pod had cached (docs/routing.md, *How precise the index is*).
+    prefixPredictedTokens: new Counter({
+      name: 'fairgate_prefix_predicted_tokens_total',
+      help: "Prompt tokens the prefix index predicted the pod held at the grant (whole blocks of scheduler.kv_block_size, within the request's routing.max_blocks keys), by pod.",
+      labelNames: ['pod'],
+      registers: [registry],
+    }),
+    prefixCachedTokens: new Counter({
+      name: 'fairgate_prefix_cached_tokens_total',
+      help: "Prompt tokens the pod served from its prefix cache (the usage's cached_tokens in whole blocks, within the request's routing.max_blocks keys), by pod: against fairgate_prefix_predicted_tokens_total, how precise the index is.",
+      labelNames: ['pod'],
+      registers: [registry],
+    }),
     discoveryErrors: new Counter({
       name: 'fairgate_discovery_errors_total',
       help: 'Discovery reads that failed (the last pod set stays in force).',

@@ -67,6 +67,7 @@ export class HeldSlot {
     this.#released = final;
     if (usage) call.pool.usage.record(call.tenant.id, call.forwarding.model, usage, request.band);
     const bucketed = call.cls.bucketTokens > 0;
+    const cachedBlocks = this.prefixCachedBlocks(usage);
     const options: ReleaseOptions = {
       outcome: final,
       ...(usage
@@ -75,15 +76,44 @@ export class HeldSlot {
             ...(bucketed ? { actualTokens: actualBucketTokens(call.tenant, usage) } : {}),
           }
         : {}),
+      ...(cachedBlocks === undefined ? {} : { prefixCachedBlocks: cachedBlocks }),
     };
-    // A completed request's slot may wait for this replica's next request of its kind.
+    // A completed request's slot may wait for this replica's next request of its kind (not
+    // one routed by prefix: its release checks the index's prediction).
     const kvQuota = call.tenant.quotas.max_kv_blocks !== undefined;
-    if (final === 'completed' && lane.recycler?.park(request, pod, options, kvQuota)) return final;
+    if (
+      final === 'completed' &&
+      !call.prefix?.length &&
+      lane.recycler?.park(request, pod, options, kvQuota)
+    ) {
+      return final;
+    }
     lane.leases.untrack(request.id);
-    void lane.scheduler
-      .release(request.id, options)
-      .catch(() => call.pool.metrics.redisErrors.inc({ operation: 'release' }));
+    void lane.scheduler.release(request.id, options).then(
+      (ended) => {
+        if (ended.predictedBlocks === undefined || cachedBlocks === undefined) return;
+        const blockSize = call.pool.config().scheduler.kv_block_size;
+        const { prefixPredictedTokens, prefixCachedTokens } = call.pool.metrics;
+        prefixPredictedTokens.inc({ pod }, ended.predictedBlocks * blockSize);
+        prefixCachedTokens.inc({ pod }, cachedBlocks * blockSize);
+      },
+      () => call.pool.metrics.redisErrors.inc({ operation: 'release' }),
+    );
     return final;
+  }
+
+  /**
+   * Leading prompt blocks the pod served from its prefix cache, for a request routed by
+   * prefix whose usage says (vLLM reports cached_tokens with --enable-prompt-tokens-details):
+   * at most its keys, so predicted and actual count the same span.
+   */
+  private prefixCachedBlocks(usage: Usage | undefined): number | undefined {
+    const keys = this.call.prefix?.length ?? 0;
+    const cached = usage?.prompt_tokens_details?.cached_tokens;
+    if (keys === 0 || typeof cached !== 'number' || !Number.isInteger(cached) || cached < 0) {
+      return undefined;
+    }
+    return Math.min(keys, Math.floor(cached / this.call.pool.config().scheduler.kv_block_size));
   }
 
   /**

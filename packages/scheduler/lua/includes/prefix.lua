@@ -48,7 +48,7 @@ end
 -- with room holds even the first block.
 local function choosePrefixPod(pods, hashes, cfg, now)
   local n = #hashes
-  local best, bestScore, anyMatch = nil, 0, false
+  local best, bestScore, bestMatched, anyMatch = nil, 0, 0, false
   for _, pod in ipairs(pods.list) do
     if podHasRoom(pod) then
       local matched = prefixMatched(pod.name, hashes)
@@ -56,10 +56,10 @@ local function choosePrefixPod(pods, hashes, cfg, now)
       local pressure = podPressure(pod, now, cfg) or 0
       local score = cfg.prefixWeight * matched / n - pod.inflight / pod.cap
         - cfg.prefixPressureWeight * pressure
-      if not best or score > bestScore then best, bestScore = pod, score end
+      if not best or score > bestScore then best, bestScore, bestMatched = pod, score, matched end
     end
   end
-  if anyMatch then return best end
+  if anyMatch then return best, bestMatched end
   return nil
 end
 
@@ -75,6 +75,8 @@ end
 -- The pod for a request: its hinted pod when that has room; else, with prefix routing on
 -- and a prefix, the best-scoring pod when some pod holds part of it, or the least-loaded
 -- pod by prefixKeys when none does; else the least-loaded pod with room (LocalEngine.choosePod).
+-- With a prefix, req.prefixMatched keeps the chosen pod's leading run when the choice
+-- computed it (rememberPrefix records it as the index's prediction).
 local function chooseRequestPod(pods, req, cfg, now)
   if req.hint and req.hint ~= '' then
     local hinted = pods.byName[req.hint]
@@ -83,25 +85,42 @@ local function chooseRequestPod(pods, req, cfg, now)
   if cfg.prefixEnabled then
     local hashes = prefixHashes(req)
     if #hashes > 0 then
-      return choosePrefixPod(pods, hashes, cfg, now) or choosePod(pods, nil, prefixKeys)
+      local best, matched = choosePrefixPod(pods, hashes, cfg, now)
+      if best then
+        req.prefixMatched = matched
+        return best
+      end
+      -- No pod with room holds even the first block.
+      req.prefixMatched = 0
+      return choosePod(pods, nil, prefixKeys)
     end
   end
   return choosePod(pods, nil)
 end
 
 -- Entries of one generation of the pod's index (prefixGenerationSize in @fairgate/core):
--- half of prefixEntriesPerPod when set, else the blocks the pod's KV cache holds (its
+-- half of prefixEntriesPerPod when set, else half the blocks the pod's KV cache holds (its
 -- scrape's pxcap), 32,768 until it says.
 local function prefixGenerationOf(pod, cfg)
   if cfg.prefixEntriesPerPod > 0 then return cfg.prefixGeneration end
-  return pod.prefixCapacity or 32768
+  if pod.prefixCapacity then return math.ceil(pod.prefixCapacity / 2) end
+  return 32768
 end
 
--- A grant on `pod`: its index learns the request's hashes (prefix routing on).
+-- A grant on `pod` (prefix routing on): the request records the index's prediction, the
+-- leading run of its hashes the pod holds (field 'px'; with a run of 2 or more it keeps
+-- its hashes too, for correctPrefix at its release), and the index learns its hashes.
 local function rememberPrefix(pod, req, cfg)
   if not cfg.prefixEnabled then return end
   local hashes = prefixHashes(req)
   if #hashes == 0 then return end
+  local matched = req.prefixMatched or prefixMatched(pod.name, hashes)
+  local requestKey = requestPrefix .. req.id
+  if matched > 1 then
+    rcall('HSET', requestKey, 'px', matched, 'prefix', req.prefix)
+  else
+    rcall('HSET', requestKey, 'px', matched)
+  end
   local currentKey = prefixCurrentPrefix .. pod.name
   local size = rcall('SCARD', currentKey)
   if size > 0 and size >= prefixGenerationOf(pod, cfg) then
@@ -111,4 +130,31 @@ local function rememberPrefix(pod, req, cfg)
   end
   rcall('SADD', currentKey, unpack(hashes))
   if size == 0 then rcall('PEXPIRE', currentKey, cfg.prefixTtlMs) end
+end
+
+-- At the release of a granted request: what the pod served from its cache (`cachedBlocks`,
+-- the leading prompt blocks of the usage's cached_tokens; nil when unknown) against what
+-- the index predicted at the grant (req.px). Fewer, beyond the last block vLLM always
+-- computes again, is a miss: the pod evicted what its index still holds, so its index
+-- remembers too far back. Its current generation ends now (renamed to the previous one,
+-- dropping the older entries the prediction came from) and the request's hashes, which the
+-- pod holds now that it has served them, start the new one. A pod no longer in the pool is
+-- left alone (its index is gone). Returns the prediction, -1 when the grant made none.
+local function correctPrefix(req, cachedBlocks, cfg)
+  local predicted = tonumber(req.px)
+  if not predicted then return -1 end
+  if not cachedBlocks or cachedBlocks + 1 >= predicted or not cfg.prefixEnabled then
+    return predicted
+  end
+  if rcall('HEXISTS', podsKey, 'cap:' .. req.pod) == 0 then return predicted end
+  local currentKey = prefixCurrentPrefix .. req.pod
+  local previousKey = prefixPreviousPrefix .. req.pod
+  if rcall('EXISTS', currentKey) == 1 then
+    rcall('RENAME', currentKey, previousKey)
+  else
+    rcall('DEL', previousKey)
+  end
+  rcall('SADD', currentKey, unpack(prefixHashes(req)))
+  rcall('PEXPIRE', currentKey, cfg.prefixTtlMs)
+  return predicted
 end

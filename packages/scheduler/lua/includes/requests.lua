@@ -3,8 +3,9 @@
 --- @include "includes/limits"
 --[[
   req:<id> hash: tenant, band, owner (replica), class, cost, kvBlocks, hint, prefix (prompt
-  block hashes joined by ',', includes/prefix.lua; kept only while queued: the grant uses
-  them, so a granted request's reads stay small), w (with fairness in tokens, the
+  block hashes joined by ',', includes/prefix.lua; kept while queued, for the grant, and
+  after it only when the grant predicted a run of 2 or more, for the release), px (the
+  prefix index's prediction at the grant: the run of the prefix the pod held), w (with fairness in tokens, the
   tenant's weight its cost was charged at, so its release trues up at the same; '' = not
   charged in tokens), expiresAt
   (queue expiry), seq, tokens (charged to the tenant's bucket, 0 = not charged), lim (what
@@ -24,7 +25,7 @@
 local function readRequest(id)
   local requestKey = requestPrefix .. id
   local raw = rcall('HMGET', requestKey, 'state', 'tenant', 'band', 'owner', 'class', 'cost',
-    'kvBlocks', 'hint', 'expiresAt', 'pod', 'seq', 'tokens', 'prefix', 'lim', 'w')
+    'kvBlocks', 'hint', 'expiresAt', 'pod', 'seq', 'tokens', 'prefix', 'lim', 'w', 'px')
   if not raw[1] then return nil end
   return {
     id = id,
@@ -43,6 +44,7 @@ local function readRequest(id)
     prefix = raw[13] or '',
     lim = raw[14] or '',
     w = raw[15] or '',
+    px = raw[16],
   }
 end
 

@@ -55,6 +55,8 @@ export interface LocalRequest {
   lim: LimitCharge | null;
   /** Charged in tokens: its tenant's weight at the charge (null = not charged in tokens). */
   w: number | null;
+  /** Prefix routing: the index's prediction at its grant (null = none made). */
+  px: number | null;
   state: 'queued' | 'granted';
   pod: string;
 }
@@ -344,14 +346,36 @@ export class LocalEngine {
   }
 
   /**
-   * A grant on `pod`: its index learns the request's prefix (prefix routing on), and the
-   * granted request keeps it no longer (as its Lua record).
+   * A grant on `pod` (prefix routing on): the request records the index's prediction (the
+   * leading run of its prefix the pod holds) and keeps its prefix only with a run of 2 or
+   * more, for correctPrefix (as its Lua record); the index learns its prefix.
    */
   rememberPrefix(pod: LocalPod, req: LocalRequest, now: number, settings: SchedulerSettings): void {
-    if (settings.prefix.enabled) {
+    if (settings.prefix.enabled && req.prefix.length > 0) {
+      req.px = this.prefixIndex.matched(pod.name, req.prefix, now);
       this.prefixIndex.remember(pod.name, req.prefix, now, settings.prefix, pod.prefixCapacity);
     }
-    req.prefix = [];
+    if (req.px === null || req.px < 2) req.prefix = [];
+  }
+
+  /**
+   * At the release of a granted request: the pod's cached blocks against the prediction
+   * (correctPrefix in prefix.lua). Returns the prediction, null when none was made.
+   */
+  correctPrefix(
+    req: LocalRequest,
+    cachedBlocks: number | undefined,
+    now: number,
+    settings: SchedulerSettings,
+  ): number | null {
+    const predicted = req.px;
+    if (predicted === null) return null;
+    if (cachedBlocks === undefined || cachedBlocks + 1 >= predicted || !settings.prefix.enabled) {
+      return predicted;
+    }
+    if (!this.pods.has(req.pod)) return predicted;
+    this.prefixIndex.missed(req.pod, req.prefix, now, settings.prefix);
+    return predicted;
   }
 
   // --- requests.lua

@@ -287,6 +287,7 @@ export class LocalScheduler implements Scheduler {
       tokens: tenant.tokenBucket ? r.tokens : 0,
       lim: decision?.ok ? decision.charge : null,
       w: null,
+      px: null,
       state: 'queued',
       pod: '',
     };
@@ -431,8 +432,12 @@ export class LocalScheduler implements Scheduler {
     if (r.outputTokens !== undefined) {
       this.engine.countFlow('outputTokens', req.tenant, req.sloClass, r.outputTokens);
     }
+    const predicted =
+      was === 'granted'
+        ? this.engine.correctPrefix(req, r.prefixCachedBlocks, now, settings)
+        : null;
     this.engine.dispatchPass(now, settings, null);
-    return { was };
+    return predicted === null ? { was } : { was, predictedBlocks: predicted };
   }
 
   /** Mirrors lua/handover-1.lua. */
@@ -495,6 +500,7 @@ export class LocalScheduler implements Scheduler {
       prefix: [],
       lim: counted?.charge ?? null,
       w: null,
+      px: null,
       expiresAt: now + settings.queueTtlMs,
       seq: 0,
       tokens: 0,

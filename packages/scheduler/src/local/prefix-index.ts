@@ -55,6 +55,18 @@ export class PrefixIndex {
     if (size === 0) current.expiresAt = now + config.ttlMs;
   }
 
+  /**
+   * `pod` had fewer of a request's blocks than its index predicted: its current generation
+   * ends now (the previous one is dropped) and `hashes`, which the pod holds since it served
+   * them, start the new one (correctPrefix in prefix.lua).
+   */
+  missed(pod: string, hashes: readonly string[], now: number, config: PrefixRoutingConfig): void {
+    const current = live(this.#current.get(pod), now);
+    if (current) this.#previous.set(pod, current);
+    else this.#previous.delete(pod);
+    this.#current.set(pod, { hashes: new Set(hashes), expiresAt: now + config.ttlMs });
+  }
+
   /** The pod restarted (its cache is empty): its index goes. */
   forget(pod: string): void {
     this.#current.delete(pod);

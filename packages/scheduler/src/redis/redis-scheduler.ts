@@ -355,14 +355,16 @@ export class RedisScheduler implements Scheduler {
       r.inputTokens ?? '',
       r.outputTokens ?? '',
       r.actualTokens ?? '',
+      r.prefixCachedBlocks ?? '',
       ...(hinted ? [MAX_QUIET_MS, popping, MAX_NOTICES_PER_POP] : []),
     ]);
-    const [state, quiet, ...carried] = hinted && Array.isArray(reply) ? reply : [reply, 0];
+    if (!Array.isArray(reply)) throw schedulerError(reply as number, `release ${id}`);
+    const [state, predicted, quiet, ...carried] = reply as [number, number, unknown, ...string[]];
     if (popping !== undefined) this.notices.carry(popping, carried);
-    const was = END_STATES[state as number];
-    if (was === undefined) throw schedulerError(state as number, `release ${id}`);
+    const was = END_STATES[state];
+    if (was === undefined) throw schedulerError(state, `release ${id}`);
     this.keepQuiet(sent, quiet, changesBefore);
-    return { was };
+    return predicted >= 0 ? { was, predictedBlocks: predicted } : { was };
   }
 
   async handover(

@@ -121,14 +121,14 @@ export function prefixRouting(getPool: GetPool): void {
     for (const id of ['busy', 'c7-again', 'c8-again']) await release(id);
   });
 
-  it("index_entries_per_pod 0: a pod's generations are as large as its reported cache", async () => {
+  it("index_entries_per_pod 0: a pod's index holds as many keys as its reported cache", async () => {
     await setup({ entriesPerPod: 0 });
     const pool = getPool();
-    // pod-a says its cache holds 4 blocks: two generations of 4, as entriesPerPod 8 above.
-    await pool.report(await pool.lead(), [{ pod: 'pod-a', prefixCapacity: 4 }]);
+    // pod-a says its cache holds 8 blocks: two generations of 4, as entriesPerPod 8 above.
+    await pool.report(await pool.lead(), [{ pod: 'pod-a', prefixCapacity: 8 }]);
     const snapshot = await pool.on().snapshot();
     expect(snapshot.pods.map((p) => [p.name, p.prefixCapacity])).toEqual([
-      ['pod-a', 4],
+      ['pod-a', 8],
       ['pod-b', null],
     ]);
     for (let i = 0; i <= 8; i += 1) {
@@ -141,7 +141,7 @@ export function prefixRouting(getPool: GetPool): void {
     expect(await grant('c7-again', chain('c7-', 4))).toBe('pod-a');
     // A later scrape that does not say keeps what the pod said.
     await pool.report(await pool.lead(), [{ pod: 'pod-a' }]);
-    expect((await pool.on().snapshot()).pods[0]?.prefixCapacity).toBe(4);
+    expect((await pool.on().snapshot()).pods[0]?.prefixCapacity).toBe(8);
     for (const id of ['busy', 'c7-again']) await release(id);
   });
 
@@ -163,6 +163,47 @@ export function prefixRouting(getPool: GetPool): void {
     await grant('busy', undefined, 'pod-a');
     expect(await grant('t', chain('t', 8))).toBe('pod-b');
     for (const id of ['busy', 't']) await release(id);
+  });
+
+  it("a release reports the index's prediction; a miss drops the pod's older entries", async () => {
+    const pool = getPool();
+    await setup({ entriesPerPod: 16 }); // generations of 8 keys
+    const end = (id: string, prefixCachedBlocks?: number) =>
+      pool.on().release(id, {
+        outcome: 'completed',
+        ...(prefixCachedBlocks === undefined ? {} : { prefixCachedBlocks }),
+      });
+    // No prediction without a prefix; 0 for a prefix held nowhere.
+    await grant('plain', undefined);
+    expect(await end('plain')).toEqual({ was: 'granted' });
+    expect(await grant('c0', chain('c0-', 4), 'pod-a')).toBe('pod-a');
+    expect(await end('c0', 0)).toEqual({ was: 'granted', predictedBlocks: 0 });
+    // A hit (the last block is always computed again: 3 of 4 is one): nothing changes.
+    expect(await grant('c0-hit', chain('c0-', 4), 'pod-a')).toBe('pod-a');
+    expect(await end('c0-hit', 3)).toEqual({ was: 'granted', predictedBlocks: 4 });
+    // c1..c3 on pod-a: its previous generation holds c0 and c1, its current c2 and c3.
+    for (const [c, blocks] of [
+      ['c1', 4],
+      ['c2', 4],
+      ['c3', 3],
+    ] as const) {
+      expect(await grant(c, chain(`${c}-`, blocks), 'pod-a')).toBe('pod-a');
+      expect(await end(c, 0)).toEqual({ was: 'granted', predictedBlocks: 0 });
+    }
+    // The pod restarted unseen: c2 predicted 4, the pod had none. Its current generation
+    // (c2, c3) becomes the previous one, c0 and c1 go, c2's keys start a new one.
+    expect(await grant('c2-miss', chain('c2-', 4), 'pod-a')).toBe('pod-a');
+    expect(await end('c2-miss', 0)).toEqual({ was: 'granted', predictedBlocks: 4 });
+    await grant('busy', undefined, 'pod-a'); // pod-a one request busier than pod-b
+    expect(await grant('c0-again', chain('c0-', 4))).toBe('pod-b');
+    expect(await grant('c1-again', chain('c1-', 4))).toBe('pod-b');
+    expect(await grant('c2-again', chain('c2-', 4))).toBe('pod-a');
+    expect(await grant('c3-again', chain('c3-', 3))).toBe('pod-a');
+    for (const id of ['busy', 'c0-again', 'c1-again', 'c2-again', 'c3-again']) {
+      expect((await end(id)).was).toBe('granted');
+    }
+    // Only a granted request made a prediction: an unknown id reports none.
+    expect(await end('c2-miss', 0)).toEqual({ was: 'unknown' });
   });
 
   it("forgetPrefixes drops a restarted pod's entries", async () => {

@@ -239,6 +239,8 @@ export class Generator {
     if (chance(rng, 0.5))
       options.usage = { inputTokens: uniformInt(rng, 0, 50), outputTokens: uniformInt(rng, 0, 50) };
     if (chance(rng, 0.4)) options.actualTokens = uniformInt(rng, 0, 10);
+    // What the pod had of the prompt: up to the 5 blocks of a conversation (prefix routing).
+    if (chance(rng, 0.5)) options.prefixCachedBlocks = uniformInt(rng, 0, 5);
     return options;
   }
 

@@ -113,8 +113,11 @@ function resultKinds(operation: Operation, result: unknown): string[] {
     case 'poll':
       return (r as { kind: string }[]).map((notice) => `notice:${notice.kind}`);
     case 'release':
-    case 'cancel':
-      return [`${operation.op}:${(r as { was: string }).was}`];
+    case 'cancel': {
+      const ended = r as { was: string; predictedBlocks?: number };
+      const predicted = ended.predictedBlocks === undefined ? [] : [`${operation.op}:predicted`];
+      return [`${operation.op}:${ended.was}`, ...predicted];
+    }
     case 'heartbeat':
       return (r as { lost: string[] }).lost.map(() => 'heartbeat:lost');
     case 'handover': {
