@@ -303,7 +303,7 @@ export const SCHEDULER_SETTINGS = [
     yaml: 'routing.index_entries_per_pod',
     default: 0,
     check: { kind: 'int', min: 0, max: 100_000_000 },
-    doc: "0: each pod's index is sized from the pod, two generations of as many block hashes as its KV cache holds blocks (`vllm:cache_config_info`; 32,768 each while the pod does not say); N > 0 overrides: at most N per pod, two generations of half each (an approximate LRU). The index's Redis memory is bounded by pods x twice a generation (docs/routing.md)",
+    doc: "0: each pod's index is sized from the pod, at most as many block hashes as its KV cache holds blocks, in two generations of half each (`vllm:cache_config_info`; 32,768 each while the pod does not say); N > 0 overrides: at most N per pod, two generations of half each (an approximate LRU). The index's Redis memory is bounded by pods x twice a generation (docs/routing.md)",
   },
   {
     path: 'prefix.ttlMs',
