@@ -4,7 +4,8 @@
 --[[
   req:<id> hash: tenant, band, owner (replica), class, cost, kvBlocks, hint, prefix (prompt
   block hashes joined by ',', includes/prefix.lua; kept only while queued: the grant uses
-  them, so a granted request's reads stay small), w (with fairness in tokens, the
+  them, so a granted request's reads stay small), lora (the LoRA adapter it asks for,
+  includes/lora.lua; '' for none), w (with fairness in tokens, the
   tenant's weight its cost was charged at, so its release trues up at the same; '' = not
   charged in tokens), expiresAt
   (queue expiry), seq, tokens (charged to the tenant's bucket, 0 = not charged), lim (what
@@ -24,7 +25,8 @@
 local function readRequest(id)
   local requestKey = requestPrefix .. id
   local raw = rcall('HMGET', requestKey, 'state', 'tenant', 'band', 'owner', 'class', 'cost',
-    'kvBlocks', 'hint', 'expiresAt', 'pod', 'seq', 'tokens', 'prefix', 'lim', 'w')
+    'kvBlocks', 'hint', 'expiresAt', 'pod', 'seq', 'tokens', 'prefix', 'lim', 'w',
+    'lora')
   if not raw[1] then return nil end
   return {
     id = id,
@@ -43,6 +45,7 @@ local function readRequest(id)
     prefix = raw[13] or '',
     lim = raw[14] or '',
     w = raw[15] or '',
+    adapter = raw[16] or '',
   }
 end
 
@@ -51,7 +54,8 @@ local function storeRequest(req, state, pod)
   rcall('HSET', requestKey, 'state', state, 'tenant', req.tenant, 'band', req.band,
     'owner', req.owner, 'class', req.class, 'cost', req.cost, 'kvBlocks', req.kvBlocks,
     'hint', req.hint, 'expiresAt', req.expiresAt, 'seq', req.seq, 'tokens', req.tokens,
-    'pod', pod or '', 'prefix', state == 'queued' and req.prefix or '', 'lim', req.lim, 'w', req.w or '')
+    'pod', pod or '', 'prefix', state == 'queued' and req.prefix or '', 'lim', req.lim, 'w', req.w or '',
+    'lora', req.adapter or '')
 end
 
 -- Score in the shedding and eviction indexes (sheddableScore in src/local/engine.ts): the
