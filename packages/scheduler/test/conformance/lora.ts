@@ -15,7 +15,11 @@ const KEEP_CLAIMS_MS = 60_000;
 export function loraRouting(getPool: GetPool): void {
   const setup = async (lora: Record<string, unknown> = {}, reports?: PodAdapterReport[]) => {
     await getPool().setup({
-      settings: { initialBudget: 16, queueTtlMs: 60_000, lora: { enabled: true, ...lora } },
+      settings: {
+        initialBudget: 16,
+        queueTtlMs: 60_000,
+        lora: { enabled: true, load: false, ...lora },
+      },
       tenants: [{ id: 't' }, { id: 'u' }],
       pods: PODS,
     });
