@@ -287,6 +287,8 @@ export interface PodSnapshot {
   load: ScrapedLoad | null;
   /** Prompt blocks its KV cache holds, as the last scrape that said reported (else null). */
   prefixCapacity: number | null;
+  /** Its LoRA adapter slots, as the last adapter report that said reported (else null). */
+  loraSlots: number | null;
 }
 
 export interface SchedulerSnapshot {
