@@ -4,7 +4,8 @@
   - 'report' (the leader, from each pod's /v1/models and vllm:lora_requests_info): each
     named pod's hash lora:<pod> becomes the adapters listed ('0'), plus those a grant claimed
     there (claimAdapter: a gateway loads them) less than keepClaimsMs ago, which the
-    leader's list may not show yet; and its slots ('lslots:<pod>', max_lora) when given.
+    leader's list may not show yet (a claim that young keeps its stamp even when listed:
+    vllm:lora_requests_info lists an adapter only while a request for it runs); and its slots ('lslots:<pod>', max_lora) when given.
     Pods that are not configured (no cap) are skipped, so a report never creates a pod.
   - 'drop' (a gateway whose load of a claimed adapter failed): the pod no longer holds it.
   No dispatch pass: the next pass (a release, the poll tick) sees the change.
@@ -49,8 +50,13 @@ for i = 3, #ARGV, 3 do
         rcall('HDEL', adaptersKey, adapter)
       end
     end
+    -- A listed adapter keeps a young claim's stamp: the lists may drop it again (a request
+    -- in flight listed it, the pod's /v1/models not yet) before the claim is old.
     for _, adapter in ipairs(order) do
-      if rcall('HGET', adaptersKey, adapter) ~= '0' then rcall('HSET', adaptersKey, adapter, '0') end
+      local since = rcall('HGET', adaptersKey, adapter)
+      if since ~= '0' and (not since or tonumber(since) <= claimedSince) then
+        rcall('HSET', adaptersKey, adapter, '0')
+      end
     end
   end
 end

@@ -237,7 +237,10 @@ export class LocalScheduler implements Scheduler {
       for (const [adapter, since] of held) {
         if (!listed.has(adapter) && (since === 0 || since <= claimedSince)) held.delete(adapter);
       }
-      for (const adapter of report.adapters) held.set(adapter, 0);
+      for (const adapter of report.adapters) {
+        const since = held.get(adapter);
+        if (since !== 0 && (since === undefined || since <= claimedSince)) held.set(adapter, 0);
+      }
       if (held.size === 0) e.adapters.delete(report.pod);
     }
   }

@@ -125,6 +125,9 @@ export function loraRouting(getPool: GetPool): void {
     expect(await enqueue('z1', 'z')).toBe('pod-c');
     // z is claimed on pod-c: the next z goes there too, busier or not ...
     expect(await enqueue('z2', 'z')).toBe('pod-c');
+    // A report listing it (a request for it runs) and then not keeps the young claim.
+    await pool.on().reportPodAdapters([{ pod: 'pod-c', adapters: ['v', 'z'] }], KEEP_CLAIMS_MS);
+    await pool.on().reportPodAdapters([{ pod: 'pod-c', adapters: ['v'] }], KEEP_CLAIMS_MS);
     // ... and waits while pod-c is full.
     expect(await enqueue('z3', 'z')).toBe('queued');
     expect(await pool.releaseAndCollect('z1')).toEqual(['z3']);
