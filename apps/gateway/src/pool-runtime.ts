@@ -10,6 +10,7 @@ import { applyConfig, createScheduler } from './scheduler-setup.js';
 import { GrantBroker } from './slot/grant-broker.js';
 import { HeldLeases } from './slot/held-leases.js';
 import { SlotRecycler } from './slot/slot-recycler.js';
+import { AdapterLoader } from './upstream/adapter-loader.js';
 import { PodModels } from './upstream/pod-models.js';
 import { PodPool } from './upstream/pods.js';
 import { UsageMeter } from './usage/usage-meter.js';
@@ -36,6 +37,8 @@ export class PoolRuntime {
   readonly discovery: PoolDiscovery | undefined;
   /** What the pods list in their GET /v1/models (refreshed every upstream.models_refresh_ms). */
   readonly models: PodModels;
+  /** Loads LoRA adapters on pods before a forward (`routing.lora_load: on`). */
+  readonly adapters: AdapterLoader;
   readonly control: ControlPlane;
   /** What the pods reported at release, per tenant and model (GET /admin/usage). */
   readonly usage: UsageMeter;
@@ -98,6 +101,14 @@ export class PoolRuntime {
     });
     this.models = new PodModels(this.pods, () => this.#config().upstream.models_refresh_ms);
     const healthy = (pod: string) => this.pods.get(pod)?.healthy ?? true;
+    this.adapters = new AdapterLoader({
+      pods: this.pods,
+      models: this.models,
+      paths: () => this.#config().routing.lora_paths,
+      scheduler: { dropPodAdapter: (pod, adapter) => this.scheduler.dropPodAdapter(pod, adapter) },
+      log,
+      onError: (operation) => metrics.redisErrors.inc({ operation }),
+    });
 
     const outageMode = config.redis?.on_outage;
     const monitor = outageMode
@@ -170,6 +181,7 @@ export class PoolRuntime {
       replica,
       config: this.#config,
       pods: () => this.podConfigs(),
+      models: this.models,
       ...(this.discovery ? { discovery: { source: this.discovery, pods: this.pods } } : {}),
       metrics,
       log,

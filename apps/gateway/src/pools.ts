@@ -81,7 +81,11 @@ export class Pools {
 
   #discovered(model: string): { pool: string; model: string } | undefined {
     for (const pool of this.all) {
-      if (pool.models.has(model) && pool.discoversModels()) return { pool: pool.name, model };
+      if (!pool.discoversModels()) continue;
+      // A LoRA adapter the pool can load (routing.lora_paths) is served while no pod lists it.
+      if (pool.models.has(model) || Object.hasOwn(pool.config().routing.lora_paths, model)) {
+        return { pool: pool.name, model };
+      }
     }
     return undefined;
   }

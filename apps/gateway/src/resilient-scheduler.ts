@@ -47,6 +47,8 @@ const METHODS = [
   'meterUsage',
   'readUsage',
   'forgetPrefixes',
+  'reportPodAdapters',
+  'dropPodAdapter',
   'enqueue',
   'poll',
   'waitForNotices',

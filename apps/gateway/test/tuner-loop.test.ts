@@ -58,6 +58,7 @@ class ModelPod {
     this.generated = { sum: this.generated.sum + n * output, count: this.generated.count + n };
     const metrics: VllmMetrics = {
       cache: null,
+      lora: null,
       models: ['m'],
       waiting: 0,
       running: r.meanBatch,

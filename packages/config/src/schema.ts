@@ -302,6 +302,19 @@ export const routingSchema = z.strictObject({
   ...settingsShape('routing'),
   /** Most prompt blocks (of scheduler.kv_block_size tokens) hashed per request. */
   max_blocks: z.number().int().min(1).max(512).default(128),
+  /**
+   * LoRA adapter name -> the path a pod loads it from (`lora_path` of vLLM's
+   * `POST /v1/load_lora_adapter`), for `lora_load: on`. An adapter named here is served by
+   * the pool even while no pod holds it; one a pod lists is loaded from that pod's `root`.
+   */
+  lora_paths: z
+    .record(
+      z
+        .string()
+        .regex(/^[A-Za-z0-9._:@/-]{1,200}$/, 'an adapter name is 1-200 of [A-Za-z0-9._:@/-]'),
+      z.string().min(1),
+    )
+    .default({}),
 });
 
 /** The leader lease: every replica runs the election, one leads (docs/controller.md). */

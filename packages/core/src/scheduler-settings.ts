@@ -314,4 +314,22 @@ export const SCHEDULER_SETTINGS = [
     check: { kind: 'int', min: 1_000, max: 30 * DAY_MS },
     doc: "a generation of a pod's index is dropped this long after its first entry",
   },
+  {
+    path: 'lora.enabled',
+    field: 'loraEnabled',
+    yaml: 'routing.lora',
+    yamlForm: 'on-off',
+    default: true,
+    check: { kind: 'flag' },
+    doc: '`on`: a request for a LoRA adapter goes only to the pods that hold it (their `/v1/models` and `vllm:lora_requests_info`), the least-loaded of them with room, and waits without holding up others while none of them has room (docs/routing.md, *LoRA adapters*); `off`: adapters are ignored in the choice',
+  },
+  {
+    path: 'lora.load',
+    field: 'loraLoad',
+    yaml: 'routing.lora_load',
+    yamlForm: 'on-off',
+    default: false,
+    check: { kind: 'flag' },
+    doc: '`on`: a request for an adapter no pod holds goes to the least-loaded pod with room and a free adapter slot (adapters held < `max_lora`), and the gateway loads it there (`POST /v1/load_lora_adapter`, path from `routing.lora_paths` or a pod that listed it) before the forward; `off`: it goes to the least-loaded pod',
+  },
 ] as const satisfies readonly SettingSpec[];

@@ -177,6 +177,12 @@ export interface VllmMetrics {
    * null when the pod does not say (before the engine profiled its memory, or an older vLLM).
    */
   cache: { blocks: number; blockSize: number } | null;
+  /**
+   * vllm:lora_requests_info (with LoRA on): the pod's adapter slots (`max_lora`) and the
+   * adapters with a request in flight (running or waiting), from the series set last (the
+   * largest value: vLLM sets each step's series to the current time); null without it.
+   */
+  lora: { maxLora: number; adapters: string[] } | null;
 }
 
 export interface VllmMetricsOptions {
@@ -194,6 +200,8 @@ export function parseVllmMetrics(text: string, options: VllmMetricsOptions = {})
   const buckets = new Map<string, Map<number, number>>();
   const models = new Set<string>();
   let cache: VllmMetrics['cache'] = null;
+  let lora: VllmMetrics['lora'] = null;
+  let loraSetAt = Number.NEGATIVE_INFINITY;
   for (const sample of parsePrometheusText(text)) {
     if (!sample.name.startsWith('vllm:')) continue;
     if (sample.name === 'vllm:cache_config_info') {
@@ -202,6 +210,20 @@ export function parseVllmMetrics(text: string, options: VllmMetricsOptions = {})
       const blockSize = Number(sample.labels.block_size);
       if (Number.isInteger(blocks) && blocks > 0 && Number.isInteger(blockSize) && blockSize > 0) {
         cache = { blocks, blockSize };
+      }
+      continue;
+    }
+    if (sample.name === 'vllm:lora_requests_info') {
+      const maxLora = Number(sample.labels.max_lora);
+      if (Number.isInteger(maxLora) && maxLora >= 0 && sample.value > loraSetAt) {
+        loraSetAt = sample.value;
+        const names = (label: string | undefined) =>
+          (label ?? '').split(',').filter((name) => name !== '');
+        const adapters = new Set([
+          ...names(sample.labels.running_lora_adapters),
+          ...names(sample.labels.waiting_lora_adapters),
+        ]);
+        lora = { maxLora, adapters: [...adapters] };
       }
       continue;
     }
@@ -250,5 +272,6 @@ export function parseVllmMetrics(text: string, options: VllmMetricsOptions = {})
     requestGenerationTokens: histogram('vllm:request_generation_tokens'),
     queueTime: histogram('vllm:request_queue_time_seconds'),
     cache,
+    lora,
   };
 }

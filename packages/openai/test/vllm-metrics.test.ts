@@ -128,7 +128,17 @@ describe('parseVllmMetrics', () => {
       requestGenerationTokens: { sum: 40, count: 3 },
       queueTime: null,
       cache: null,
+      lora: null,
     });
+  });
+
+  it('reads the adapters and slots of the newest vllm:lora_requests_info series', () => {
+    const text = [
+      'vllm:lora_requests_info{max_lora="2",running_lora_adapters="a",waiting_lora_adapters="a"} 1.7e9',
+      'vllm:lora_requests_info{max_lora="2",running_lora_adapters="b,c",waiting_lora_adapters="c,d"} 1.8e9',
+      'vllm:lora_requests_info{max_lora="2",running_lora_adapters="",waiting_lora_adapters=""} 1.6e9',
+    ].join('\n');
+    expect(parseVllmMetrics(text).lora).toEqual({ maxLora: 2, adapters: ['b', 'c', 'd'] });
   });
 
   it.each([

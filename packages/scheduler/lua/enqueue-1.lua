@@ -27,6 +27,7 @@
     ARGV[14] input tokens (the gateway's estimate; integer >= 0, '' = 0) and
     ARGV[15] max_tokens (integer >= 0, '' = 0): with fairness in tokens its cost is worked
              out from them (includes/service.lua estimatedCost) instead of ARGV[6]
+    ARGV[16] the LoRA adapter it asks for, '' (or absent) for none (includes/lora.lua)
 
   Output:
     {1, pod, retried}   granted on pod (retried = 1 when the id was already live)
@@ -70,6 +71,7 @@ local req = {
   tokens = 0,
   prefix = ARGV[12] or '',
   lim = '',
+  adapter = ARGV[16] or '',
 }
 local band = tonumber(req.band)
 touchReplica(req.owner, now, cfg)

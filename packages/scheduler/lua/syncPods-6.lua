@@ -61,7 +61,7 @@ for _, pod in ipairs(rcall('SMEMBERS', discoveredKey)) do
     if (tonumber(rcall('HGET', podsKey, 'inflight:' .. pod)) or 0) <= 0 then
       rcall('HDEL', podsKey, 'cap:' .. pod, 'healthy:' .. pod, 'inflight:' .. pod,
         'leaving:' .. pod, 'waiting:' .. pod, 'running:' .. pod, 'kv:' .. pod,
-        'scrapedAt:' .. pod, 'pxcap:' .. pod)
+        'scrapedAt:' .. pod, 'pxcap:' .. pod, 'lslots:' .. pod)
       rcall('SREM', discoveredKey, pod)
     end
   end

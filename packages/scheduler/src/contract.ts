@@ -55,6 +55,14 @@ export interface EnqueueRequest {
    */
   prefix?: readonly string[];
   /**
+   * The LoRA adapter the request asks for (its `model` names an adapter, not the pods' base
+   * model; 1-200 of [A-Za-z0-9._:@/-]). With settings.lora.enabled it goes only to a pod
+   * that holds it (setPodAdapters), and waits, without holding up other flows, while none
+   * of those has room; with settings.lora.load, an adapter no pod holds goes to a pod with a
+   * free adapter slot (docs/routing.md, *LoRA adapters*).
+   */
+  adapter?: string;
+  /**
    * Token-bucket cost (estimated tokens), integer >= 0; 0 (default) is not charged. Taken
    * atomically with the enqueue when the tenant has a bucket; given back if the request never
    * gets a slot; trued up at release with ReleaseOptions.actualTokens.
@@ -239,6 +247,15 @@ export interface PodLoadReport {
   prefixCapacity?: number;
 }
 
+/** One pod's LoRA adapters as the leader sees them (reportPodAdapters). */
+export interface PodAdapterReport {
+  pod: PodName;
+  /** Every adapter it holds now: its /v1/models (but its base model) and lora_requests_info. */
+  adapters: readonly string[];
+  /** Its adapter slots (vllm:lora_requests_info's max_lora); absent when it does not say. */
+  slots?: number;
+}
+
 export interface TenantSnapshot {
   tenant: TenantId;
   weight: number;
@@ -285,6 +302,8 @@ export interface PodSnapshot {
   load: ScrapedLoad | null;
   /** Prompt blocks its KV cache holds, as the last scrape that said reported (else null). */
   prefixCapacity: number | null;
+  /** Its LoRA adapter slots, as the last adapter report that said reported (else null). */
+  loraSlots: number | null;
 }
 
 export interface SchedulerSnapshot {
@@ -364,6 +383,15 @@ export interface Scheduler extends GrantSource {
   setPodHealth(pods: readonly PodHealth[]): Promise<void>;
   /** Drops the pods' prefix indexes (they restarted: their KV caches are empty). */
   forgetPrefixes(pods: readonly PodName[]): Promise<void>;
+  /**
+   * The leader's view of the LoRA adapters each named pod holds: replaces the pod's set,
+   * but keeps an adapter a grant claimed on it (settings.lora.load) less than
+   * `keepClaimsMs` ago, which the pod's list may not show yet. Pods not configured are
+   * ignored. Runs no dispatch pass.
+   */
+  reportPodAdapters(reports: readonly PodAdapterReport[], keepClaimsMs: number): Promise<void>;
+  /** The pod does not hold `adapter` after all (a gateway's load of it failed). */
+  dropPodAdapter(pod: PodName, adapter: string): Promise<void>;
   /**
    * Adds usage to the current hour of the store clock, kept `retentionS` after the hour
    * ends. Counts add up across replicas (each sends its own). `flushId` names the call: a

@@ -13,6 +13,7 @@ export type {
   LimitStanding,
   LimitsStanding,
   Notice,
+  PodAdapterReport,
   PodLoadReport,
   PodSnapshot,
   PolledNotices,

@@ -49,6 +49,8 @@ export interface PoolKeys {
   /** pxc:<pod> / pxo:<pod> sets: the current / previous generation of a pod's prefix index. */
   readonly prefixCurrentPrefix: string;
   readonly prefixPreviousPrefix: string;
+  /** lora:<pod> hashes: the LoRA adapters a pod holds (lua/includes/lora.lua). */
+  readonly adaptersPrefix: string;
 }
 
 export function poolKeys(pool: string): PoolKeys {
@@ -84,6 +86,7 @@ export function poolKeys(pool: string): PoolKeys {
     usagePrefix: `${tag}usage:`,
     prefixCurrentPrefix: `${tag}pxc:`,
     prefixPreviousPrefix: `${tag}pxo:`,
+    adaptersPrefix: `${tag}lora:`,
   };
 }
 
@@ -113,6 +116,7 @@ export const ENGINE_KEY_NAMES = [
   'sheddableByTenantPrefix',
   'prefixCurrentPrefix',
   'prefixPreviousPrefix',
+  'adaptersPrefix',
 ] as const satisfies readonly (keyof PoolKeys)[];
 
 /** Key families that exist only while a request (or a replica's notices) is live. */

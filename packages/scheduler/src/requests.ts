@@ -8,6 +8,7 @@ import {
 } from '@fairgate/core';
 import type {
   EnqueueRequest,
+  PodAdapterReport,
   PodLoadReport,
   ReleaseOptions,
   UsageBucket,
@@ -41,6 +42,8 @@ export interface NormalizedEnqueue {
   /** The prompt's tokens and max_tokens (fairness in tokens; 0 = none). */
   inputTokens: number;
   maxTokens: number;
+  /** The LoRA adapter it asks for; '' when none. */
+  adapter: string;
 }
 
 export function normalizeEnqueue(request: EnqueueRequest): NormalizedEnqueue {
@@ -66,6 +69,7 @@ export function normalizeEnqueue(request: EnqueueRequest): NormalizedEnqueue {
   assertInteger('request.inputTokens', inputTokens, 0, MAX_TOKENS);
   const maxTokens = request.maxTokens ?? 0;
   assertInteger('request.maxTokens', maxTokens, 0, MAX_TOKENS);
+  if (request.adapter !== undefined) assertValidName('request.adapter', request.adapter);
   const prefix = request.prefix ?? [];
   if (!Array.isArray(prefix) || prefix.length > MAX_PREFIX_BLOCKS) {
     throw new TypeError(`request.prefix must be an array of at most ${MAX_PREFIX_BLOCKS} hashes`);
@@ -93,6 +97,7 @@ export function normalizeEnqueue(request: EnqueueRequest): NormalizedEnqueue {
     budgetTokens,
     inputTokens,
     maxTokens,
+    adapter: request.adapter ?? '',
   };
 }
 
@@ -125,13 +130,14 @@ export function normalizeRelease(id: string, options: ReleaseOptions): Normalize
 /**
  * Whether a slot can pass to `request` unchanged (handover): a band >= 0 (a sheddable
  * request's lease is ordered for eviction by its grant), no token-bucket charge (taken
- * before the forward), no prompt prefix (its pod is chosen for its prompt). The rule
+ * before the forward), no prompt prefix (its pod is chosen for its prompt), no LoRA adapter
+ * (its pod must hold it). The rule
  * normalizeHandover enforces, as a cheap test for the gateway's request path. (A budget
  * estimate is counted by the handover without a check: the gateway's recycler decides from
  * its tenant's standing.)
  */
 export function canHandOver(request: EnqueueRequest): boolean {
-  return request.band >= 0 && !request.tokens && !request.prefix?.length;
+  return request.band >= 0 && !request.tokens && !request.prefix?.length && !request.adapter;
 }
 
 /**
@@ -155,6 +161,7 @@ export function normalizeHandover(
   }
   if (next.tokens !== 0) throw new TypeError('handover: request.tokens must be 0');
   if (next.prefix.length > 0) throw new TypeError('handover: request.prefix must be empty');
+  if (next.adapter !== '') throw new TypeError('handover: request.adapter must be empty');
   if (next.band < 0) throw new TypeError(`handover: request.band must be >= 0, got ${next.band}`);
   return { release, request: next };
 }
@@ -270,4 +277,27 @@ export function usageHours(fromHour: number, toHour: number): number[] {
     throw new TypeError(`a usage read spans at most ${MAX_USAGE_HOURS} hours, got ${hours.length}`);
   }
   return hours;
+}
+
+/** Validates the leader's adapter report (names as request.adapter, slots an integer >= 0). */
+export function normalizePodAdapters(
+  reports: readonly PodAdapterReport[],
+  keepClaimsMs: number,
+): PodAdapterReport[] {
+  assertInteger('keepClaimsMs', keepClaimsMs, 0, DAY_MS);
+  return reports.map((report) => {
+    assertValidName('report.pod', report.pod);
+    if (!Array.isArray(report.adapters)) {
+      throw new TypeError(`pod ${report.pod}: adapters must be an array`);
+    }
+    for (const adapter of report.adapters) assertValidName(`pod ${report.pod}: adapter`, adapter);
+    if (report.slots !== undefined) {
+      assertInteger(`pod ${report.pod}: slots`, report.slots, 0, 1_000_000);
+    }
+    return {
+      pod: report.pod,
+      adapters: [...new Set(report.adapters)],
+      ...(report.slots !== undefined ? { slots: report.slots } : {}),
+    };
+  });
 }

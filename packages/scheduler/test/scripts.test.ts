@@ -133,6 +133,7 @@ describe('lua and TypeScript agree', () => {
         'poll',
         'reclaim',
         'release',
+        'setPodAdapters',
       ].sort(),
     );
     for (const script of engine) expect(script.keys, script.name).toBe(1);

@@ -154,6 +154,7 @@ describe('requests', () => {
       budgetTokens: 0,
       inputTokens: 0,
       maxTokens: 0,
+      adapter: '',
     });
   });
 

@@ -8,7 +8,7 @@ import { ControllerLoop } from './controller-loop.js';
 import { LeaderElection } from './election.js';
 import { JanitorLoop } from './janitor-loop.js';
 import { LatencyRecorder } from './latency-recorder.js';
-import { type MetricsFetcher, PodScraper } from './pod-scraper.js';
+import { type MetricsFetcher, PodScraper, type PodScraperOptions } from './pod-scraper.js';
 import { PodSetWriter } from './pod-set-writer.js';
 import { PoolGauges } from './pool-gauges.js';
 import { TunerLoop } from './tuner-loop.js';
@@ -26,6 +26,8 @@ export interface ControlPlaneOptions {
   discovery?: { source: PoolDiscovery; pods: PodPool };
   /** How the leader GETs a pod's /metrics (tests replace it). */
   fetchMetrics?: MetricsFetcher;
+  /** What each pod listed last on GET /v1/models (the adapters it holds). */
+  models?: PodScraperOptions['models'];
 }
 
 /**
@@ -90,6 +92,7 @@ export class ControlPlane {
       metrics,
       log,
       ...(options.fetchMetrics ? { fetcher: options.fetchMetrics } : {}),
+      ...(options.models ? { models: options.models } : {}),
     });
     this.tuner = new TunerLoop({
       store: scheduler,

@@ -1,9 +1,10 @@
 import type { FairgateConfig, PodConfig } from '@fairgate/config';
 import { addGaugeSample, emptyGaugeSums, type GaugeSums } from '@fairgate/control';
 import { parseVllmMetrics, type VllmMetrics } from '@fairgate/openai';
-import type { Fence, PodLoadReport, Scheduler } from '@fairgate/scheduler';
+import type { Fence, PodAdapterReport, PodLoadReport, Scheduler } from '@fairgate/scheduler';
 import type { GatewayMetrics } from '@fairgate/telemetry';
 import { request } from 'undici';
+import { isAdapterEntry, type ModelEntry } from '../upstream/pod-models.js';
 import type { LeaderElection } from './election.js';
 import { LeaderTimer } from './leader-timer.js';
 
@@ -37,7 +38,8 @@ export const fetchMetrics: MetricsFetcher = async (url, timeoutMs) => {
 };
 
 export interface PodScraperOptions {
-  store: Pick<Scheduler, 'reportPodLoad' | 'forgetPrefixes'>;
+  store: Pick<Scheduler, 'reportPodLoad' | 'forgetPrefixes'> &
+    Partial<Pick<Scheduler, 'reportPodAdapters'>>;
   election: Pick<LeaderElection, 'holds'>;
   config: () => FairgateConfig;
   /** The pods to scrape (the config's and the discovered ones); default: the config's. */
@@ -45,7 +47,15 @@ export interface PodScraperOptions {
   metrics: GatewayMetrics;
   log: (line: string) => void;
   fetcher?: MetricsFetcher;
+  /**
+   * What each pod listed last on GET /v1/models (undefined before it answered): with the
+   * scrape's vllm:lora_requests_info, the LoRA adapters it holds (reportPodAdapters).
+   */
+  models?: { listedBy(pod: string): readonly ModelEntry[] | undefined };
 }
+
+/** The leader sends an unchanged adapter report again after this long (Redis may have lost it). */
+const ADAPTER_REPORT_REPEAT_MS = 2_000;
 
 /**
  * The leader's scrape of every pod's vLLM /metrics, every scrape.interval_ms: one request
@@ -65,6 +75,9 @@ export class PodScraper {
   readonly #failing = new Set<string>();
   readonly #gauges = new Map<string, GaugeSums>();
   #reportRefused = false;
+  /** The last adapter report sent and when (performance.now()). */
+  #adaptersSent = '';
+  #adaptersSentAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly options: PodScraperOptions) {}
 
@@ -175,7 +188,45 @@ export class PodScraper {
     } catch {
       metrics.redisErrors.inc({ operation: 'reportPodLoad' });
     }
+    await this.#reportAdapters(scrapes);
     return scrapes;
+  }
+
+  /**
+   * The LoRA adapters each scraped pod holds: the adapters of its last /v1/models and those
+   * its lora_requests_info says have a request, with its slots (max_lora). Sent when it
+   * changed, or every ADAPTER_REPORT_REPEAT_MS. A pod without LoRA (no adapter listed and no
+   * lora_requests_info) is left out, and so is one that never answered /v1/models. A grant's
+   * claim (lora_load) is kept for two model refreshes and two scrapes, plus a second: the
+   * time this replica's /v1/models of the pod may lag the load.
+   */
+  async #reportAdapters(scrapes: readonly PodScrape[]): Promise<void> {
+    const { store, models, config, metrics } = this.options;
+    if (!store.reportPodAdapters || !models) return;
+    const reports: PodAdapterReport[] = [];
+    for (const { pod, metrics: m } of scrapes) {
+      const listed = models.listedBy(pod);
+      if (!listed) continue;
+      const adapters = new Set(listed.filter(isAdapterEntry).map((entry) => entry.id));
+      for (const adapter of m.lora?.adapters ?? []) adapters.add(adapter);
+      if (adapters.size === 0 && !m.lora) continue;
+      const valid = [...adapters].filter((name) => /^[A-Za-z0-9._:@/-]{1,200}$/.test(name));
+      reports.push({ pod, adapters: valid.sort(), ...(m.lora ? { slots: m.lora.maxLora } : {}) });
+    }
+    if (reports.length === 0) return;
+    const text = JSON.stringify(reports);
+    const now = performance.now();
+    if (text === this.#adaptersSent && now - this.#adaptersSentAt < ADAPTER_REPORT_REPEAT_MS)
+      return;
+    const cfg = config();
+    const keepClaimsMs = 2 * cfg.upstream.models_refresh_ms + 2 * cfg.scrape.interval_ms + 1_000;
+    try {
+      await store.reportPodAdapters(reports, keepClaimsMs);
+      this.#adaptersSent = text;
+      this.#adaptersSentAt = now;
+    } catch {
+      metrics.redisErrors.inc({ operation: 'reportPodAdapters' });
+    }
   }
 
   /** Drops what is kept of pods that are gone (discovery no longer lists them). */

@@ -48,6 +48,7 @@ export async function admit(deps: GatewayDeps, call: Call): Promise<Admission> {
     ...(cls.bucketTokens > 0 ? { tokens: cls.bucketTokens } : {}),
     ...(cls.budgetTokens > 0 ? { budgetTokens: cls.budgetTokens } : {}),
     ...(call.prefix && call.prefix.length > 0 ? { prefix: call.prefix } : {}),
+    ...(call.adapter !== undefined ? { adapter: call.adapter } : {}),
     ...(cls.deadlineMs !== undefined
       ? { deadlineMs: Math.max(0, cls.deadlineMs - call.nowMs) }
       : {}),

@@ -169,6 +169,10 @@ async function generate(
     finish(held, 'cancelled', undefined, 409);
     throw batchCancelled(call.batch);
   }
+  if (call.adapter !== undefined && call.pool.config().routing.lora_load === 'on') {
+    // The pod loads the adapter before it gets the request (docs/routing.md, *LoRA adapters*).
+    await call.pool.adapters.ensure(granted.pod, call.adapter);
+  }
   const forwarded = await forward(deps, call, granted.pod, held);
   if (!forwarded.ok) {
     finish(held, forwarded.outcome, undefined, forwarded.status, forwarded.error);

@@ -15,6 +15,7 @@ import { DEFAULT_MAX_TOKENS, type GatewayDeps, type RequestState } from '../cont
 import { modelNotFound, unauthorized } from '../errors.js';
 import type { PoolRuntime } from '../pool-runtime.js';
 import { authenticateTenant } from '../tenants.js';
+import { isAdapterEntry } from '../upstream/pod-models.js';
 
 /**
  * Stage 1 of the request path (request/pipeline.ts): who is asking, for what, at which
@@ -40,6 +41,11 @@ export interface Call extends Arrival {
    * (`routing.prefix: on`; docs/routing.md): the scheduler picks the pod with them.
    */
   readonly prefix: readonly string[] | undefined;
+  /**
+   * The LoRA adapter the request asks for: its model is one a pod lists as an adapter (with
+   * a `parent`), or one `routing.lora_paths` names (docs/routing.md, *LoRA adapters*).
+   */
+  readonly adapter: string | undefined;
   /**
    * The batch this request is a line of (a Batch API worker's call: batch/line-runner.ts);
    * it is checked at the grant, so no line of a cancelled batch goes to a pod.
@@ -135,6 +141,7 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
       pool.routing.prefix === 'on'
         ? promptBlockKeys(request, pool.scheduler.kv_block_size, pool.routing.max_blocks)
         : undefined,
+    adapter: adapterOf(route.pool, pool.routing.lora_paths, route.model),
     // A requested alias goes to the pod as the model's own name.
     body: route.model === request.model ? body : JSON.stringify({ ...request, model: route.model }),
     batch: onBehalfOf === undefined ? undefined : nodeHeader(node.incoming, BATCH_ID_HEADER),
@@ -142,6 +149,20 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
     series: route.pool.metrics.series(tenant.id, cls.sloClass),
     nowMs,
   };
+}
+
+/** A name the scheduler takes as an adapter (EnqueueRequest.adapter). */
+const ADAPTER_NAME = /^[A-Za-z0-9._:@/-]{1,200}$/;
+
+function adapterOf(
+  pool: PoolRuntime,
+  paths: Readonly<Record<string, string>>,
+  model: string,
+): string | undefined {
+  if (!ADAPTER_NAME.test(model)) return undefined;
+  const entry = pool.models.get(model);
+  if (entry ? isAdapterEntry(entry) : Object.hasOwn(paths, model)) return model;
+  return undefined;
 }
 
 /**

@@ -43,6 +43,11 @@ export class PodModels {
     return [...this.#byId.values()];
   }
 
+  /** What `pod` listed last; undefined before it first answered. */
+  listedBy(pod: string): readonly ModelEntry[] | undefined {
+    return this.#byPod.get(pod);
+  }
+
   /** Resolves once the pods' lists have been read (at once after the first read). */
   ready(): Promise<void> {
     this.#firstRead ??= this.refresh();
@@ -112,4 +117,12 @@ function isModelEntry(value: unknown): value is ModelEntry {
     typeof (value as { id?: unknown }).id === 'string' &&
     (value as { id: string }).id.length > 0
   );
+}
+
+/**
+ * Whether an entry is a LoRA adapter: vLLM lists each adapter with `parent`, the base model
+ * it applies to (the base model's own entry has parent null), and `root`, its path.
+ */
+export function isAdapterEntry(entry: ModelEntry): boolean {
+  return typeof entry.parent === 'string' && entry.parent !== '' && entry.parent !== entry.id;
 }

@@ -181,6 +181,7 @@ local function dispatchPass(now, cfg, selfId)
     inflight = inflight, budget = budget, grants = 0, evictions = 0, gateTried = false,
     peakInflight = tonumber(gauges[4]) or 0,
   }
+  loraBeginPass(pods, cfg)
   if cfg.dispatchOrder == 'fifo' then fifoPass(pass) else priorityPass(pass) end
   return pass.selfPod, cfg
 end

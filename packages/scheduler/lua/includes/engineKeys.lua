@@ -33,6 +33,7 @@ local sheddableKey
 local sheddableByTenantPrefix
 local prefixCurrentPrefix
 local prefixPreviousPrefix
+local adaptersPrefix
 local boundTag
 local function bindEngineKeys(KEYS)
   local tag = KEYS[1]
@@ -73,6 +74,9 @@ local function bindEngineKeys(KEYS)
   prefixCurrentPrefix = tag .. 'pxc:'           -- pxc:<pod> set: the current generation of
                                                 -- the pod's prefix index (includes/prefix.lua)
   prefixPreviousPrefix = tag .. 'pxo:'          -- pxo:<pod> set: its previous generation
+  adaptersPrefix = tag .. 'lora:'               -- lora:<pod> hash: LoRA adapter the pod holds
+                                                -- -> '0' (listed) or the ms it was loaded
+                                                -- (includes/lora.lua)
   boundTag = tag
 end
 --- @percall bindEngineKeys(KEYS)

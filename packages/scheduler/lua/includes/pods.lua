@@ -2,7 +2,8 @@
 -- pods hash fields 'cap:<pod>', 'healthy:<pod>' ('1'|'0') and 'inflight:<pod>', and the
 -- leader's scrape (reportPodLoad-4.lua): 'waiting:<pod>', 'running:<pod>', 'kv:<pod>',
 -- 'scrapedAt:<pod>' (server ms; absent = never scraped) and 'pxcap:<pod>' (the prompt blocks
--- its KV cache holds; absent until a scrape says). Loaded once per pass, pods being
+-- its KV cache holds; absent until a scrape says) and 'lslots:<pod>' (its LoRA adapter slots,
+-- vllm:lora_requests_info's max_lora; absent until a report says). Loaded once per pass, pods being
 -- few, and kept current in memory as the pass grants and evicts.
 
 -- A pod as no field of the hash has set it yet.
@@ -10,6 +11,7 @@ local function resetPod(pod)
   pod.cap, pod.healthy, pod.inflight = 0, false, 0
   pod.waiting, pod.running, pod.kv, pod.scrapedAt = nil, nil, nil, nil
   pod.prefixCapacity = nil
+  pod.loraSlots = nil
 end
 
 -- Sets one parsed field on its pod.
@@ -21,7 +23,8 @@ local function setPodField(pod, kind, value)
   elseif kind == 'running' then pod.running = tonumber(value)
   elseif kind == 'kv' then pod.kv = tonumber(value)
   elseif kind == 'scrapedAt' then pod.scrapedAt = tonumber(value)
-  elseif kind == 'pxcap' then pod.prefixCapacity = tonumber(value) end
+  elseif kind == 'pxcap' then pod.prefixCapacity = tonumber(value)
+  elseif kind == 'lslots' then pod.loraSlots = tonumber(value) end
 end
 
 -- The last parse, kept at the library's top level: the hash's field names in the order

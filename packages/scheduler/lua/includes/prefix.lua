@@ -1,5 +1,6 @@
 --- @include "includes/pods"
 --- @include "includes/saturation"
+--- @include "includes/lora"
 --[[
   Prefix-aware pod choice (docs/routing.md). A request may carry the chained hashes of its
   prompt's first blocks (req:<id> field 'prefix', joined by ','). Each pod has an index of
@@ -72,16 +73,9 @@ local function prefixKeys(pod)
   return rcall('SCARD', currentKey) + rcall('SCARD', previousKey)
 end
 
--- The pod for a request: its hinted pod when that has room; else, with prefix routing on
--- and a prefix, the best-scoring pod when some pod holds part of it, or the least-loaded
--- pod by prefixKeys when none does; else the least-loaded pod with room (LocalEngine.choosePod).
--- With a prefix, req.prefixMatched keeps the chosen pod's leading run when the choice
--- computed it (rememberPrefix records it as the index's prediction).
-local function chooseRequestPod(pods, req, cfg, now)
-  if req.hint and req.hint ~= '' then
-    local hinted = pods.byName[req.hint]
-    if hinted and podHasRoom(hinted) then return hinted end
-  end
+-- chooseRequestPod's choice among `pods`. With a prefix, req.prefixMatched keeps the chosen
+-- pod's leading run (rememberPrefix records it as the index's prediction).
+local function chooseAmong(pods, req, cfg, now)
   if cfg.prefixEnabled then
     local hashes = prefixHashes(req)
     if #hashes > 0 then
@@ -96,6 +90,21 @@ local function chooseRequestPod(pods, req, cfg, now)
     end
   end
   return choosePod(pods, nil)
+end
+
+-- The pod for a request: its hinted pod when that has room; else, with prefix routing on
+-- and a prefix, the best-scoring pod when some pod holds part of it, or the least-loaded
+-- pod by prefixKeys when none does; else the least-loaded pod with room (LocalEngine.choosePod).
+-- A request for a LoRA adapter chooses so among the pods adapterPods leaves (lora.lua); nil
+-- when it waits.
+local function chooseRequestPod(pods, req, cfg, now)
+  if req.hint and req.hint ~= '' then
+    local hinted = pods.byName[req.hint]
+    if hinted and podHasRoom(hinted) then return hinted end
+  end
+  local candidates = adapterPods(pods, req, cfg)
+  if not candidates then return nil end
+  return claimAdapter(chooseAmong(candidates, req, cfg, now), req, cfg, now)
 end
 
 -- Entries of one generation of the pod's index (prefixGenerationSize in @fairgate/core):

@@ -5,7 +5,8 @@
   req:<id> hash: tenant, band, owner (replica), class, cost, kvBlocks, hint, prefix (prompt
   block hashes joined by ',', includes/prefix.lua; kept while queued, for the grant, and
   after it only when the grant predicted a run of 2 or more, for the release), px (the
-  prefix index's prediction at the grant: the run of the prefix the pod held), w (with fairness in tokens, the
+  prefix index's prediction at the grant: the run of the prefix the pod held), lora (the
+  LoRA adapter it asks for, includes/lora.lua; '' for none), w (with fairness in tokens, the
   tenant's weight its cost was charged at, so its release trues up at the same; '' = not
   charged in tokens), expiresAt
   (queue expiry), seq, tokens (charged to the tenant's bucket, 0 = not charged), lim (what
@@ -25,7 +26,8 @@
 local function readRequest(id)
   local requestKey = requestPrefix .. id
   local raw = rcall('HMGET', requestKey, 'state', 'tenant', 'band', 'owner', 'class', 'cost',
-    'kvBlocks', 'hint', 'expiresAt', 'pod', 'seq', 'tokens', 'prefix', 'lim', 'w', 'px')
+    'kvBlocks', 'hint', 'expiresAt', 'pod', 'seq', 'tokens', 'prefix', 'lim', 'w',
+    'lora', 'px')
   if not raw[1] then return nil end
   return {
     id = id,
@@ -44,7 +46,8 @@ local function readRequest(id)
     prefix = raw[13] or '',
     lim = raw[14] or '',
     w = raw[15] or '',
-    px = raw[16],
+    adapter = raw[16] or '',
+    px = raw[17],
   }
 end
 
@@ -53,7 +56,8 @@ local function storeRequest(req, state, pod)
   rcall('HSET', requestKey, 'state', state, 'tenant', req.tenant, 'band', req.band,
     'owner', req.owner, 'class', req.class, 'cost', req.cost, 'kvBlocks', req.kvBlocks,
     'hint', req.hint, 'expiresAt', req.expiresAt, 'seq', req.seq, 'tokens', req.tokens,
-    'pod', pod or '', 'prefix', state == 'queued' and req.prefix or '', 'lim', req.lim, 'w', req.w or '')
+    'pod', pod or '', 'prefix', state == 'queued' and req.prefix or '', 'lim', req.lim, 'w', req.w or '',
+    'lora', req.adapter or '')
 end
 
 -- Score in the shedding and eviction indexes (sheddableScore in src/local/engine.ts): the

@@ -2,6 +2,7 @@
 --- @include "includes/expiry"
 --- @include "includes/bytes"
 --- @include "includes/service"
+--- @include "includes/lora"
 --[[
   One band's ring: list band:<band>:ring of tenants, DRR deficits in the deficit hash under
   '<band>:<tenant>' (present iff the tenant is in the ring). These functions take the
@@ -25,7 +26,7 @@ end
 
 -- Looks at a tenant's queue: heads past their queue TTL are expired and heads whose owner
 -- stopped heartbeating are cancelled on the way. Returns 'empty', 'blocked' (tenant at a
--- quota) or 'ready' with the head request, its queue score and the tenant. A ready head
+-- quota, or its head waits for its LoRA adapter: lora.lua) or 'ready' with the head request, its queue score and the tenant. A ready head
 -- carries queueHasMore (whether another request waits behind it): the queue's first two
 -- members are read in one command, so a grant needs no ZCARD to know whether the flow
 -- leaves its ring (a pass touches the queue of the flow it grants from only through this
@@ -45,7 +46,7 @@ local function probeFlow(band, tenantName, now)
         endRequest(req, 'cancelled')
       else
         local tenant = loadTenant(tenantName)
-        if tenantAtQuota(tenant, req.kvBlocks) then return 'blocked' end
+        if tenantAtQuota(tenant, req.kvBlocks) or adapterWaits(req) then return 'blocked' end
         return 'ready', req, tonumber(head[2]), tenant
       end
     end

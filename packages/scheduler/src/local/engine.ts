@@ -51,6 +51,8 @@ export interface LocalRequest {
   tokens: number;
   /** Prompt block hashes (EnqueueRequest.prefix; empty = none). */
   prefix: readonly string[];
+  /** The LoRA adapter it asks for ('' = none). */
+  adapter: string;
   /** What it reserved against its tenant's budgets (null = nothing). */
   lim: LimitCharge | null;
   /** Charged in tokens: its tenant's weight at the charge (null = not charged in tokens). */
@@ -146,6 +148,8 @@ export interface LocalPod {
   load: ScrapedLoad | null;
   /** Prompt blocks its KV cache holds (reportPodLoad), null until a scrape says. */
   prefixCapacity: number | null;
+  /** Its LoRA adapter slots (reportPodAdapters), null until a report says. */
+  loraSlots: number | null;
 }
 
 export class LocalEngine {
@@ -168,6 +172,13 @@ export class LocalEngine {
   readonly discovered = new Set<string>();
   /** Each pod's index of the prompt blocks it was granted (prefix routing). */
   readonly prefixIndex = new PrefixIndex();
+  /**
+   * The LoRA adapters each pod holds (lora:<pod> hashes): adapter -> 0 when the leader's
+   * report listed it, or the ms a grant claimed it there (lua/includes/lora.lua).
+   */
+  readonly adapters = new Map<string, Map<string, number>>();
+  /** The pass's pods and settings while a dispatch pass runs (loraBeginPass). */
+  #loraPass: { pods: readonly LocalPod[]; settings: SchedulerSettings } | null = null;
   readonly requests = new Map<string, LocalRequest>();
   readonly queues = new Map<string, SortedSet>();
   readonly rings = new Map<number, FlowRing>();
@@ -290,7 +301,9 @@ export class LocalEngine {
    * The hinted pod when it has room; else, for a request with a prefix while prefix routing
    * is on, the best-scoring pod with room when some pod holds part of the prefix
    * (choosePrefixPod), or the least-loaded pod with ties to the fewest indexed keys when
-   * none does; else the least-loaded pod with room (chooseRequestPod in prefix.lua).
+   * none does; else the least-loaded pod with room (chooseRequestPod in prefix.lua). A
+   * request for a LoRA adapter chooses so among the pods adapterPods leaves (lora.lua), and
+   * gets none when it waits.
    */
   choosePod(
     pods: readonly LocalPod[],
@@ -298,9 +311,79 @@ export class LocalEngine {
     prefix: readonly string[] = [],
     settings?: SchedulerSettings,
     now = 0,
+    adapter = '',
   ): LocalPod | undefined {
     const hinted = hint === '' ? undefined : this.pods.get(hint);
     if (hinted && podHasRoom(hinted)) return hinted;
+    if (adapter === '' || !settings?.lora.enabled) {
+      return this.chooseAmong(pods, prefix, settings, now);
+    }
+    const candidates = this.adapterPods(pods, adapter, settings);
+    if (!candidates) return undefined;
+    const pod = this.chooseAmong(candidates, prefix, settings, now);
+    // claimAdapter: an adapter no healthy pod holds is claimed on the pod it goes to.
+    if (pod && settings.lora.load && this.adapterHolders(pods, adapter).length === 0) {
+      this.podAdapters(pod.name, true).set(adapter, now);
+    }
+    return pod;
+  }
+
+  // --- lora.lua
+  /** The adapters a pod holds (created when `create`). */
+  podAdapters(pod: string, create: true): Map<string, number>;
+  podAdapters(pod: string, create: false): Map<string, number> | undefined;
+  podAdapters(pod: string, create: boolean): Map<string, number> | undefined {
+    let held = this.adapters.get(pod);
+    if (!held && create) {
+      held = new Map();
+      this.adapters.set(pod, held);
+    }
+    return held;
+  }
+
+  /** The healthy pods that hold `adapter`, in name order. */
+  private adapterHolders(pods: readonly LocalPod[], adapter: string): LocalPod[] {
+    return pods.filter((pod) => pod.healthy && this.adapters.get(pod.name)?.has(adapter));
+  }
+
+  private hasAdapterSlot(pod: LocalPod): boolean {
+    return pod.loraSlots === null || (this.adapters.get(pod.name)?.size ?? 0) < pod.loraSlots;
+  }
+
+  /** The pods a request for `adapter` may go to, or undefined when it waits (adapterPods). */
+  private adapterPods(
+    pods: readonly LocalPod[],
+    adapter: string,
+    settings: SchedulerSettings,
+  ): readonly LocalPod[] | undefined {
+    const holders = this.adapterHolders(pods, adapter);
+    if (holders.length > 0) {
+      const ready = holders.filter(podHasRoom);
+      return ready.length > 0 ? ready : undefined;
+    }
+    if (!settings.lora.load) return pods;
+    const free = pods.filter((pod) => podHasRoom(pod) && this.hasAdapterSlot(pod));
+    if (free.length > 0) return free;
+    if (pods.some((pod) => pod.healthy && this.hasAdapterSlot(pod))) return undefined;
+    return pods;
+  }
+
+  /** adapterWaits: inside a pass, whether a waiting request must wait for its adapter. */
+  private adapterWaits(req: LocalRequest): boolean {
+    const pass = this.#loraPass;
+    if (!pass || req.adapter === '' || !pass.settings.lora.enabled) return false;
+    const hinted = req.hint === '' ? undefined : this.pods.get(req.hint);
+    if (hinted && podHasRoom(hinted)) return false;
+    return this.adapterPods(pass.pods, req.adapter, pass.settings) === undefined;
+  }
+
+  /** The prefix score's or the least load's choice among `pods` (chooseAmong in prefix.lua). */
+  private chooseAmong(
+    pods: readonly LocalPod[],
+    prefix: readonly string[],
+    settings: SchedulerSettings | undefined,
+    now: number,
+  ): LocalPod | undefined {
     if (prefix.length > 0 && settings?.prefix.enabled) {
       return (
         this.choosePrefixPod(pods, prefix, settings, now) ??
@@ -609,7 +692,9 @@ export class LocalEngine {
       } else if (ownerLiveness === undefined) {
         this.endRequest(req, 'cancelled', now);
       } else {
-        if (this.tenantAtQuota(this.tenantOf(tenantName), req.kvBlocks)) return { kind: 'blocked' };
+        if (this.tenantAtQuota(this.tenantOf(tenantName), req.kvBlocks) || this.adapterWaits(req)) {
+          return { kind: 'blocked' };
+        }
         const ready = { req, ownerLiveness };
         return { kind: 'ready', cost: req.cost, head: { score: head.score, id: req.id }, ready };
       }
@@ -680,8 +765,13 @@ export class LocalEngine {
       evictions: 0,
       gateTried: false,
     };
-    if (settings.dispatchOrder === 'fifo') this.fifoPass(pass);
-    else this.priorityPass(pass);
+    this.#loraPass = { pods, settings };
+    try {
+      if (settings.dispatchOrder === 'fifo') this.fifoPass(pass);
+      else this.priorityPass(pass);
+    } finally {
+      this.#loraPass = null;
+    }
     return pass.selfPod;
   }
 
@@ -732,6 +822,7 @@ export class LocalEngine {
       req.prefix,
       pass.settings,
       pass.now,
+      req.adapter,
     ) as LocalPod;
     this.unlinkWaiting(req);
     req.state = 'granted';

@@ -30,6 +30,7 @@ import type {
   HeartbeatResult,
   LeadershipResult,
   Notice,
+  PodAdapterReport,
   PodLoadReport,
   ReclaimReport,
   ReleaseOptions,
@@ -44,6 +45,7 @@ import { parseNotice } from '../notices.js';
 import {
   normalizeEnqueue,
   normalizeHandover,
+  normalizePodAdapters,
   normalizePodLoads,
   normalizeRelease,
   normalizeUsage,
@@ -162,6 +164,7 @@ export class LocalScheduler implements Scheduler {
         inflight: existing?.inflight ?? 0,
         load: existing?.load ?? null,
         prefixCapacity: existing?.prefixCapacity ?? null,
+        loraSlots: existing?.loraSlots ?? null,
       });
     }
   }
@@ -182,6 +185,7 @@ export class LocalScheduler implements Scheduler {
         inflight: existing?.inflight ?? 0,
         load: existing?.load ?? null,
         prefixCapacity: existing?.prefixCapacity ?? null,
+        loraSlots: existing?.loraSlots ?? null,
       });
     }
     const names = new Set(listed.map((pod) => pod.name));
@@ -213,6 +217,41 @@ export class LocalScheduler implements Scheduler {
   async forgetPrefixes(pods: readonly PodName[]): Promise<void> {
     for (const pod of pods) assertValidName('pod', pod);
     for (const pod of pods) this.engine.prefixIndex.forget(pod);
+  }
+
+  /** Mirrors lua/setPodAdapters-1.lua ('report'). */
+  async reportPodAdapters(
+    reports: readonly PodAdapterReport[],
+    keepClaimsMs: number,
+  ): Promise<void> {
+    const checked = normalizePodAdapters(reports, keepClaimsMs);
+    const e = this.engine;
+    if (checked.length === 0) return;
+    const claimedSince = this.clock() - keepClaimsMs;
+    for (const report of checked) {
+      const pod = e.pods.get(report.pod);
+      if (!pod) continue;
+      if (report.slots !== undefined) pod.loraSlots = report.slots;
+      const held = e.podAdapters(report.pod, true);
+      const listed = new Set(report.adapters);
+      for (const [adapter, since] of held) {
+        if (!listed.has(adapter) && (since === 0 || since <= claimedSince)) held.delete(adapter);
+      }
+      for (const adapter of report.adapters) {
+        const since = held.get(adapter);
+        if (since !== 0 && (since === undefined || since <= claimedSince)) held.set(adapter, 0);
+      }
+      if (held.size === 0) e.adapters.delete(report.pod);
+    }
+  }
+
+  /** Mirrors lua/setPodAdapters-1.lua ('drop'). */
+  async dropPodAdapter(pod: PodName, adapter: string): Promise<void> {
+    assertValidName('pod', pod);
+    assertValidName('adapter', adapter);
+    const held = this.engine.adapters.get(pod);
+    held?.delete(adapter);
+    if (held?.size === 0) this.engine.adapters.delete(pod);
   }
 
   /** Mirrors lua/enqueue-1.lua. */
@@ -282,6 +321,7 @@ export class LocalScheduler implements Scheduler {
       kvBlocks: r.kvBlocks,
       hint: r.podHint,
       prefix: r.prefix,
+      adapter: r.adapter,
       expiresAt: now + ttlMs,
       seq: 0,
       tokens: tenant.tokenBucket ? r.tokens : 0,
@@ -298,7 +338,7 @@ export class LocalScheduler implements Scheduler {
       e.inflight < (e.budget ?? 0) &&
       new Gate(settings, pods, now).open(r.band)
     ) {
-      const pod = e.choosePod(pods, r.podHint, r.prefix, settings, now);
+      const pod = e.choosePod(pods, r.podHint, r.prefix, settings, now, r.adapter);
       if (pod) {
         if (tokenUnit) e.chargeGrant(req, tenant.weight);
         req.state = 'granted';
@@ -498,6 +538,7 @@ export class LocalScheduler implements Scheduler {
       kvBlocks: next.kvBlocks,
       hint: '',
       prefix: [],
+      adapter: '',
       lim: counted?.charge ?? null,
       w: null,
       px: null,

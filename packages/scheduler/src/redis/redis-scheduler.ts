@@ -18,6 +18,7 @@ import type {
   HeartbeatResult,
   LeadershipResult,
   Notice,
+  PodAdapterReport,
   PodLoadReport,
   PolledNotices,
   ReclaimReport,
@@ -34,6 +35,7 @@ import { parseNotice } from '../notices.js';
 import {
   normalizeEnqueue,
   normalizeHandover,
+  normalizePodAdapters,
   normalizePodLoads,
   normalizeRelease,
   normalizeUsage,
@@ -242,6 +244,24 @@ export class RedisScheduler implements Scheduler {
     await this.run('forgetPrefixes', this.engineKeys, [...pods]);
   }
 
+  async reportPodAdapters(
+    reports: readonly PodAdapterReport[],
+    keepClaimsMs: number,
+  ): Promise<void> {
+    const checked = normalizePodAdapters(reports, keepClaimsMs);
+    if (checked.length === 0) return;
+    const args = checked.flatMap((r) => [r.pod, r.slots ?? '', r.adapters.join(',')]);
+    // FCALL lua/setPodAdapters-1.lua
+    await this.run('setPodAdapters', this.engineKeys, ['report', keepClaimsMs, ...args]);
+  }
+
+  async dropPodAdapter(pod: PodName, adapter: string): Promise<void> {
+    assertValidName('pod', pod);
+    assertValidName('adapter', adapter);
+    // FCALL lua/setPodAdapters-1.lua
+    await this.run('setPodAdapters', this.engineKeys, ['drop', pod, adapter]);
+  }
+
   async enqueue(request: EnqueueRequest): Promise<EnqueueResult> {
     const r = normalizeEnqueue(request);
     // FCALL lua/enqueue-1.lua
@@ -261,6 +281,7 @@ export class RedisScheduler implements Scheduler {
       r.budgetTokens,
       r.inputTokens,
       r.maxTokens,
+      r.adapter,
     ]);
     if (typeof reply === 'number')
       throw schedulerError(reply, `enqueue ${r.id} (tenant ${r.tenant})`);

@@ -28,7 +28,7 @@ const limit = (value: string | undefined): number | null =>
 
 /**
  * Pods hash ('cap:<pod>', 'healthy:<pod>', 'inflight:<pod>' and the scraped 'waiting:',
- * 'running:', 'kv:', 'scrapedAt:', 'pxcap:') to rows sorted by name (lua/includes/pods.lua).
+ * 'running:', 'kv:', 'scrapedAt:', 'pxcap:', 'lslots:') to rows sorted by name (lua/includes/pods.lua).
  */
 export function decodePods(pods: Map<string, string>): PodSnapshot[] {
   const byName = new Map<string, PodSnapshot>();
@@ -46,6 +46,7 @@ export function decodePods(pods: Map<string, string>): PodSnapshot[] {
       inflight: 0,
       load: null,
       prefixCapacity: null,
+      loraSlots: null,
     };
     byName.set(name, pod);
     if (kind === 'cap') pod.cap = Number(value);
@@ -53,6 +54,7 @@ export function decodePods(pods: Map<string, string>): PodSnapshot[] {
     else if (kind === 'inflight') pod.inflight = Number(value);
     else if (kind === 'leaving') pod.leaving = value === '1';
     else if (kind === 'pxcap') pod.prefixCapacity = Number(value);
+    else if (kind === 'lslots') pod.loraSlots = Number(value);
     else if (['waiting', 'running', 'kv', 'scrapedAt'].includes(kind)) {
       const fields = scraped.get(name) ?? new Map<string, number>();
       scraped.set(name, fields.set(kind, Number(value)));

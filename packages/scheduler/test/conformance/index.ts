@@ -12,6 +12,7 @@ import { saturationGating } from './gating.js';
 import { lifecycle } from './lifecycle.js';
 import { tenantLimits } from './limits.js';
 import { liveness } from './liveness.js';
+import { loraRouting } from './lora.js';
 import { podLoad } from './pod-load.js';
 import { prefixRouting } from './prefix.js';
 import { slotRecycling } from './recycling.js';
@@ -62,6 +63,7 @@ export function describeSchedulerConformance(getBackend: GetBackend): void {
   describe('queue shedding', () => queueShedding(getPool));
   describe('in-flight eviction', () => inflightEviction(getPool));
   describe('prefix-aware pod choice', () => prefixRouting(getPool));
+  describe('LoRA-aware pod choice', () => loraRouting(getPool));
   describe('slot recycling', () => slotRecycling(getPool));
   describe('discovered pods', () => discoveredPods(getPool));
   describe('usage metering', () => usageMetering(getPool));

@@ -3,6 +3,7 @@ import type {
   EnqueueRequest,
   Fence,
   Notice,
+  PodAdapterReport,
   PodConfig,
   PodLoadReport,
   ReleaseOptions,
@@ -28,6 +29,8 @@ export type Operation =
   | { op: 'upsertPods'; pods: PodConfig[] }
   | { op: 'setBudget'; budget: number }
   | { op: 'reportPodLoad'; loads: PodLoadReport[] }
+  | { op: 'reportPodAdapters'; reports: PodAdapterReport[]; keepClaimsMs: number }
+  | { op: 'dropPodAdapter'; pod: string; adapter: string }
   | { op: 'snapshot' };
 
 /** The leader used for fenced budget writes: a lease far longer than any run, on both clocks. */
@@ -37,6 +40,8 @@ export const LEADER_TTL_MS = 86_400_000;
 const BANDS = [-2, -1, 0, 1, 2];
 const CLASSES = ['standard', 'batch'];
 const OUTCOMES = ['completed', 'cancelled', 'evicted', 'upstream_error'] as const;
+/** LoRA adapters requests ask for and pods hold: few, so requests meet their holders. */
+const ADAPTERS = ['x', 'y', 'z', 'w'];
 
 /** What the generator knows of a request, learned from the (agreeing) results. */
 interface Tracked {
@@ -102,6 +107,18 @@ export class Generator {
     if (roll < 0.97) return { op: 'upsertPods', pods: this.podChange() };
     if (roll < 0.975) return { op: 'setBudget', budget: uniformInt(rng, 0, 10) };
     if (roll < 0.985) return { op: 'reportPodLoad', loads: this.podLoads() };
+    if (roll < 0.993) {
+      // Keep a grant's claims (ms), or drop the older ones: 0 drops every claim.
+      const keepClaimsMs = pick(rng, [0, 200, 60_000]);
+      return { op: 'reportPodAdapters', reports: this.podAdapters(), keepClaimsMs };
+    }
+    if (roll < 0.995) {
+      return {
+        op: 'dropPodAdapter',
+        pod: pick(rng, this.pods).name,
+        adapter: pick(rng, ADAPTERS),
+      };
+    }
     return { op: 'snapshot' };
   }
 
@@ -198,6 +215,7 @@ export class Generator {
       const blocks = uniformInt(rng, 1, 5);
       request.prefix = Array.from({ length: blocks }, (_, i) => `${conversation}${i}`);
     }
+    if (chance(rng, 0.35)) request.adapter = pick(rng, ADAPTERS);
     return request;
   }
 
@@ -300,6 +318,19 @@ export class Generator {
       }));
   }
 
+  /** The leader's view of some pods' adapters (sometimes a pod not configured). */
+  private podAdapters(): PodAdapterReport[] {
+    const rng = this.rng;
+    const names = [...this.pods.map((p) => p.name), 'unknown'];
+    return names
+      .filter(() => chance(rng, 0.7))
+      .map((pod) => ({
+        pod,
+        adapters: ADAPTERS.filter(() => chance(rng, 0.3)),
+        ...(chance(rng, 0.7) ? { slots: uniformInt(rng, 0, 3) } : {}),
+      }));
+  }
+
   private podChange(): PodConfig[] {
     const rng = this.rng;
     if (this.pods.length < 4 && chance(rng, 0.2)) {
@@ -380,6 +411,7 @@ function randomSettings(rng: Rng): SchedulerSettingsInput {
       entriesPerPod: pick(rng, [0, 0, 2, 3, 8, 65_536]),
       ttlMs: 3_600_000,
     },
+    lora: { enabled: chance(rng, 0.8), load: chance(rng, 0.5) },
   };
 }
 
@@ -416,6 +448,10 @@ export async function apply(
         return await scheduler.upsertPods(operation.pods);
       case 'reportPodLoad':
         return await scheduler.reportPodLoad(fence, operation.loads);
+      case 'reportPodAdapters':
+        return await scheduler.reportPodAdapters(operation.reports, operation.keepClaimsMs);
+      case 'dropPodAdapter':
+        return await scheduler.dropPodAdapter(operation.pod, operation.adapter);
       case 'setBudget':
         return await scheduler.setControl(fence, { budget: operation.budget });
       case 'snapshot':
