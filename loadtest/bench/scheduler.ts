@@ -7,7 +7,9 @@
  * 1. enqueue+release pairs/s, every request granted at once (goal >= 10,000/s); 2. p50/p99 of
  * such an enqueue; 3. Redis calls per request (goal 2); 4. a dispatch with 10,000 idle tenants
  * and with 10,000 waiting against ~400 waiting (goal: within 20%); 5. a dispatch's Redis time
- * with prefix scoring on vs off, 64 blocks over 4 pods (goal <= 1.5x); 6. the prefix index
+ * with prefix scoring on vs off, 64 blocks over 4 pods (goal <= 1.5x), and with both signals
+ * (prefix scoring with every request for a LoRA adapter two of the pods hold, and its release
+ * reporting the pod's cached blocks) vs prefix scoring alone (goal <= 1.2x); 6. the prefix index
  * after PREFIX_DISTINCT (1,000,000; 0 skips it) distinct prefixes, at most
  * PREFIX_INDEX_SECONDS (300): entries and MEMORY USAGE against the configured bound; 7. a
  * dispatch's Redis time with fairness in tokens against fairness in requests, the same short
@@ -38,6 +40,10 @@ const PREFIX_BLOCKS = 64;
 const PREFIX_DISTINCT = envNumber('PREFIX_DISTINCT', 1_000_000);
 const PREFIX_INDEX_SECONDS = envNumber('PREFIX_INDEX_SECONDS', 300);
 const PREFIX_ENTRIES_PER_POD = 65_536;
+/** LoRA adapters of the both-signals pool (section 5): each held by two of its 4 pods. */
+const ADAPTERS = 4;
+/** Of its releases, every MISS_EVERY-th reports no cached blocks: a miss the index corrects. */
+const MISS_EVERY = 16;
 
 const redisHandle = await startRedis();
 const url = redisHandle.url;
@@ -68,6 +74,8 @@ async function preparePool(
     pods?: number;
     queueDepth?: number;
     fairnessUnit?: 'requests' | 'tokens';
+    /** Pod i holds adapters lora-i and lora-(i+1) of ADAPTERS: each on two pods. */
+    adapters?: boolean;
   } = {},
 ): Promise<string[]> {
   const depth = settings.queueDepth; // room for that many waiting in the pool and one tenant
@@ -84,9 +92,20 @@ async function preparePool(
       ids.slice(i, i + 500).map((id) => (depth ? { id, queueMax: depth } : { id })),
     );
   }
+  const pods = settings.pods ?? 2;
   await scheduler.upsertPods(
-    Array.from({ length: settings.pods ?? 2 }, (_, i) => ({ name: `pod-${i}`, cap: 1_000_000 })),
+    Array.from({ length: pods }, (_, i) => ({ name: `pod-${i}`, cap: 1_000_000 })),
   );
+  if (settings.adapters) {
+    await scheduler.reportPodAdapters(
+      Array.from({ length: pods }, (_, i) => ({
+        pod: `pod-${i}`,
+        adapters: [`lora-${i % ADAPTERS}`, `lora-${(i + 1) % ADAPTERS}`],
+        slots: 2,
+      })),
+      0,
+    );
+  }
   return ids;
 }
 
@@ -182,6 +201,11 @@ interface DispatchPool {
   /** Requests carry PREFIX_BLOCKS block hashes (8 conversations, each request its own tail). */
   prefix: boolean;
   /**
+   * Both signals (section 5): requests also name an adapter, and releases report the pod's
+   * cached blocks (the conversation's shared blocks; none every MISS_EVERY-th).
+   */
+  signals: boolean;
+  /**
    * Requests carry sizes (even tenants 200 in / 20 out, odd ones 2,000 / 300) and are
    * released with that usage (section 7).
    */
@@ -200,7 +224,7 @@ const QUEUED_PER_TENANT = 40;
 async function dispatchPool(
   name: string,
   idle: number,
-  prefix?: { enabled: boolean },
+  prefix?: { enabled: boolean; signals?: boolean },
   queuedPerTenant = QUEUED_PER_TENANT,
   fairnessUnit?: 'requests' | 'tokens',
 ): Promise<DispatchPool> {
@@ -210,7 +234,7 @@ async function dispatchPool(
   // with no expiry on the way.
   const deep = queuedPerTenant > QUEUED_PER_TENANT;
   const tenants = await preparePool(scheduler, budget, ACTIVE_TENANTS + idle, {
-    ...(prefix ? { prefix: prefix.enabled, pods: 4 } : {}),
+    ...(prefix ? { prefix: prefix.enabled, pods: 4, adapters: !!prefix.signals } : {}),
     ...(deep ? { queueDepth: ACTIVE_TENANTS * queuedPerTenant * 2, queueTtlMs: 600_000 } : {}),
     ...(fairnessUnit ? { fairnessUnit } : {}),
   });
@@ -231,6 +255,7 @@ async function dispatchPool(
     tenantOf: new Map(),
     serial: 0,
     prefix: !!prefix,
+    signals: !!prefix?.signals,
     sized: !!fairnessUnit,
   };
   for (let round = 0; round < queuedPerTenant; round += 1) {
@@ -246,7 +271,8 @@ async function enqueueFor(pool: DispatchPool, tenant: string): Promise<void> {
   pool.tenantOf.set(id, tenant);
   const blocks = pool.prefix ? { prefix: promptBlocks(pool.serial % 8, pool.serial) } : {};
   const size = pool.sized ? sizeOf(tenant) : {};
-  const request = { id, tenant, band: 3, replica: 'disp', ...blocks, ...size };
+  const adapter = pool.signals ? { adapter: `lora-${pool.serial % ADAPTERS}` } : {};
+  const request = { id, tenant, band: 3, replica: 'disp', ...blocks, ...size, ...adapter };
   const result = await pool.scheduler.enqueue(request);
   if (result.status === 'granted') pool.held.push(id);
 }
@@ -293,11 +319,13 @@ async function dispatchRound(pool: DispatchPool) {
   for (let made = 0; made < DISPATCHES_PER_ROUND; made += 1) {
     const done = pool.held.shift() as string;
     const size = sizeOf(pool.tenantOf.get(done) ?? 'tenant-0');
+    const cached = made % MISS_EVERY === 0 ? 0 : Math.floor((PREFIX_BLOCKS * 3) / 4);
     await pool.scheduler.release(done, {
       outcome: 'completed',
       ...(pool.sized
         ? { usage: { inputTokens: size.inputTokens, outputTokens: size.maxTokens } }
         : {}),
+      ...(pool.signals ? { prefixCachedBlocks: cached } : {}),
     });
     pool.tenantOf.delete(done);
     const notices = await pool.scheduler.poll('disp');
@@ -385,9 +413,13 @@ async function reportPrefix(): Promise<void> {
   const { cost } = await alternate({
     off: await dispatchPool('dispatch-px-off', 0, { enabled: false }),
     on: await dispatchPool('dispatch-px-on', 0, { enabled: true }),
+    both: await dispatchPool('dispatch-px-both', 0, { enabled: true, signals: true }),
   });
   report(
     `dispatch with prefix scoring ${fmt(cost('on'), 1)} us Redis time per dispatch, ${fmt(cost('off'), 1)} us without  (${PREFIX_BLOCKS} blocks, 4 pods; ratio ${fmt(cost('on') / cost('off'), 3)}; goal <= 1.5)`,
+  );
+  report(
+    `dispatch with both signals ${fmt(cost('both'), 1)} us Redis time per dispatch, ${fmt(cost('on'), 1)} us with prefix scoring alone  (each request for one of ${ADAPTERS} adapters held by 2 of the 4 pods, each release reporting its cached blocks, 1 in ${MISS_EVERY} a miss; ratio ${fmt(cost('both') / cost('on'), 3)}; goal <= 1.2)`,
   );
   if (PREFIX_DISTINCT <= 0 || PREFIX_INDEX_SECONDS <= 0) return;
   const index = await prefixIndexBound();

@@ -17,7 +17,7 @@
     ARGV[5]  actual token-bucket cost for the true-up, '' for none
     ARGV[6]  leading prompt blocks the pod served from its prefix cache (from the usage's
              cached_tokens), '' if unknown: checked against the prefix index's prediction
-             (includes/prefix.lua correctPrefix)
+             (includes/prefix.lua missedPrefix, correctPrefix)
     ARGV[7]  optional: most ms to stay quiet (the reply then carries the quiet ms: how long
              the caller may skip its polls after this release's pass, includes/quiet.lua)
     ARGV[8]  optional, with ARGV[7]: the caller's replica, whose BLMPOP is outstanding: its
@@ -45,6 +45,7 @@ local predicted = -1
 local req = readRequest(ARGV[1])
 if req then
   if req.tokens > 0 or req.px then cfg = loadConfig() end
+  local missed = req.state == 'granted' and missedPrefix(req, tonumber(ARGV[6])) or nil
   endRequest(req, ARGV[2])
   local actualTokens = tonumber(ARGV[5])
   if actualTokens and req.state == 'granted' and req.tokens > 0 then
@@ -65,7 +66,7 @@ if req then
   if inputTokens then countFlow('inputTokens', req.tenant, req.class, ARGV[3]) end
   if outputTokens then countFlow('outputTokens', req.tenant, req.class, ARGV[4]) end
   if req.px and req.state == 'granted' and cfg then
-    predicted = correctPrefix(req, tonumber(ARGV[6]), cfg)
+    predicted = correctPrefix(req, missed, cfg)
   end
   local _, passCfg = dispatchPass(nil, cfg, nil)
   cfg = cfg or passCfg

@@ -117,8 +117,9 @@ local function prefixGenerationOf(pod, cfg)
 end
 
 -- A grant on `pod` (prefix routing on): the request records the index's prediction, the
--- leading run of its hashes the pod holds (field 'px'; with a run of 2 or more it keeps
--- its hashes too, for correctPrefix at its release), and the index learns its hashes.
+-- leading run of its hashes the pod holds (field 'px'; with a run of 2 or more, which its
+-- release may find missed, it keeps its hashes too, as 'pxk': a field readRequest does not
+-- read, so only a miss reads them back), and the index learns its hashes.
 local function rememberPrefix(pod, req, cfg)
   if not cfg.prefixEnabled then return end
   local hashes = prefixHashes(req)
@@ -126,7 +127,7 @@ local function rememberPrefix(pod, req, cfg)
   local matched = req.prefixMatched or prefixMatched(pod.name, hashes)
   local requestKey = requestPrefix .. req.id
   if matched > 1 then
-    rcall('HSET', requestKey, 'px', matched, 'prefix', req.prefix)
+    rcall('HSET', requestKey, 'px', matched, 'pxk', req.prefix)
   else
     rcall('HSET', requestKey, 'px', matched)
   end
@@ -141,20 +142,28 @@ local function rememberPrefix(pod, req, cfg)
   if size == 0 then rcall('PEXPIRE', currentKey, cfg.prefixTtlMs) end
 end
 
--- At the release of a granted request: what the pod served from its cache (`cachedBlocks`,
--- the leading prompt blocks of the usage's cached_tokens; nil when unknown) against what
--- the index predicted at the grant (req.px). Fewer, beyond the last block vLLM always
--- computes again, is a miss: the pod evicted what its index still holds, so its index
--- remembers too far back. Its current generation ends now (renamed to the previous one,
--- dropping the older entries the prediction came from) and the request's hashes, which the
--- pod holds now that it has served them, start the new one. A pod no longer in the pool is
--- left alone (its index is gone). Returns the prediction, -1 when the grant made none.
-local function correctPrefix(req, cachedBlocks, cfg)
+-- At the release of a granted request, before it ends: what the pod served from its cache
+-- (`cachedBlocks`, the leading prompt blocks of the usage's cached_tokens; nil when unknown)
+-- against what the index predicted at the grant (req.px). Fewer, beyond the last block vLLM
+-- always computes again, is a miss: returns the request's hashes (kept by its grant), else
+-- nil.
+local function missedPrefix(req, cachedBlocks)
+  local predicted = tonumber(req.px)
+  if not predicted or not cachedBlocks or cachedBlocks + 1 >= predicted then return nil end
+  local requestKey = requestPrefix .. req.id
+  return rcall('HGET', requestKey, 'pxk')
+end
+
+-- After the release of a granted request whose prediction missed (`missed`: its hashes, from
+-- missedPrefix): the pod evicted what its index still holds, so its index remembers too far
+-- back. Its current generation ends now (renamed to the previous one, dropping the older
+-- entries the prediction came from) and the request's hashes, which the pod holds now that
+-- it has served them, start the new one. A pod no longer in the pool is left alone (its
+-- index is gone). Returns the prediction, -1 when the grant made none.
+local function correctPrefix(req, missed, cfg)
   local predicted = tonumber(req.px)
   if not predicted then return -1 end
-  if not cachedBlocks or cachedBlocks + 1 >= predicted or not cfg.prefixEnabled then
-    return predicted
-  end
+  if not missed or not cfg.prefixEnabled then return predicted end
   if rcall('HEXISTS', podsKey, 'cap:' .. req.pod) == 0 then return predicted end
   local currentKey = prefixCurrentPrefix .. req.pod
   local previousKey = prefixPreviousPrefix .. req.pod
@@ -163,6 +172,7 @@ local function correctPrefix(req, cachedBlocks, cfg)
   else
     rcall('DEL', previousKey)
   end
+  req.prefix, req.prefixHashes = missed, nil
   rcall('SADD', currentKey, unpack(prefixHashes(req)))
   rcall('PEXPIRE', currentKey, cfg.prefixTtlMs)
   return predicted

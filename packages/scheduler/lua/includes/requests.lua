@@ -3,9 +3,10 @@
 --- @include "includes/limits"
 --[[
   req:<id> hash: tenant, band, owner (replica), class, cost, kvBlocks, hint, prefix (prompt
-  block hashes joined by ',', includes/prefix.lua; kept while queued, for the grant, and
-  after it only when the grant predicted a run of 2 or more, for the release), px (the
-  prefix index's prediction at the grant: the run of the prefix the pod held), lora (the
+  block hashes joined by ',', includes/prefix.lua; kept only while queued: the grant uses
+  them, so a granted request's reads stay small), px (the prefix index's prediction at the
+  grant: the run of the prefix the pod held) and pxk (its hashes again, kept by a grant that
+  predicted a run of 2 or more; read back by a release that finds it missed), lora (the
   LoRA adapter it asks for, includes/lora.lua; '' for none), w (with fairness in tokens, the
   tenant's weight its cost was charged at, so its release trues up at the same; '' = not
   charged in tokens), expiresAt
