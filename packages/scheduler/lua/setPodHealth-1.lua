@@ -1,7 +1,7 @@
 #!lua
 --[[
   A replica's health check of pods: sets 'healthy:<pod>' of pods that exist and are not
-  leaving. It never creates a pod, nor brings back one that discovery dropped (syncPods-6):
+  leaving. It never creates a pod, nor brings back one that discovery dropped (syncPods-7):
   a replica whose own view lags the leader's cannot undo it.
 
   Input:

@@ -21,7 +21,7 @@ export interface PoolKeys {
   readonly config: string;
   readonly ctl: string;
   readonly pods: string;
-  /** Set: the pods discovery listed (lua/syncPods-6.lua), apart from the config's. */
+  /** Set: the pods discovery listed (lua/syncPods-7.lua), apart from the config's. */
   readonly discovered: string;
   readonly bands: string;
   readonly deficit: string;

@@ -169,7 +169,7 @@ export class LocalScheduler implements Scheduler {
     }
   }
 
-  /** Mirrors lua/syncPods-6.lua. */
+  /** Mirrors lua/syncPods-7.lua. */
   async syncPods(fence: Fence, pods: readonly PodConfig[]): Promise<boolean> {
     const listed = pods.map(resolvePod);
     if (!this.lease.holds(fence, this.clock())) return false;
@@ -196,6 +196,7 @@ export class LocalScheduler implements Scheduler {
         pod.leaving = true;
         pod.healthy = false;
         e.prefixIndex.forget(name);
+        e.adapters.delete(name);
       }
       if (!pod || pod.inflight <= 0) {
         e.pods.delete(name);

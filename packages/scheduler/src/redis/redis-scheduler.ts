@@ -209,7 +209,7 @@ export class RedisScheduler implements Scheduler {
   async syncPods(fence: Fence, pods: readonly PodConfig[]): Promise<boolean> {
     const args = podArgs(pods);
     this.wake();
-    // FCALL lua/syncPods-6.lua
+    // FCALL lua/syncPods-7.lua
     return this.fenced(
       'syncPods',
       [
@@ -219,6 +219,7 @@ export class RedisScheduler implements Scheduler {
         this.keys.discovered,
         this.keys.prefixCurrentPrefix,
         this.keys.prefixPreviousPrefix,
+        this.keys.adaptersPrefix,
       ],
       fence,
       args,
@@ -649,7 +650,7 @@ export class RedisScheduler implements Scheduler {
   }
 }
 
-/** Pods as upsertPods-1.lua and syncPods-6.lua take them: groups of name, cap, healthy. */
+/** Pods as upsertPods-1.lua and syncPods-7.lua take them: groups of name, cap, healthy. */
 function podArgs(pods: readonly PodConfig[]): ScriptArg[] {
   return pods.flatMap((pod) => {
     const p = resolvePod(pod);

@@ -53,6 +53,37 @@ export function discoveredPods(getPool: GetPool): void {
     expect((await pods(pool)).map((p) => p.name)).toEqual(['static']);
   });
 
+  it('a pod that leaves loses its LoRA adapters: back under the same name it holds none', async () => {
+    const pool = getPool();
+    await pool.setup({
+      settings: { initialBudget: 100, lora: { enabled: true, load: false } },
+      tenants: [{ id: 't' }],
+      pods: [{ name: 'static', cap: 2 }],
+    });
+    const s = pool.on();
+    const fence = await pool.lead();
+    const ip = { name: '10.0.0.1:8000', cap: 4, healthy: true };
+    expect(await s.syncPods(fence, [ip])).toBe(true);
+    await s.reportPodAdapters([{ pod: ip.name, adapters: ['x'], slots: 2 }], 60_000);
+    await s.setPodHealth([{ name: 'static', healthy: true }]);
+    const adapterRequest = async (id: string) => {
+      const result = await s.enqueue({ id, tenant: 't', band: 0, replica: 'r', adapter: 'x' });
+      expect(result.status).toBe('granted');
+      await s.release(id, { outcome: 'completed' });
+      return (result as { pod: string }).pod;
+    };
+    // x only on the discovered pod, the busier one.
+    await s.enqueue({ id: 'busy', tenant: 't', band: 0, replica: 'r', podHint: ip.name });
+    expect(await adapterRequest('x1')).toBe(ip.name);
+    await s.release('busy', { outcome: 'completed' });
+    // It leaves and comes back: held nowhere now, x goes to the least loaded by name order.
+    expect(await s.syncPods(fence, [])).toBe(true);
+    expect(await s.syncPods(fence, [ip])).toBe(true);
+    await s.enqueue({ id: 'busy-ip', tenant: 't', band: 0, replica: 'r', podHint: ip.name });
+    expect(await adapterRequest('x2')).toBe('static');
+    await s.release('busy-ip', { outcome: 'completed' });
+  });
+
   it('a pod that leaves gets no new grant, finishes what it holds, then goes; one that comes back serves again', async () => {
     const pool = getPool();
     await pool.setup({ settings: { initialBudget: 100 }, tenants: [{ id: 't' }], pods: [] });

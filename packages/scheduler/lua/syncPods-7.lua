@@ -9,8 +9,8 @@
   then the replicas' checks' (setPodHealth), which a sync does not overwrite.
 
   A discovered pod no longer listed leaves: 'leaving:<pod>' is set and its health is 0, so
-  it gets no new grant and no longer counts toward the budget, and its prefix index is
-  dropped. Its requests in flight finish (or the janitor reclaims them). Once it holds none,
+  it gets no new grant and no longer counts toward the budget, and its prefix index and
+  its LoRA adapters (includes/lora.lua) are dropped. Its requests in flight finish (or the janitor reclaims them). Once it holds none,
   every field of it is deleted: a release can no longer name it.
 
   Input:
@@ -20,6 +20,7 @@
     KEYS[4] discovered pods set
     KEYS[5] prefix index prefix, current generation (pxc:<pod>, includes/prefix.lua)
     KEYS[6] prefix index prefix, previous generation (pxo:<pod>)
+    KEYS[7] LoRA adapters prefix (lora:<pod>, includes/lora.lua)
     ARGV[1] replica
     ARGV[2] epoch
     ARGV[3..n] groups of 3: pod, cap, healthy ('1' | '0')
@@ -32,6 +33,7 @@ local podsKey = KEYS[3]
 local discoveredKey = KEYS[4]
 local prefixCurrentPrefix = KEYS[5]
 local prefixPreviousPrefix = KEYS[6]
+local adaptersPrefix = KEYS[7]
 --- @include "includes/codes"
 --- @include "includes/fence"
 
@@ -55,8 +57,10 @@ for _, pod in ipairs(rcall('SMEMBERS', discoveredKey)) do
       rcall('HSET', podsKey, 'healthy:' .. pod, 0)
       local currentKey = prefixCurrentPrefix .. pod
       local previousKey = prefixPreviousPrefix .. pod
+      local adaptersKey = adaptersPrefix .. pod
       rcall('DEL', currentKey)
       rcall('DEL', previousKey)
+      rcall('DEL', adaptersKey)
     end
     if (tonumber(rcall('HGET', podsKey, 'inflight:' .. pod)) or 0) <= 0 then
       rcall('HDEL', podsKey, 'cap:' .. pod, 'healthy:' .. pod, 'inflight:' .. pod,
