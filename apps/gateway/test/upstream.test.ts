@@ -26,7 +26,7 @@ function post(gateway: RunningGateway, body: unknown): Promise<Response> {
 
 async function gatewayWith(
   pods: AppHandle[],
-  options: { upstream?: Record<string, unknown> } = {},
+  options: { upstream?: Record<string, unknown>; sections?: Record<string, unknown> } = {},
 ): Promise<RunningGateway> {
   const config = writeGatewayConfig({
     pods: pods.map((sim, i) => ({ name: `pod-${i}`, url: sim.url })),
@@ -69,6 +69,42 @@ describe('upstream failures', () => {
     expect(metrics).toMatch(
       /fairgate_upstream_errors_total\{[^}]*pod="pod-0"[^}]*kind="status"[^}]*\} [1-9]/,
     );
+  });
+
+  it('retries a request for a LoRA adapter only on a pod that lists it', async () => {
+    const lora = { 'max-loras': 2, 'alpha-ms': 1, model: 'sim-model' };
+    const failing = await startSim({
+      args: { ...lora, 'fail-rate': 1, 'lora-modules': 'x=/lora/x' },
+    });
+    const without = await startSim({ args: lora });
+    const holder = await startSim({ args: { ...lora, 'lora-modules': 'x=/lora/x' } });
+    const sims = [failing, without, holder];
+    // One request each straight to the pods: vLLM says its adapter slots after a step.
+    for (const sim of sims) {
+      await fetch(`${sim.url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'sim-model', prompt: 'hi', max_tokens: 1 }),
+      }).then((r) => r.arrayBuffer());
+    }
+    const gateway = await gatewayWith(sims, { sections: { scrape: { interval_ms: 100 } } });
+    gateways.push(gateway);
+    // The leader has reported the pods' adapters, with the slots of those that stepped (one
+    // report carries every pod; pod-0 fails every request, so it never says its slots).
+    const { scheduler } = gateway.deps.pools.first;
+    const slots = async () => (await scheduler.snapshot()).pods.map((p) => p.loraSlots);
+    await expect.poll(slots, { timeout: 10_000 }).toEqual([null, 2, 2]);
+    const received = async (sim: AppHandle) =>
+      ((await (await fetch(`${sim.url}/debug/stats`)).json()) as { requests_received: number })
+        .requests_received;
+    const before = await received(without);
+    // x is granted on pod-0 or pod-2; pod-0 fails every request before its first byte, and
+    // the retry goes to pod-2, never to pod-1 (which would answer 404).
+    const statuses = await Promise.all(
+      Array.from({ length: 12 }, () => post(gateway, chat({ model: 'x' })).then((r) => r.status)),
+    );
+    expect(statuses).toEqual(Array(12).fill(200));
+    expect(await received(without)).toBe(before);
   });
 
   it('answers 502 when the only pod fails, and counts upstream_error', async () => {

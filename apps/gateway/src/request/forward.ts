@@ -70,7 +70,8 @@ async function attempts(
   const { forwarding } = call;
   const retries = deps.config().upstream.retries;
   const { pods } = call.pool;
-  let pod: PodState | undefined = pods.granted(podName) ?? pods.alternative(podName);
+  const accept = retryTarget(call);
+  let pod: PodState | undefined = pods.granted(podName) ?? pods.alternative(podName, accept);
   let lastError: unknown; // an Error captures a stack trace: only built when needed
   for (let attempt = 0; attempt <= retries && pod; attempt++) {
     const client = startChildSpan(
@@ -109,10 +110,21 @@ async function attempts(
       lastError = error;
       call.pool.metrics.upstreamErrors.inc({ pod: current.config.name, kind: error.kind });
       if (error.kind !== 'status') pods.recordHealth(current.config.name, false);
-      pod = pods.alternative(current.config.name);
+      pod = pods.alternative(current.config.name, accept);
     }
   }
   throw lastError ?? new UpstreamUnavailable(`pod ${podName} is not configured`, 'connect');
+}
+
+/**
+ * Which pods a retry may go to: for a request for a LoRA adapter with `routing.lora: on`,
+ * only those whose last `/v1/models` listed it (another pod would answer 404); else any.
+ */
+function retryTarget(call: Call): ((pod: PodState) => boolean) | undefined {
+  const { adapter } = call;
+  if (adapter === undefined || call.pool.config().routing.lora !== 'on') return undefined;
+  const { models } = call.pool;
+  return (pod) => models.listedBy(pod.config.name)?.some((entry) => entry.id === adapter) === true;
 }
 
 /** t5: the first content token reached the gateway (TTFT metric and span event). */

@@ -81,11 +81,15 @@ export class PodPool {
     return false;
   }
 
-  /** A healthy pod other than `exclude`, least loaded from this replica's view. */
-  alternative(exclude: string): PodState | undefined {
+  /**
+   * A healthy pod other than `exclude` (and one `accept` takes, when given), least loaded
+   * from this replica's view.
+   */
+  alternative(exclude: string, accept?: (pod: PodState) => boolean): PodState | undefined {
     let best: PodState | undefined;
     for (const pod of this.#pods.values()) {
       if (pod.config.name === exclude || !pod.healthy) continue;
+      if (accept && !accept(pod)) continue;
       if (!best || pod.inflight < best.inflight) best = pod;
     }
     return best;
