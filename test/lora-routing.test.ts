@@ -1,4 +1,4 @@
-import { type AppHandle, sha256Hex, TEST_KEYS } from '@fairgate/testkit';
+import { type AppHandle, sha256Hex, startSim, TEST_KEYS } from '@fairgate/testkit';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type Pool, startPool } from './support/pool.js';
@@ -160,5 +160,20 @@ describe('LoRA adapters go where they are loaded', () => {
     );
     expect(spread(served.slice(0, 2))).toBeLessThanOrEqual(0.15);
     expect(spread(served.slice(2, 4))).toBeLessThanOrEqual(0.15);
+
+    // pod-3 restarts: g, loaded at run time, is gone. The requests it answers 404 drop g
+    // there (each replica's lists and the scheduler), so g is loaded again.
+    const sim3 = stack.sims[3] as AppHandle;
+    await sim3.stop();
+    stack.sims[3] = await startSim({
+      port: sim3.port,
+      args: { ...SIM, 'lora-modules': 'd=/lora/d', model: 'sim-model' },
+    });
+    const again = await run(stack, ['g'], 400);
+    console.log(
+      `lora_load: 400 requests for g after pod-3 restarted: ${JSON.stringify(Object.fromEntries(again))}`,
+    );
+    expect(again.get(404) ?? 0).toBeLessThanOrEqual(2 * CONCURRENCY);
+    expect(Object.fromEntries(await run(stack, ['g'], 200))).toEqual({ 200: 200 });
   }, 60_000);
 });

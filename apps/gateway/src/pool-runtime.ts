@@ -105,6 +105,8 @@ export class PoolRuntime {
       pods: this.pods,
       models: this.models,
       paths: () => this.#config().routing.lora_paths,
+      refreshMs: () => this.#config().upstream.models_refresh_ms,
+      onLoad: (pod, result) => metrics.loraLoads.inc({ pod, result }),
       scheduler: { dropPodAdapter: (pod, adapter) => this.scheduler.dropPodAdapter(pod, adapter) },
       log,
       onError: (operation) => metrics.redisErrors.inc({ operation }),

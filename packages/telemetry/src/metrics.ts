@@ -239,6 +239,12 @@ function upstreamMetrics(registry: Registry) {
       labelNames: ['pod'],
       registers: [registry],
     }),
+    loraLoads: new Counter({
+      name: 'fairgate_lora_loads_total',
+      help: "LoRA adapter loads this replica asked a pod for before a forward (routing.lora_load: on), by pod and result: loaded, held (the pod had it already: vLLM's 400 'already been loaded'), failed (the claim is dropped), no_path (no routing.lora_paths entry and no pod lists its root).",
+      labelNames: ['pod', 'result'],
+      registers: [registry],
+    }),
     discoveryErrors: new Counter({
       name: 'fairgate_discovery_errors_total',
       help: 'Discovery reads that failed (the last pod set stays in force).',

@@ -179,6 +179,11 @@ async function generate(
     if (forwarded.answer) throw forwarded.answer;
     return clientGone(state);
   }
+  const { upstream } = forwarded;
+  if (call.adapter !== undefined && upstream.kind === 'json' && upstream.status === 404) {
+    // The pod does not hold the adapter after all (docs/routing.md, *LoRA adapters*).
+    void call.pool.adapters.missing(forwarded.pod.config.name, call.adapter);
+  }
   try {
     const relayed = await relay(deps, call, held, forwarded);
     finish(held, relayed.outcome, relayed.usage, relayed.status, relayed.error);

@@ -7,6 +7,10 @@ export interface AdapterLoaderOptions {
   models: PodModels;
   /** routing.lora_paths of the pool (read per load: hot reload). */
   paths: () => Readonly<Record<string, string>>;
+  /** upstream.models_refresh_ms: how often the pods' /v1/models lists are read. */
+  refreshMs: () => number;
+  /** Each load's end, by pod and result (fairgate_lora_loads_total). */
+  onLoad: (pod: string, result: LoadResult) => void;
   scheduler: Pick<Scheduler, 'dropPodAdapter'>;
   log: (line: string) => void;
   onError: (operation: string) => void;
@@ -21,28 +25,30 @@ export type LoadResult = 'loaded' | 'held' | 'failed' | 'no_path';
  * `POST /v1/load_lora_adapter {lora_name, lora_path}`, unless this replica knows it holds
  * it already (the pod's last `/v1/models`, or a load this replica made or saw answered).
  * Concurrent requests for the same adapter on the same pod share one load; another replica's
- * load of it is vLLM's 400 "has already been loaded", which counts as done. The path is
+ * load of it is vLLM's 400 "has already been loaded", which counts as done. A load this
+ * replica saw done counts for two list reads (2 x `upstream.models_refresh_ms`); after that
+ * only the pod's list does, so a pod that restarted (and lost what was loaded at run time)
+ * is made to load it again. The path is
  * `routing.lora_paths`'s, else the `root` of a pod that lists the adapter. A failed load
  * drops the scheduler's claim of the adapter on that pod (dropPodAdapter), so the next
  * request for it is not sent there for it; the request itself is forwarded anyway and the
  * pod answers for it (404 for an adapter it does not hold).
  */
 export class AdapterLoader {
-  /** `pod\0adapter` this replica saw loaded. */
-  readonly #loaded = new Set<string>();
+  /** `pod\0adapter` this replica saw loaded -> when (performance.now() ms). */
+  readonly #loaded = new Map<string, number>();
   readonly #loading = new Map<string, Promise<LoadResult>>();
-  /** Loads this replica made that the pod answered with success (tests read it). */
-  loads = 0;
 
   constructor(private readonly options: AdapterLoaderOptions) {}
 
   /** Makes `pod` hold `adapter` (at most one load of it at a time from this replica). */
   ensure(pod: string, adapter: string): Promise<LoadResult> | LoadResult {
     const key = `${pod}\u0000${adapter}`;
-    if (this.#loaded.has(key)) return 'held';
-    if (this.options.models.listedBy(pod)?.some((entry) => entry.id === adapter)) {
-      this.#loaded.add(key);
-      return 'held';
+    if (this.options.models.listedBy(pod)?.some((entry) => entry.id === adapter)) return 'held';
+    const loadedAt = this.#loaded.get(key);
+    if (loadedAt !== undefined) {
+      if (performance.now() - loadedAt <= 2 * this.options.refreshMs()) return 'held';
+      this.#loaded.delete(key);
     }
     let loading = this.#loading.get(key);
     if (!loading) {
@@ -52,9 +58,18 @@ export class AdapterLoader {
     return loading;
   }
 
-  /** Forgets what this replica knows of `pod` (it restarted or left). */
-  forgetPod(pod: string): void {
-    for (const key of this.#loaded) if (key.startsWith(`${pod}\u0000`)) this.#loaded.delete(key);
+  /**
+   * `pod` answered 404 for `adapter` (it restarted and lost what was loaded at run time, or
+   * it was unloaded): it holds it no more, for this replica's lists and loads and for the
+   * scheduler, so the next request for it is not sent there for it (or, with
+   * `routing.lora_load: on`, has it loaded again).
+   */
+  async missing(pod: string, adapter: string): Promise<void> {
+    this.#loaded.delete(`${pod}\u0000${adapter}`);
+    this.options.models.unlist(pod, adapter);
+    await this.options.scheduler
+      .dropPodAdapter(pod, adapter)
+      .catch(() => this.options.onError('dropPodAdapter'));
   }
 
   #pathOf(adapter: string): string | undefined {
@@ -67,6 +82,12 @@ export class AdapterLoader {
   }
 
   async #load(pod: string, adapter: string, key: string): Promise<LoadResult> {
+    const result = await this.#request(pod, adapter, key);
+    this.options.onLoad(pod, result);
+    return result;
+  }
+
+  async #request(pod: string, adapter: string, key: string): Promise<LoadResult> {
     const { pods, log, onError, scheduler } = this.options;
     const path = this.#pathOf(adapter);
     const state = pods.get(pod);
@@ -82,13 +103,12 @@ export class AdapterLoader {
       });
       const text = await response.body.text();
       if (response.statusCode === 200) {
-        this.loads += 1;
-        this.#loaded.add(key);
+        this.#loaded.set(key, performance.now());
         return 'loaded';
       }
       // Another replica (or an earlier life of this one) loaded it: vLLM's answer.
       if (response.statusCode === 400 && text.includes('already been loaded')) {
-        this.#loaded.add(key);
+        this.#loaded.set(key, performance.now());
         return 'held';
       }
       log(`fairgate: loading adapter ${adapter} on pod ${pod}: ${response.statusCode} ${text}`);

@@ -48,6 +48,20 @@ export class PodModels {
     return this.#byPod.get(pod);
   }
 
+  /**
+   * `pod` answered 404 for `id`: its last list is out of date (it restarted, or unloaded
+   * it). The entry goes from that pod's list until its next read.
+   */
+  unlist(pod: string, id: string): void {
+    const entries = this.#byPod.get(pod);
+    if (entries?.some((entry) => entry.id === id)) {
+      this.#byPod.set(
+        pod,
+        entries.filter((entry) => entry.id !== id),
+      );
+    }
+  }
+
   /** Resolves once the pods' lists have been read (at once after the first read). */
   ready(): Promise<void> {
     this.#firstRead ??= this.refresh();
