@@ -1,4 +1,4 @@
-import { fairnessUnitConflict } from '@fairgate/core';
+import { fairnessUnitConflict, isValidName } from '@fairgate/core';
 import { z } from 'zod';
 import { settingsShape } from './scheduler-settings-schema.js';
 import { scrapeSchema, tunerSchema } from './tuner-schema.js';
@@ -309,9 +309,7 @@ export const routingSchema = z.strictObject({
    */
   lora_paths: z
     .record(
-      z
-        .string()
-        .regex(/^[A-Za-z0-9._:@/-]{1,200}$/, 'an adapter name is 1-200 of [A-Za-z0-9._:@/-]'),
+      z.string().refine(isValidName, 'an adapter name is 1-200 of [A-Za-z0-9._:@/-]'),
       z.string().min(1),
     )
     .default({}),

@@ -25,6 +25,7 @@ export {
   assertInteger,
   assertValidName,
   type Band,
+  isValidName,
   type PodName,
   type ReplicaId,
   type RequestId,

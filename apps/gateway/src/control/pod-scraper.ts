@@ -1,5 +1,6 @@
 import type { FairgateConfig, PodConfig } from '@fairgate/config';
 import { addGaugeSample, emptyGaugeSums, type GaugeSums } from '@fairgate/control';
+import { isValidName } from '@fairgate/core';
 import { parseVllmMetrics, type VllmMetrics } from '@fairgate/openai';
 import type { Fence, PodAdapterReport, PodLoadReport, Scheduler } from '@fairgate/scheduler';
 import type { GatewayMetrics } from '@fairgate/telemetry';
@@ -210,7 +211,7 @@ export class PodScraper {
       const adapters = new Set(listed.filter(isAdapterEntry).map((entry) => entry.id));
       for (const adapter of m.lora?.adapters ?? []) adapters.add(adapter);
       if (adapters.size === 0 && !m.lora) continue;
-      const valid = [...adapters].filter((name) => /^[A-Za-z0-9._:@/-]{1,200}$/.test(name));
+      const valid = [...adapters].filter(isValidName);
       reports.push({ pod, adapters: valid.sort(), ...(m.lora ? { slots: m.lora.maxLora } : {}) });
     }
     if (reports.length === 0) return;

@@ -1,4 +1,5 @@
 import type { TenantConfig } from '@fairgate/config';
+import { isValidName } from '@fairgate/core';
 import {
   type Endpoint,
   parseGenerationRequest,
@@ -151,15 +152,13 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
   };
 }
 
-/** A name the scheduler takes as an adapter (EnqueueRequest.adapter). */
-const ADAPTER_NAME = /^[A-Za-z0-9._:@/-]{1,200}$/;
-
 function adapterOf(
   pool: PoolRuntime,
   paths: Readonly<Record<string, string>>,
   model: string,
 ): string | undefined {
-  if (!ADAPTER_NAME.test(model)) return undefined;
+  // A name the scheduler takes as an adapter (EnqueueRequest.adapter).
+  if (!isValidName(model)) return undefined;
   const entry = pool.models.get(model);
   if (entry ? isAdapterEntry(entry) : Object.hasOwn(paths, model)) return model;
   return undefined;
