@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ENDPOINT_PATHS } from '@fairgate/openai';
+import { type ApiEndpoint, ENDPOINTS } from '@fairgate/openai';
 import { getRequestListener } from '@hono/node-server';
 import { Hono } from 'hono';
 import type { NodeExchange } from './body.js';
@@ -20,7 +20,8 @@ import { adminUsage } from './routes/usage.js';
  * error — thrown anywhere, or an unknown route — is rendered once, here, in
  * the OpenAI error shape.
  *
- * On the Node server the two generation endpoints are also served before Hono
+ * On the Node server the endpoints of the endpoint table (ENDPOINTS of @fairgate/openai:
+ * generation, prefill-only and tokenizer endpoints) are also served before Hono
  * (gatewayRequestListener below). Anything else, including those paths with a
  * query string, and app.request() in tests, takes the Hono route, which runs
  * the same handler.
@@ -29,8 +30,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   const app = new Hono();
   app.use(requestContext());
 
-  app.post('/v1/chat/completions', generationHandler(deps, 'chat'));
-  app.post('/v1/completions', generationHandler(deps, 'completions'));
+  for (const [path, endpoint] of endpointPaths()) app.post(path, generationHandler(deps, endpoint));
   app.get('/v1/models', models(deps));
   registerFileRoutes(app, deps);
   registerBatchRoutes(app, deps);
@@ -59,7 +59,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
 
 /**
  * The Node server's request listener: a POST whose request target is exactly one of the
- * generation paths goes straight to its handler on the Node request and response; anything
+ * endpoint table's paths goes straight to its handler on the Node request and response; anything
  * else goes to Hono through @hono/node-server. The generation requests skip the adapter's
  * per-request work (a web Request, three listeners on the request and response, and two
  * async frames that stay suspended while a request waits in the queue): measurable in CPU
@@ -72,13 +72,19 @@ export function gatewayRequestListener(
   app: Hono,
 ): (incoming: IncomingMessage, outgoing: ServerResponse) => void {
   const honoListener = getRequestListener(app.fetch);
-  const direct = new Map<string, (node: NodeExchange) => void>([
-    [ENDPOINT_PATHS.chat, nodeGenerationHandler(deps, 'chat')],
-    [ENDPOINT_PATHS.completions, nodeGenerationHandler(deps, 'completions')],
-  ]);
+  const direct = new Map<string, (node: NodeExchange) => void>(
+    endpointPaths().map(([path, endpoint]) => [path, nodeGenerationHandler(deps, endpoint)]),
+  );
   return (incoming, outgoing) => {
     const handler = incoming.method === 'POST' ? direct.get(incoming.url ?? '') : undefined;
     if (handler) handler({ incoming, outgoing });
     else void honoListener(incoming, outgoing);
   };
+}
+
+/** Every path of the endpoint table (ENDPOINTS: each endpoint's path and its aliases). */
+function endpointPaths(): Array<[string, ApiEndpoint]> {
+  return Object.values(ENDPOINTS).flatMap((spec) =>
+    [spec.path, ...spec.aliases].map((path): [string, ApiEndpoint] => [path, spec.endpoint]),
+  );
 }

@@ -1,6 +1,7 @@
 import type { TenantConfig } from '@fairgate/config';
 import {
-  estimatePromptTokens,
+  type ApiRequest,
+  type EndpointSpec,
   type GenerationRequest,
   kvBlocksFor,
   requestedMaxTokens,
@@ -18,7 +19,10 @@ export interface Classification {
    */
   deadlineMs: number | undefined;
   inputTokens: number;
-  /** Output tokens assumed for KV sizing: max_tokens, or the default when unset. */
+  /**
+   * Output tokens assumed for KV sizing: a generation's max_tokens, or the default when
+   * unset; 0 for a prefill-only request (embeddings, scoring: no output).
+   */
   maxTokens: number;
   kvBlocks: number;
   /** Token-bucket cost (0 when the tenant has no bucket): input tokens (+ max_tokens). */
@@ -57,7 +61,9 @@ export interface ClassifyInput {
   sloClasses: Record<string, number>;
   /** Per-class TTFT targets in ms (scheduler.slo_targets_ms). */
   sloTargetsMs: Record<string, number>;
-  request: GenerationRequest;
+  /** The request's endpoint (its token estimate and kind) and its validated body. */
+  spec: EndpointSpec;
+  request: ApiRequest;
   /** Raw header values (undefined when absent). */
   classHeader: string | undefined;
   ttftHeader: string | undefined;
@@ -107,8 +113,12 @@ export function classify(input: ClassifyInput): Classification {
     const target = input.sloTargetsMs[sloClass];
     if (target !== undefined) deadlineMs = input.nowMs + target;
   }
-  const inputTokens = estimatePromptTokens(input.request);
-  const maxTokens = requestedMaxTokens(input.request) ?? input.defaultMaxTokens;
+  const { spec, request } = input;
+  const inputTokens = spec.inputTokens(request);
+  const maxTokens =
+    spec.kind === 'generation'
+      ? (requestedMaxTokens(request as unknown as GenerationRequest) ?? input.defaultMaxTokens)
+      : 0;
   return {
     sloClass,
     priority: sloClasses[sloClass] ?? 0,

@@ -140,8 +140,26 @@ const rows: Row[] = [
     param: 'x-slo-class',
   },
   {
+    name: 'embeddings without input',
+    send: post('/v1/embeddings', JSON.stringify({ model: 'sim-model' }), auth),
+    status: 400,
+    param: 'input',
+  },
+  {
+    name: 'a rerank without documents',
+    send: post('/v1/rerank', JSON.stringify({ model: 'sim-model', query: 'q' }), auth),
+    status: 400,
+    param: 'documents',
+  },
+  {
+    name: 'a detokenize of text',
+    send: post('/detokenize', JSON.stringify({ model: 'sim-model', tokens: ['a'] }), auth),
+    status: 400,
+    param: 'tokens.0',
+  },
+  {
     name: 'an unknown route',
-    send: post('/v1/embeddings', JSON.stringify(good)),
+    send: post('/v1/fine_tuning/jobs', JSON.stringify(good)),
     status: 404,
     code: 'unknown_url',
   },

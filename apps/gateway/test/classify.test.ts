@@ -1,6 +1,8 @@
 import { configSchema, DEFAULT_SLO_CLASSES, type TenantConfig } from '@fairgate/config';
 import {
+  ENDPOINTS,
   OpenAIHttpError,
+  parseApiRequest,
   parseChatCompletionRequest,
   parseCompletionRequest,
 } from '@fairgate/openai';
@@ -32,6 +34,7 @@ function run(
     tenant: t,
     sloClasses: DEFAULT_SLO_CLASSES,
     sloTargetsMs,
+    spec: ENDPOINTS.chat,
     request: chat,
     classHeader,
     ttftHeader,
@@ -40,6 +43,18 @@ function run(
     defaultMaxTokens: 256,
   });
 }
+
+/** Every input but the endpoint and the request. */
+const base = {
+  tenant: tenant(),
+  sloClasses: DEFAULT_SLO_CLASSES,
+  sloTargetsMs: {},
+  classHeader: undefined,
+  ttftHeader: undefined,
+  nowMs: 0,
+  blockSize: 16,
+  defaultMaxTokens: 256,
+};
 
 describe('SLO class resolution', () => {
   it.each([
@@ -131,18 +146,31 @@ describe('size estimates', () => {
       model: 'm',
       messages: [{ role: 'user', content: 'hi' }],
     });
-    const base = {
-      tenant: tenant(),
-      sloClasses: DEFAULT_SLO_CLASSES,
-      sloTargetsMs: {},
-      classHeader: undefined,
-      ttftHeader: undefined,
-      nowMs: 0,
-      blockSize: 16,
-      defaultMaxTokens: 256,
-    };
-    expect(classify({ ...base, request: noMax }).maxTokens).toBe(256);
+    expect(classify({ ...base, spec: ENDPOINTS.chat, request: noMax }).maxTokens).toBe(256);
     const completion = parseCompletionRequest({ model: 'm', prompt: 'abcd' });
-    expect(classify({ ...base, request: completion }).maxTokens).toBe(16);
+    expect(classify({ ...base, spec: ENDPOINTS.completions, request: completion }).maxTokens).toBe(
+      16,
+    );
+  });
+
+  it.each([
+    // endpoint, body -> input tokens (the shared estimate: ceil(chars / 4), an id is one)
+    ['embeddings', { input: 'x'.repeat(100) }, 25],
+    ['embeddings', { input: ['abcd', 'abcdefgh', 'a'] }, 4],
+    ['embeddings', { input: [[1, 2, 3], [4]] }, 4],
+    ['pooling', { input: 'abcdabcd' }, 2],
+    // the query is in each of the two pairs' prefill
+    ['rerank', { query: 'abcdabcd', documents: ['abcd', { text: 'abcdabcdabcd' }] }, 8],
+    ['score', { text_1: 'abcd', text_2: ['abcd', 'abcd', 'abcd'] }, 6],
+    ['score', { text_1: ['abcd', 'abcd'], text_2: ['abcd', 'abcd'] }, 4],
+  ] as const)('%s %j: %i input tokens, no output', (endpoint, body, tokens) => {
+    const spec = ENDPOINTS[endpoint];
+    const request = parseApiRequest(spec, { model: 'm', ...body });
+    const result = classify({ ...base, spec, request });
+    expect([result.inputTokens, result.maxTokens, result.kvBlocks]).toEqual([
+      tokens,
+      0,
+      Math.ceil(tokens / 16),
+    ]);
   });
 });

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { ApiRequest, EndpointSpec } from './endpoints.js';
 import { OpenAIHttpError } from './errors.js';
 import {
   type ChatCompletionRequest,
@@ -44,6 +45,13 @@ export function parseGenerationRequest(
   body: unknown,
 ): ChatCompletionRequest | CompletionRequest {
   return endpoint === 'chat' ? parseChatCompletionRequest(body) : parseCompletionRequest(body);
+}
+
+/** Validates a request body against its endpoint's schema (a 400 naming the field). */
+export function parseApiRequest(spec: EndpointSpec, body: unknown): ApiRequest {
+  const result = spec.schema.safeParse(body);
+  if (!result.success) throw invalidRequest(result.error);
+  return result.data;
 }
 
 /** Parses JSON text, failing with a 400 in the OpenAI shape. */

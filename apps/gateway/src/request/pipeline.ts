@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { DROP_REASON_HEADER } from '@fairgate/core';
-import { ENDPOINT_PATHS, type Endpoint, OpenAIHttpError } from '@fairgate/openai';
+import { type ApiEndpoint, ENDPOINTS, OpenAIHttpError } from '@fairgate/openai';
 import {
   Attr,
   endSpan,
@@ -23,6 +23,7 @@ import {
 } from '../middleware/request-context.js';
 import { HeldSlot } from '../slot/held-slot.js';
 import { admit } from './admit.js';
+import { serveDirect } from './direct.js';
 import { finish } from './finalize.js';
 import { forward } from './forward.js';
 import { type Arrival, type Call, receive } from './receive.js';
@@ -49,8 +50,8 @@ import { ClientGone, type Granted, waitForGrant } from './wait-for-grant.js';
  * release treats as a no-op. Responses are written straight to the Node response (the
  * gateway runs on @hono/node-server); the handlers return RESPONSE_ALREADY_SENT.
  */
-export function generationHandler(deps: GatewayDeps, endpoint: Endpoint) {
-  const route = ENDPOINT_PATHS[endpoint];
+export function generationHandler(deps: GatewayDeps, endpoint: ApiEndpoint) {
+  const route = ENDPOINTS[endpoint].path;
   return function generation(c: Context): Promise<Response> {
     const node = nodeExchange(c);
     if (!node) throw new Error('the generation endpoints are served on a Node HTTP server only');
@@ -66,8 +67,8 @@ export function generationHandler(deps: GatewayDeps, endpoint: Endpoint) {
  * callbacks is all a waiting request holds beyond `generate` (each promise layer more is a
  * closure, its context, a promise and a reaction per waiting request: bench:waiting).
  */
-export function nodeGenerationHandler(deps: GatewayDeps, endpoint: Endpoint) {
-  const route = ENDPOINT_PATHS[endpoint];
+export function nodeGenerationHandler(deps: GatewayDeps, endpoint: ApiEndpoint) {
+  const route = ENDPOINTS[endpoint].path;
   return function nodeGeneration(node: NodeExchange): void {
     const state: RequestState = {
       requestId: requestIdFrom(nodeHeader(node.incoming, REQUEST_ID_HEADER)),
@@ -118,7 +119,7 @@ async function writeAnswer(
 
 async function generate(
   deps: GatewayDeps,
-  endpoint: Endpoint,
+  endpoint: ApiEndpoint,
   route: string,
   state: RequestState,
   node: NodeExchange,
@@ -139,6 +140,7 @@ async function generate(
   let queued: Span | undefined;
   try {
     call = await receive(deps, arrival);
+    if (ENDPOINTS[endpoint].kind === 'direct') return await serveDirect(call, ticket, server.span);
     // Stages 2 and 3 under the queue span (t1 -> t2).
     queued = startChildSpan(deps.tracer, call.ctx, SpanNames.queue, SpanKind.INTERNAL, {
       [Attr.tenant]: call.tenant.id,

@@ -1,8 +1,10 @@
 import type { TenantConfig } from '@fairgate/config';
 import { isValidName } from '@fairgate/core';
 import {
-  type Endpoint,
-  parseGenerationRequest,
+  type ApiEndpoint,
+  ENDPOINTS,
+  type GenerationRequest,
+  parseApiRequest,
   parseJsonBody,
   promptBlockKeys,
 } from '@fairgate/openai';
@@ -78,7 +80,7 @@ export interface Forwarding {
 
 /** The request as it arrived: endpoint, Node exchange, t1 and the SERVER span. */
 export interface Arrival {
-  readonly endpoint: Endpoint;
+  readonly endpoint: ApiEndpoint;
   /** The path forwarded to the pod. */
   readonly route: string;
   readonly state: RequestState;
@@ -96,7 +98,11 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
   const tenant = await authenticate(deps, node, onBehalfOf);
   span.setAttribute(Attr.tenant, tenant.id);
   const body = await readBodyText(node.incoming, config.limits.max_body_bytes);
-  const request = parseGenerationRequest(arrival.endpoint, parseJsonBody(body));
+  const spec = ENDPOINTS[arrival.endpoint];
+  const request = parseApiRequest(spec, parseJsonBody(body));
+  // Streams, stream options, prefix keys: a generation's only.
+  const generation =
+    spec.kind === 'generation' ? (request as unknown as GenerationRequest) : undefined;
   const route = deps.pools.route(request.model, tenant);
   if (!route) throw modelNotFound(request.model);
   const pool = route.pool.config();
@@ -105,6 +111,7 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
     tenant,
     sloClasses: config.slo_classes,
     sloTargetsMs: pool.scheduler.slo_targets_ms,
+    spec,
     request,
     classHeader: nodeHeader(node.incoming, SLO_CLASS_HEADER),
     ttftHeader: nodeHeader(node.incoming, SLO_TTFT_HEADER),
@@ -116,7 +123,7 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
     [Attr.pool]: route.pool.name,
     [Attr.sloClass]: cls.sloClass,
     [Attr.requestModel]: request.model,
-    [Attr.operationName]: arrival.endpoint === 'chat' ? 'chat' : 'text_completion',
+    [Attr.operationName]: spec.operation,
   });
   // Every member listed (no spread of `arrival`): one object shape, built without a copy loop.
   return {
@@ -131,16 +138,16 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
     pool: route.pool,
     forwarding: {
       model: route.model,
-      stream: request.stream === true,
-      clientWantsUsage: request.stream_options?.include_usage === true,
+      stream: generation?.stream === true,
+      clientWantsUsage: generation?.stream_options?.include_usage === true,
       clientWantsContinuousUsage:
-        request.stream_options?.include_usage === true &&
-        request.stream_options.continuous_usage_stats === true,
-      hasStreamOptions: request.stream_options !== undefined,
+        generation?.stream_options?.include_usage === true &&
+        generation.stream_options.continuous_usage_stats === true,
+      hasStreamOptions: generation?.stream_options !== undefined,
     },
     prefix:
-      pool.routing.prefix === 'on'
-        ? promptBlockKeys(request, pool.scheduler.kv_block_size, pool.routing.max_blocks)
+      generation && pool.routing.prefix === 'on'
+        ? promptBlockKeys(generation, pool.scheduler.kv_block_size, pool.routing.max_blocks)
         : undefined,
     adapter: adapterOf(route.pool, pool.routing.lora_paths, route.model),
     // A requested alias goes to the pod as the model's own name.

@@ -301,6 +301,15 @@ function decodeUtf8(chunks: Buffer[], size: number): string {
  * full parse.
  */
 export function usageOf(text: string): Usage | undefined {
+  const usage = topLevelUsage(text);
+  // A prefill-only answer (embeddings, scoring) may leave out completion_tokens: none.
+  if (typeof usage === 'object' && usage !== null && typeof usage.completion_tokens !== 'number') {
+    usage.completion_tokens = 0;
+  }
+  return usage;
+}
+
+function topLevelUsage(text: string): Usage | undefined {
   const key = text.lastIndexOf('"usage":');
   if (key > 0) {
     let before = key - 1;

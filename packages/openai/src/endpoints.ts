@@ -1,0 +1,150 @@
+import type { z } from 'zod';
+import {
+  detokenizeRequestSchema,
+  embeddingRequestSchema,
+  estimateInputTokens,
+  poolingRequestSchema,
+  rerankRequestSchema,
+  scoreRequestSchema,
+  tokenizeRequestSchema,
+} from './pooling.js';
+import {
+  chatCompletionRequestSchema,
+  completionRequestSchema,
+  type Endpoint,
+  type GenerationRequest,
+} from './requests.js';
+import { estimatePromptTokens } from './tokens.js';
+
+/** Every endpoint of vLLM's OpenAI-compatible server the gateway serves. */
+export type ApiEndpoint =
+  | Endpoint
+  | 'embeddings'
+  | 'pooling'
+  | 'rerank'
+  | 'score'
+  | 'tokenize'
+  | 'detokenize';
+
+/**
+ * How the gateway serves an endpoint:
+ * - `generation`: scheduled (a slot), streamed or not, prefix keys, `max_tokens` of output;
+ * - `prefill`: scheduled (a slot), one JSON answer, input tokens only (no output);
+ * - `direct`: no slot: the tokenizer's answer, forwarded at once to a healthy pod of the
+ *   model's pool, after authentication.
+ */
+export type EndpointKind = 'generation' | 'prefill' | 'direct';
+
+/** A validated request body: the fields the gateway reads, every other field kept. */
+export type ApiRequest = { model: string } & Record<string, unknown>;
+
+export interface EndpointSpec {
+  readonly endpoint: ApiEndpoint;
+  readonly kind: EndpointKind;
+  /** The path the pod serves it at (the request is forwarded there). */
+  readonly path: string;
+  /** Other paths vLLM serves the same endpoint at; the gateway serves them too. */
+  readonly aliases: readonly string[];
+  /** Its spans' `gen_ai.operation.name` (OpenTelemetry GenAI conventions). */
+  readonly operation: string;
+  readonly schema: z.ZodType<ApiRequest>;
+  /** Estimated input tokens of a validated request. */
+  inputTokens(request: ApiRequest): number;
+}
+
+const generationTokens = (request: ApiRequest) =>
+  estimatePromptTokens(request as unknown as GenerationRequest);
+
+/** Input tokens of a prefill-only request: its `input` or `messages`. */
+const pooledTokens = (request: ApiRequest) =>
+  estimateInputTokens(request.input ?? request.messages);
+
+/**
+ * Input tokens of a scoring request: each of `many` is scored in a pair with `one` (the
+ * query, or text_1), so a single `one` is in every pair's prefill; a list is paired item
+ * for item.
+ */
+const pairedTokens = (one: unknown, many: unknown) =>
+  estimateInputTokens(one) * (Array.isArray(one) || !Array.isArray(many) ? 1 : many.length) +
+  estimateInputTokens(many);
+
+const schema = (s: z.ZodType) => s as z.ZodType<ApiRequest>;
+
+/**
+ * The endpoint table (docs/gateway.md, *Endpoints*): the one place that says how each
+ * endpoint is validated, estimated and scheduled.
+ */
+export const ENDPOINTS: Readonly<Record<ApiEndpoint, EndpointSpec>> = {
+  chat: {
+    endpoint: 'chat',
+    kind: 'generation',
+    path: '/v1/chat/completions',
+    aliases: [],
+    operation: 'chat',
+    schema: schema(chatCompletionRequestSchema),
+    inputTokens: generationTokens,
+  },
+  completions: {
+    endpoint: 'completions',
+    kind: 'generation',
+    path: '/v1/completions',
+    aliases: [],
+    operation: 'text_completion',
+    schema: schema(completionRequestSchema),
+    inputTokens: generationTokens,
+  },
+  embeddings: {
+    endpoint: 'embeddings',
+    kind: 'prefill',
+    path: '/v1/embeddings',
+    aliases: [],
+    operation: 'embeddings',
+    schema: schema(embeddingRequestSchema),
+    inputTokens: pooledTokens,
+  },
+  pooling: {
+    endpoint: 'pooling',
+    kind: 'prefill',
+    path: '/pooling',
+    aliases: [],
+    operation: 'pooling',
+    schema: schema(poolingRequestSchema),
+    inputTokens: pooledTokens,
+  },
+  rerank: {
+    endpoint: 'rerank',
+    kind: 'prefill',
+    path: '/v1/rerank',
+    aliases: ['/rerank', '/v2/rerank'],
+    operation: 'rerank',
+    schema: schema(rerankRequestSchema),
+    inputTokens: (r) => pairedTokens(r.query, r.documents),
+  },
+  score: {
+    endpoint: 'score',
+    kind: 'prefill',
+    path: '/v1/score',
+    aliases: ['/score'],
+    operation: 'score',
+    schema: schema(scoreRequestSchema),
+    inputTokens: (r) => pairedTokens(r.text_1, r.text_2),
+  },
+  tokenize: {
+    endpoint: 'tokenize',
+    kind: 'direct',
+    path: '/tokenize',
+    aliases: [],
+    operation: 'tokenize',
+    schema: schema(tokenizeRequestSchema),
+    inputTokens: (r) => estimateInputTokens(r.prompt ?? r.messages),
+  },
+  detokenize: {
+    endpoint: 'detokenize',
+    kind: 'direct',
+    path: '/detokenize',
+    aliases: [],
+    operation: 'detokenize',
+    schema: schema(detokenizeRequestSchema),
+    inputTokens: (r) => (r.tokens as unknown[]).length,
+  },
+};
