@@ -26,10 +26,12 @@ function failure(text: string, maxLines = 100): BatchInputError {
 }
 
 describe('parseBatchInput: valid files', () => {
-  it('parses both endpoints, keeping custom ids, urls, models and the bodies as JSON', () => {
+  it('parses every endpoint, keeping custom ids, urls, models and the bodies as JSON', () => {
+    const embedding = { model: 'embedder', input: ['a text', 'another'] };
     const text = [
       line('a'),
       line('b', { url: '/v1/completions', body: { ...completionBody, model: 'other' } }),
+      line('c', { url: '/v1/embeddings', body: embedding }),
     ].join('\n');
     expect(parseBatchInput(text, { maxLines: 10 })).toEqual([
       {
@@ -45,6 +47,13 @@ describe('parseBatchInput: valid files', () => {
         url: '/v1/completions',
         body: JSON.stringify({ ...completionBody, model: 'other' }),
         model: 'other',
+      },
+      {
+        line: 3,
+        customId: 'c',
+        url: '/v1/embeddings',
+        body: JSON.stringify(embedding),
+        model: 'embedder',
       },
     ]);
   });
@@ -108,10 +117,17 @@ describe('parseBatchInput: the first bad line', () => {
     ['method post (case)', line('a', { method: 'post' }), 1, 'invalid_method', /"POST"/],
     [
       'an unknown url',
-      line('a', { url: '/v1/embeddings' }),
+      line('a', { url: '/v1/rerank' }),
       1,
       'invalid_url',
-      /one of: \/v1\/chat\/completions, \/v1\/completions/,
+      /one of: \/v1\/chat\/completions, \/v1\/completions, \/v1\/embeddings/,
+    ],
+    [
+      'an embeddings line without input',
+      line('a', { url: '/v1/embeddings', body: { model: 'm' } }),
+      1,
+      'invalid_body',
+      /input/,
     ],
     ['no url', line('a', { url: undefined }), 1, 'invalid_url', /one of/],
     ['a url with a query', line('a', { url: '/v1/completions?x=1' }), 1, 'invalid_url', /one of/],

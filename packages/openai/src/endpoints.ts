@@ -148,3 +148,18 @@ export const ENDPOINTS: Readonly<Record<ApiEndpoint, EndpointSpec>> = {
     inputTokens: (r) => (r.tokens as unknown[]).length,
   },
 };
+
+/** The paths a Batch API batch may run (OpenAI's `endpoint`: chat, completions, embeddings). */
+export const BATCH_PATHS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings'] as const;
+export type BatchPath = (typeof BATCH_PATHS)[number];
+
+/** The endpoint of a path of the table (its own path or an alias), undefined for none. */
+export function endpointOfPath(path: string): EndpointSpec | undefined {
+  return SPEC_OF_PATH.get(path);
+}
+
+const SPEC_OF_PATH = new Map<string, EndpointSpec>(
+  Object.values(ENDPOINTS).flatMap((spec) =>
+    [spec.path, ...spec.aliases].map((path): [string, EndpointSpec] => [path, spec]),
+  ),
+);

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { BatchPath } from '@fairgate/openai';
 import type { Cluster, Redis } from 'ioredis';
 
 /**
@@ -34,7 +35,7 @@ export type BatchStatus =
   | 'cancelling'
   | 'cancelled';
 
-export type BatchEndpoint = '/v1/chat/completions' | '/v1/completions';
+export type BatchEndpoint = BatchPath;
 
 /** A line error of a batch that failed validation (OpenAI's `errors.data[]`). */
 export interface BatchError {

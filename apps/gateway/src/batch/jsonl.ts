@@ -1,4 +1,4 @@
-import { ENDPOINT_PATHS, type Endpoint, parseGenerationRequest } from '@fairgate/openai';
+import { BATCH_PATHS, type BatchPath, endpointOfPath, parseApiRequest } from '@fairgate/openai';
 
 /**
  * The Batch API's input format (OpenAI's): one request per line,
@@ -10,7 +10,7 @@ export interface BatchInputLine {
   /** 1-based line number in the file. */
   readonly line: number;
   readonly customId: string;
-  readonly url: '/v1/chat/completions' | '/v1/completions';
+  readonly url: BatchPath;
   /** The request body (validated by the live endpoint's zod schema) as JSON text. */
   readonly body: string;
   /** body.model */
@@ -35,13 +35,8 @@ export class BatchInputError extends Error {
 /** OpenAI's limit on a custom_id. */
 export const MAX_CUSTOM_ID_LENGTH = 512;
 
-/** The endpoint each accepted `url` is served by (the same table as the live routes). */
-const ENDPOINT_OF_URL = new Map<string, Endpoint>(
-  (Object.entries(ENDPOINT_PATHS) as Array<[Endpoint, string]>).map(([endpoint, path]) => [
-    path,
-    endpoint,
-  ]),
-);
+const isBatchPath = (url: unknown): url is BatchPath =>
+  (BATCH_PATHS as readonly unknown[]).includes(url);
 
 /**
  * Parses and validates a batch input file, failing at its first bad line. Lines holding
@@ -91,15 +86,14 @@ function parseLine(
   }
   if (entry.method !== 'POST') fail(line, 'invalid_method', `method must be "POST"`);
   const url = entry.url;
-  const endpoint = typeof url === 'string' ? ENDPOINT_OF_URL.get(url) : undefined;
-  if (endpoint === undefined) {
-    const allowed = [...ENDPOINT_OF_URL.keys()].join(', ');
-    fail(line, 'invalid_url', `url must be one of: ${allowed}`);
-  }
+  // The endpoint each accepted `url` is served by (the same table as the live routes).
+  const spec = isBatchPath(url) ? endpointOfPath(url) : undefined;
+  if (spec === undefined)
+    fail(line, 'invalid_url', `url must be one of: ${BATCH_PATHS.join(', ')}`);
   if (entry.body === undefined) fail(line, 'invalid_body', 'body is missing');
   let model: string;
   try {
-    model = parseGenerationRequest(endpoint, entry.body).model;
+    model = parseApiRequest(spec, entry.body).model;
   } catch (error) {
     const detail = error instanceof Error ? error.message : String(error);
     fail(line, 'invalid_body', `invalid body: ${detail}`);

@@ -1,3 +1,4 @@
+import { BATCH_PATHS } from '@fairgate/openai';
 import type { Context, Hono } from 'hono';
 import { z } from 'zod';
 import type { BatchService } from '../batch/batch-service.js';
@@ -78,7 +79,7 @@ export function registerBatchRoutes(app: Hono, deps: GatewayDeps): void {
 
 const createSchema = z.looseObject({
   input_file_id: z.string().min(1),
-  endpoint: z.enum(['/v1/chat/completions', '/v1/completions']),
+  endpoint: z.enum(BATCH_PATHS),
   completion_window: z.literal('24h'),
   metadata: z
     .record(z.string().max(64), z.string().max(512))
