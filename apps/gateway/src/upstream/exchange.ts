@@ -302,11 +302,14 @@ function decodeUtf8(chunks: Buffer[], size: number): string {
  */
 export function usageOf(text: string): Usage | undefined {
   const usage = topLevelUsage(text);
-  // A prefill-only answer (embeddings, scoring) may leave out completion_tokens: none.
-  if (typeof usage === 'object' && usage !== null && typeof usage.completion_tokens !== 'number') {
-    usage.completion_tokens = 0;
+  if (typeof usage !== 'object' || usage === null) return undefined;
+  // A prefill-only answer may leave out completion_tokens (embeddings: none) and even
+  // prompt_tokens (vLLM's rerank: total_tokens alone, all of them input).
+  if (typeof usage.completion_tokens !== 'number') usage.completion_tokens = 0;
+  if (typeof usage.prompt_tokens !== 'number' && typeof usage.total_tokens === 'number') {
+    usage.prompt_tokens = usage.total_tokens - usage.completion_tokens;
   }
-  return usage;
+  return typeof usage.prompt_tokens === 'number' ? usage : undefined;
 }
 
 function topLevelUsage(text: string): Usage | undefined {
