@@ -121,6 +121,8 @@ export interface GenerateOptions {
   content?: string;
   stream?: boolean;
   signal?: AbortSignal;
+  /** The endpoint: chat (default), or embeddings (of `content`; no stream, no output). */
+  endpoint?: 'chat' | 'embeddings';
 }
 
 export interface GenerateResult {
@@ -157,15 +159,20 @@ export async function generate(
   let retryAfter: string | null = null;
   let body = '';
   try {
-    const response = await fetch(`${url}/v1/chat/completions`, {
+    const embeddings = options.endpoint === 'embeddings';
+    const response = await fetch(`${url}/v1/${embeddings ? 'embeddings' : 'chat/completions'}`, {
       method: 'POST',
       headers,
-      body: JSON.stringify({
-        model: SIM_MODEL,
-        messages: [{ role: 'user', content: options.content ?? 'hi' }],
-        max_tokens: options.maxTokens ?? 4,
-        stream: options.stream ?? false,
-      }),
+      body: JSON.stringify(
+        embeddings
+          ? { model: SIM_MODEL, input: options.content ?? 'hi' }
+          : {
+              model: SIM_MODEL,
+              messages: [{ role: 'user', content: options.content ?? 'hi' }],
+              max_tokens: options.maxTokens ?? 4,
+              stream: options.stream ?? false,
+            },
+      ),
       ...(options.signal ? { signal: options.signal } : {}),
     });
     status = response.status;
