@@ -12,6 +12,7 @@ import { type Context, Hono } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { RequestActivity } from './activity.js';
 import { adapterOf, LoraAdapters, modelPermission, VllmError } from './adapters.js';
+import { addAudioRoutes } from './audio.js';
 import { readBodyText } from './body.js';
 import { DEFAULT_CONFIG, type SimConfig, validateConfig } from './config.js';
 import { overloaded } from './context.js';
@@ -28,6 +29,7 @@ import {
   type GenerationJob,
   streamResponse,
 } from './respond.js';
+import { addResponsesRoute } from './responses.js';
 import { addTokenizeRoutes } from './tokenize.js';
 import { Vocabulary } from './vocab.js';
 
@@ -96,6 +98,8 @@ export function createSimServer(
   app.post('/v1/completions', generationHandler('completions', sim));
   addPoolingRoutes(app, sim);
   addTokenizeRoutes(app, sim);
+  addResponsesRoute(app, sim);
+  addAudioRoutes(app, sim);
 
   return {
     config,
