@@ -1,12 +1,13 @@
 import { estimateTextTokens } from '@fairgate/openai';
 import { describe, expect, it } from 'vitest';
 import type { SimConfig } from '../src/config.js';
+import type { SimServer } from '../src/server.js';
 import { inProcessSims, jsonPost } from './http.js';
 
 // In-process (app.request(), no network); a fast model so each request takes about a ms.
 const sim = inProcessSims({ alphaMs: 1, betaMs: 0.001, gammaMs: 0 });
 
-async function post(server: { app: { request: typeof fetch } }, path: string, body: unknown) {
+async function post(server: SimServer, path: string, body: unknown) {
   const response = await server.app.request(path, jsonPost(body));
   return { status: response.status, body: (await response.json()) as Record<string, any> };
 }
