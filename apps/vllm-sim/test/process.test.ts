@@ -212,7 +212,11 @@ describe('/metrics', () => {
     handles.push(handle);
     await fetch(
       `${handle.url}/v1/chat/completions`,
-      jsonPost({ model: 'metrics-model', messages: [{ role: 'user', content: 'hello' }], max_tokens: 4 }),
+      jsonPost({
+        model: 'metrics-model',
+        messages: [{ role: 'user', content: 'hello' }],
+        max_tokens: 4,
+      }),
     );
     const response = await fetch(`${handle.url}/metrics`);
     expect(response.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);

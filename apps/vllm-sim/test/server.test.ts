@@ -328,7 +328,10 @@ describe('errors in the OpenAI shape', () => {
     expect(
       (
         await errorOf(
-          await app.request('/v1/completions', jsonPost({ model: 'fairgate-sim', prompt: 'x'.repeat(400) })),
+          await app.request(
+            '/v1/completions',
+            jsonPost({ model: 'fairgate-sim', prompt: 'x'.repeat(400) }),
+          ),
         )
       ).code,
     ).toBe('context_length_exceeded');
