@@ -13,7 +13,7 @@ import {
   type SimContext,
 } from './context.js';
 import type { SequenceSpec } from './engine.js';
-import { boundaryOf, MultipartError, readMultipart } from './multipart.js';
+import { boundaryOf, MultipartError, type MultipartForm, readMultipart } from './multipart.js';
 import { PseudoText } from './text.js';
 
 /**
@@ -41,6 +41,7 @@ export function addAudioRoutes(app: SimApp, deps: EndpointDeps): void {
 
 async function answer(c: SimContext, deps: EndpointDeps, task: Task, index: number) {
   const form = await formOf(c);
+  if (!form) return CLIENT_GONE();
   const field = (name: string) => form.fields.get(name);
   const lora = modelOf(deps, field('model'));
   const file = form.files.get('file');
@@ -86,8 +87,11 @@ async function answer(c: SimContext, deps: EndpointDeps, task: Task, index: numb
   );
 }
 
-/** The form, read from the node request when there is one (no Web-stream copy). */
-async function formOf(c: SimContext) {
+/**
+ * The form, read from the node request when there is one (no Web-stream copy); null when the
+ * client left during the upload.
+ */
+async function formOf(c: SimContext): Promise<MultipartForm | null> {
   const boundary = boundaryOf(c.req.header('content-type'));
   if (!boundary) {
     throw new VllmError(400, 'Bad Request', 'Expected a multipart/form-data body.', 'body');
@@ -101,8 +105,10 @@ async function formOf(c: SimContext) {
   try {
     return await readMultipart(stream, boundary);
   } catch (error) {
-    if (error instanceof MultipartError)
+    if (error instanceof MultipartError) {
       throw new VllmError(400, 'Bad Request', error.message, 'body');
+    }
+    if (incoming?.destroyed || c.req.raw.signal.aborted) return null; // the client left
     throw error;
   }
 }

@@ -34,10 +34,12 @@ import { addTokenizeRoutes } from './tokenize.js';
 import { Vocabulary } from './vocab.js';
 
 /**
- * The sim's HTTP surface (Hono): vLLM's OpenAI-compatible endpoints, its LoRA adapter
- * endpoints (with --max-loras), /health, /metrics and a debug endpoint with the last trace
- * context seen. Every error leaves through one onError: in the OpenAI shape, or in vLLM's
- * (integer `code`) for the errors vLLM's LoRA and model checks give.
+ * The sim's HTTP surface (Hono), the routes of endpoints.ts: chat and completions here, the
+ * Responses API (responses.ts), pooling, score and rerank (pooling.ts), tokenize
+ * (tokenize.ts), audio (audio.ts), vLLM's LoRA adapter endpoints (with --max-loras),
+ * /health, /metrics and debug views. Every error leaves through one onError: in the OpenAI
+ * shape (chat, completions), or in vLLM's (integer `code`) for the other endpoints and the
+ * model check.
  */
 export interface SimServerOptions {
   /** Clock and timers of the engine loop (tests inject fakes). */
