@@ -51,6 +51,21 @@ export function modelNotFound(model: string): VllmError {
   return new VllmError(404, 'NotFoundError', `The model \`${model}\` does not exist.`, 'model');
 }
 
+/**
+ * The request's model, checked as vLLM checks it on every endpoint: none or the served model
+ * runs without adapter (null), a registered LoRA adapter with it (returned), anything else
+ * is 404.
+ */
+export function adapterOf(
+  model: string | null | undefined,
+  servedModel: string,
+  adapters: Pick<LoraAdapters, 'has'> | null,
+): string | null {
+  if (!model || model === servedModel) return null;
+  if (adapters?.has(model)) return model;
+  throw modelNotFound(model);
+}
+
 export class LoraAdapters {
   private readonly adapters = new Map<string, LoraAdapter>();
   private readonly locks = new Map<string, Promise<unknown>>();
@@ -170,7 +185,7 @@ function fields(
   return record;
 }
 
-function validationError(param: string, message: string): VllmError {
+export function validationError(param: string, message: string): VllmError {
   return new VllmError(400, 'Bad Request', `1 validation error:\n  ${param}: ${message}`, param);
 }
 

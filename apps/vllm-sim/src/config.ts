@@ -49,6 +49,10 @@ export interface SimConfig {
   loraModules: LoraModule[];
   /** Time to load an adapter (a load request, or a batch needing one not in memory). */
   loraLoadMs: number;
+  /** Size of the vectors /v1/embeddings and /pooling answer. */
+  embeddingDim: number;
+  /** Bytes of an audio upload that make one audio token (50 tokens per second of audio). */
+  audioBytesPerToken: number;
 }
 
 export class ConfigError extends Error {
@@ -298,6 +302,22 @@ const FLAGS: readonly FlagSpec[] = [
     help: 'LoRA: time to load an adapter (load request, or a batch needing an evicted one)',
     fallback: 50,
     schema: numberFlag(0),
+  },
+  {
+    key: 'embeddingDim',
+    flag: 'embedding-dim',
+    arg: 'N',
+    help: 'size of the embedding vectors (a seeded hash of the input)',
+    fallback: 16,
+    schema: intFlag(1, 65536),
+  },
+  {
+    key: 'audioBytesPerToken',
+    flag: 'audio-bytes-per-token',
+    arg: 'N',
+    help: 'bytes of an audio upload per audio token (640: 16 kHz 16-bit PCM at 50 tokens/s)',
+    fallback: 640,
+    schema: intFlag(1),
   },
 ];
 

@@ -58,6 +58,11 @@ export interface SequenceSpec {
   finishReason: 'stop' | 'length';
   /** The LoRA adapter the sequence runs with; absent for the base model. */
   lora?: string;
+  /**
+   * A pooling request (embedding, score): its one iteration is the prefill and its one
+   * "token" the pooled output, which the metrics do not count as generated.
+   */
+  prefillOnly?: boolean;
 }
 
 export type SequenceState = 'waiting' | 'running' | 'finished' | 'aborted';

@@ -144,7 +144,7 @@ export class SimMetrics implements EngineObserver, DriverObserver {
   }
 
   onToken(seq: SequenceView, now: number, previousTokenMs: number | null): void {
-    this.generationTokens.inc();
+    if (!seq.spec.prefillOnly) this.generationTokens.inc();
     if (previousTokenMs === null) {
       this.promptTokens.inc(seq.spec.promptTokens);
       this.ttft.observe((now - seq.arrivalMs) / 1000);
@@ -160,7 +160,7 @@ export class SimMetrics implements EngineObserver, DriverObserver {
     this.success.inc({ ...this.labels, finished_reason: seq.spec.finishReason });
     this.e2e.observe((now - seq.arrivalMs) / 1000);
     this.requestPromptTokens.observe(seq.spec.promptTokens);
-    this.requestGenerationTokens.observe(seq.generated);
+    this.requestGenerationTokens.observe(seq.spec.prefillOnly ? 0 : seq.generated);
   }
 
   onAbort(seq: SequenceView): void {
@@ -200,8 +200,8 @@ export class SimMetrics implements EngineObserver, DriverObserver {
 type MetricMakers = ReturnType<typeof metricMakers>;
 
 /**
- * Constructors of metrics with the label model_name in `registry`. Counters start exported
- * at 0 and come bound to the label, as do histograms; gauges are set at scrape time.
+ * Constructors of metrics with the label model_name in `registry`. Counters and histograms
+ * start exported at 0 and come bound to the label; gauges are set at scrape time.
  */
 function metricMakers(registry: Registry, labels: { model_name: string }) {
   const registers = [registry];
@@ -225,8 +225,11 @@ function metricMakers(registry: Registry, labels: { model_name: string }) {
       metric.inc(labels, 0); // exported from the start, so rate() sees the first increment
       return metric.labels(labels);
     },
-    histogram: (name: string, help: string, buckets: number[]) =>
-      new Histogram({ name, help, labelNames, registers, buckets }).labels(labels),
+    histogram: (name: string, help: string, buckets: number[]) => {
+      const metric = new Histogram({ name, help, labelNames, registers, buckets });
+      metric.zero(labels); // vLLM's labelled histograms show their series at zero from the start
+      return metric.labels(labels);
+    },
   };
 }
 

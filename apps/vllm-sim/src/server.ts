@@ -11,26 +11,35 @@ import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { type Context, Hono } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { RequestActivity } from './activity.js';
-import { LoraAdapters, modelNotFound, modelPermission, VllmError } from './adapters.js';
+import { adapterOf, LoraAdapters, modelPermission, VllmError } from './adapters.js';
+import { addAudioRoutes } from './audio.js';
+import { readBodyText } from './body.js';
 import { DEFAULT_CONFIG, type SimConfig, validateConfig } from './config.js';
+import { overloaded } from './context.js';
 import { EngineDriver, type TimerHost } from './driver.js';
 import { Engine, QueueFullError } from './engine.js';
 import { drawFailure, failureError, stall } from './faults.js';
 import { responseMeta } from './format.js';
 import { planGeneration } from './generation.js';
 import { SimMetrics } from './metrics.js';
+import { addPoolingRoutes } from './pooling.js';
 import {
   type Connection,
   completeResponse,
   type GenerationJob,
   streamResponse,
 } from './respond.js';
+import { addResponsesRoute } from './responses.js';
+import { addTokenizeRoutes } from './tokenize.js';
+import { Vocabulary } from './vocab.js';
 
 /**
- * The sim's HTTP surface (Hono): vLLM's OpenAI-compatible endpoints, its LoRA adapter
- * endpoints (with --max-loras), /health, /metrics and a debug endpoint with the last trace
- * context seen. Every error leaves through one onError: in the OpenAI shape, or in vLLM's
- * (integer `code`) for the errors vLLM's LoRA and model checks give.
+ * The sim's HTTP surface (Hono), the routes of endpoints.ts: chat and completions here, the
+ * Responses API (responses.ts), pooling, score and rerank (pooling.ts), tokenize
+ * (tokenize.ts), audio (audio.ts), vLLM's LoRA adapter endpoints (with --max-loras),
+ * /health, /metrics and debug views. Every error leaves through one onError: in the OpenAI
+ * shape (chat, completions), or in vLLM's (integer `code`) for the other endpoints and the
+ * model check.
  */
 export interface SimServerOptions {
   /** Clock and timers of the engine loop (tests inject fakes). */
@@ -79,6 +88,7 @@ export function createSimServer(
     metrics: simMetrics,
     adapters,
     activity: new RequestActivity(),
+    vocabulary: new Vocabulary(),
     requestCount: 0,
     lastTrace: { traceparent: null, tracestate: null, path: null, received_at: null },
   };
@@ -88,6 +98,10 @@ export function createSimServer(
   if (adapters) addLoraRoutes(app, adapters);
   app.post('/v1/chat/completions', generationHandler('chat', sim));
   app.post('/v1/completions', generationHandler('completions', sim));
+  addPoolingRoutes(app, sim);
+  addTokenizeRoutes(app, sim);
+  addResponsesRoute(app, sim);
+  addAudioRoutes(app, sim);
 
   return {
     config,
@@ -110,6 +124,7 @@ interface SimState {
   readonly metrics: SimMetrics;
   readonly adapters: LoraAdapters | null;
   readonly activity: RequestActivity;
+  readonly vocabulary: Vocabulary;
   /** Generation requests received: the index fault draws and plans take. */
   requestCount: number;
   lastTrace: LastTraceContext;
@@ -211,16 +226,6 @@ function addLoraRoutes(app: SimApp, adapters: LoraAdapters): void {
   app.post('/v1/unload_lora_adapter', async (c) => text(c, await adapters.unload(await jsonOf(c))));
 }
 
-/**
- * With LoRA on, the request's model is checked as vLLM does: the served model, a registered
- * adapter (returned), or 404. With LoRA off the sim does not check it (null).
- */
-function adapterOf(model: string, sim: SimState): string | null {
-  if (!sim.adapters || model === sim.config.model) return null;
-  if (sim.adapters.has(model)) return model;
-  throw modelNotFound(model);
-}
-
 /** The handler of one generation endpoint: faults, then the plan run on the engine. */
 function generationHandler(endpoint: Endpoint, sim: SimState) {
   const { config, driver, metrics: simMetrics, activity } = sim;
@@ -240,7 +245,7 @@ function generationHandler(endpoint: Endpoint, sim: SimState) {
       if (!(await stall(config.stallMs, client))) return new Response(null, { status: 499 }); // client left
     }
     const request = parseGenerationRequest(endpoint, parseJsonBody(bodyText));
-    const lora = adapterOf(request.model, sim);
+    const lora = adapterOf(request.model, config.model, sim.adapters);
     const failure = drawFailure(config, requestIndex);
     if (failure) {
       simMetrics.fault(failure);
@@ -281,29 +286,6 @@ function traceContextOf(c: SimContext, node: Partial<HttpBindings> | undefined):
     path: c.req.path,
     received_at: new Date().toISOString(),
   };
-}
-
-/** vLLM's answer when its waiting queue is full: 429, retry after a second. */
-function overloaded(error: QueueFullError): OpenAIHttpError {
-  return new OpenAIHttpError({
-    status: 429,
-    type: 'rate_limit_error',
-    message: `The server is overloaded: ${error.message}. Retry later.`,
-    code: 'queue_full',
-    headers: { 'retry-after': '1' },
-  });
-}
-
-/**
- * The request body as text. Under @hono/node-server it is read straight from the node
- * stream: the Web-stream path costs ~1 ms per 10 KB, which would show up in measured TTFT.
- */
-async function readBodyText(c: SimContext): Promise<string> {
-  const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;
-  if (!incoming || incoming.readableDidRead || incoming.readableEnded) return c.req.text();
-  const chunks: Buffer[] = [];
-  for await (const chunk of incoming) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
 }
 
 /** The node socket behind a request, when served by @hono/node-server. */

@@ -12,7 +12,7 @@ describe('request activity (/debug/stats, /debug/requests)', () => {
     fetch(`${sim.url}/v1/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'm', prompt: 'abcd', max_tokens: 5 }),
+      body: JSON.stringify({ model: 'fairgate-sim', prompt: 'abcd', max_tokens: 5 }),
     }).then((r) => r.text());
 
   it('counts requests, the peak of open ones, and their intervals on one clock', async () => {

@@ -16,7 +16,7 @@ afterAll(async () => {
 });
 
 const chat = (maxTokens: number, stream: boolean, content = 'fault test') => ({
-  model: 'm',
+  model: 'fairgate-sim',
   messages: [{ role: 'user' as const, content }],
   max_tokens: maxTokens,
   stream,

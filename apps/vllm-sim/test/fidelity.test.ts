@@ -54,7 +54,7 @@ async function measure(url: string, body: Record<string, unknown>): Promise<Meas
 
 function chatBody(content: string, maxTokens: number) {
   return {
-    model: 'm',
+    model: 'fairgate-sim',
     messages: [{ role: 'user' as const, content }],
     max_tokens: maxTokens,
     stream: true,

@@ -270,13 +270,20 @@ describe('generation with an adapter', () => {
     });
   });
 
-  it('with LoRA off the model name is not checked', async () => {
-    const response = await sim({ maxLoras: 0 }).app.request(
-      '/v1/chat/completions',
-      jsonPost(chat('anything')),
-    );
-    expect(response.status).toBe(200);
-    expect(((await response.json()) as ChatCompletion).model).toBe('base');
+  it('with LoRA off an unknown model is 404 too, as in vLLM', async () => {
+    const server = sim({ maxLoras: 0 });
+    const unknown = await server.app.request('/v1/chat/completions', jsonPost(chat('anything')));
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toEqual({
+      error: {
+        message: 'The model `anything` does not exist.',
+        type: 'NotFoundError',
+        param: 'model',
+        code: 404,
+      },
+    });
+    const served = await server.app.request('/v1/chat/completions', jsonPost(chat('base')));
+    expect(((await served.json()) as ChatCompletion).model).toBe('base');
   });
 
   it('the prefix cache is per adapter: the same prompt under another adapter misses', async () => {

@@ -11,8 +11,8 @@ let failing429: AppHandle;
 beforeAll(async () => {
   [sim, failing500, failing429] = await Promise.all([
     startSim({ args: { 'alpha-ms': 5, model: 'sdk-model' } }),
-    startSim({ args: { 'alpha-ms': 5, 'fail-rate': 1 } }),
-    startSim({ args: { 'alpha-ms': 5, 'fail-429-rate': 1 } }),
+    startSim({ args: { 'alpha-ms': 5, 'fail-rate': 1, model: 'sdk-model' } }),
+    startSim({ args: { 'alpha-ms': 5, 'fail-429-rate': 1, model: 'sdk-model' } }),
   ]);
 });
 

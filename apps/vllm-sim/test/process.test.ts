@@ -58,7 +58,7 @@ describe('fairgate-sim CLI', () => {
     const port = /:(\d+)\n/.exec(await output(child.stdout, /\n/))![1];
     const response = await fetch(
       `http://127.0.0.1:${port}/v1/completions`,
-      jsonPost({ model: 'm', prompt: 'p', max_tokens: 1000, stream: true }),
+      jsonPost({ model: 'fairgate-sim', prompt: 'p', max_tokens: 1000, stream: true }),
     );
     const reader = response.body!.getReader();
     await reader.read();
@@ -194,7 +194,7 @@ describe('idle engine', () => {
     // Some work first, so an engine loop that forgot to stop would still be spinning.
     await fetch(
       `${handle.url}/v1/completions`,
-      jsonPost({ model: 'm', prompt: 'warm up', max_tokens: 20 }),
+      jsonPost({ model: 'fairgate-sim', prompt: 'warm up', max_tokens: 20 }),
     );
     const cpu = async () =>
       metricValue(await (await fetch(`${handle.url}/metrics`)).text(), 'process_cpu_seconds_total');
@@ -212,7 +212,11 @@ describe('/metrics', () => {
     handles.push(handle);
     await fetch(
       `${handle.url}/v1/chat/completions`,
-      jsonPost({ model: 'm', messages: [{ role: 'user', content: 'hello' }], max_tokens: 4 }),
+      jsonPost({
+        model: 'metrics-model',
+        messages: [{ role: 'user', content: 'hello' }],
+        max_tokens: 4,
+      }),
     );
     const response = await fetch(`${handle.url}/metrics`);
     expect(response.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);

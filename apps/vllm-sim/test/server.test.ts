@@ -80,7 +80,7 @@ describe('non-streaming', () => {
   });
 
   it('completions: text choice, default max_tokens 16', async () => {
-    const request = { model: 'm', prompt: 'Once upon a time' };
+    const request = { model: 'fairgate-sim', prompt: 'Once upon a time' };
     const response = await sim().app.request('/v1/completions', jsonPost(request));
     const body = (await response.json()) as Completion;
     expect(body.object).toBe('text_completion');
@@ -127,7 +127,7 @@ describe('output length modes', () => {
       for (let index = 0; index < 12; index++) {
         const response = await app.request(
           '/v1/completions',
-          jsonPost({ model: 'm', prompt: `p${index}`, max_tokens: 40, min_tokens: 5 }),
+          jsonPost({ model: 'fairgate-sim', prompt: `p${index}`, max_tokens: 40, min_tokens: 5 }),
         );
         const body = (await response.json()) as Completion;
         results.push({
@@ -226,7 +226,7 @@ describe('streaming (vLLM format)', () => {
 
   it('completions stream text chunks', async () => {
     const request = {
-      model: 'm',
+      model: 'fairgate-sim',
       prompt: 'abc',
       max_tokens: 4,
       stream: true,
@@ -263,7 +263,7 @@ describe('streaming (vLLM format)', () => {
       await sim().app.request(
         '/v1/completions',
         jsonPost({
-          model: 'm',
+          model: 'fairgate-sim',
           prompt: 'abc',
           max_tokens: 3,
           stream: true,
@@ -308,7 +308,7 @@ describe('errors in the OpenAI shape', () => {
   it('schema violation -> 400 naming the field', async () => {
     const response = await sim().app.request(
       '/v1/chat/completions',
-      jsonPost({ model: 'm', messages: [] }),
+      jsonPost({ model: 'fairgate-sim', messages: [] }),
     );
     expect(response.status).toBe(400);
     expect((await errorOf(response)).param).toBe('messages');
@@ -318,7 +318,7 @@ describe('errors in the OpenAI shape', () => {
     const { app } = sim({ maxModelLen: 100, kvBlocks: 8 });
     const tooMany = await app.request(
       '/v1/completions',
-      jsonPost({ model: 'm', prompt: 'x'.repeat(40), max_tokens: 95 }),
+      jsonPost({ model: 'fairgate-sim', prompt: 'x'.repeat(40), max_tokens: 95 }),
     );
     expect(tooMany.status).toBe(400);
     expect(await errorOf(tooMany)).toMatchObject({
@@ -328,13 +328,16 @@ describe('errors in the OpenAI shape', () => {
     expect(
       (
         await errorOf(
-          await app.request('/v1/completions', jsonPost({ model: 'm', prompt: 'x'.repeat(400) })),
+          await app.request(
+            '/v1/completions',
+            jsonPost({ model: 'fairgate-sim', prompt: 'x'.repeat(400) }),
+          ),
         )
       ).code,
     ).toBe('context_length_exceeded');
     const fits = await app.request(
       '/v1/completions',
-      jsonPost({ model: 'm', prompt: 'x'.repeat(40), max_tokens: 90 }),
+      jsonPost({ model: 'fairgate-sim', prompt: 'x'.repeat(40), max_tokens: 90 }),
     );
     expect(fits.status).toBe(200);
   });

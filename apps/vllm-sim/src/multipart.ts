@@ -1,0 +1,117 @@
+/**
+ * A streaming multipart/form-data reader that keeps text fields and only counts the bytes
+ * of file parts: an upload of any size is read with memory bounded by one chunk plus the
+ * boundary, never buffered whole.
+ */
+export interface MultipartForm {
+  fields: Map<string, string>;
+  /** File parts by field name: their filename and size in bytes. */
+  files: Map<string, { filename: string; bytes: number }>;
+}
+
+export class MultipartError extends Error {}
+
+/** The boundary of a multipart/form-data content-type, or null. */
+export function boundaryOf(contentType: string | undefined): string | null {
+  if (!contentType || !/^multipart\/form-data\b/i.test(contentType)) return null;
+  const match = /;\s*boundary=(?:"([^"]+)"|([^;\s]+))/i.exec(contentType);
+  return match?.[1] ?? match?.[2] ?? null;
+}
+
+type Phase = 'preamble' | 'afterDelimiter' | 'headers' | 'body' | 'done';
+
+export async function readMultipart(
+  stream: AsyncIterable<Uint8Array>,
+  boundary: string,
+  maxFieldBytes = 1 << 20,
+): Promise<MultipartForm> {
+  const form: MultipartForm = { fields: new Map(), files: new Map() };
+  // Every delimiter but the first follows a CRLF; a CRLF put in front makes them all alike.
+  const delimiter = Buffer.from(`\r\n--${boundary}`);
+  let pending = Buffer.from('\r\n');
+  let phase = 'preamble' as Phase;
+  let part: { name: string; filename: string | null; chunks: Buffer[]; bytes: number } | null =
+    null;
+
+  const take = (data: Buffer) => {
+    if (!part) return;
+    part.bytes += data.length;
+    if (part.filename !== null) return; // a file: counted, not kept
+    if (part.bytes > maxFieldBytes) throw new MultipartError(`field ${part.name} is too large`);
+    part.chunks.push(data);
+  };
+  const finishPart = () => {
+    if (!part) return;
+    if (part.filename === null)
+      form.fields.set(part.name, Buffer.concat(part.chunks).toString('utf8'));
+    else form.files.set(part.name, { filename: part.filename, bytes: part.bytes });
+    part = null;
+  };
+
+  const consume = (): boolean => {
+    switch (phase) {
+      case 'preamble':
+      case 'body': {
+        const at = pending.indexOf(delimiter);
+        if (at < 0) {
+          // Keep a tail that could be the start of a delimiter split across chunks.
+          const safe = Math.max(0, pending.length - delimiter.length + 1);
+          if (phase === 'body') take(pending.subarray(0, safe));
+          pending = pending.subarray(safe);
+          return false;
+        }
+        if (phase === 'body') {
+          take(pending.subarray(0, at));
+          finishPart();
+        }
+        pending = pending.subarray(at + delimiter.length);
+        phase = 'afterDelimiter';
+        return true;
+      }
+      case 'afterDelimiter': {
+        if (pending.length < 2) return false;
+        const marker = pending.subarray(0, 2).toString('latin1');
+        if (marker === '--') {
+          phase = 'done';
+          return false;
+        }
+        if (marker !== '\r\n') throw new MultipartError('malformed multipart delimiter');
+        pending = pending.subarray(2);
+        phase = 'headers';
+        return true;
+      }
+      case 'headers': {
+        const end = pending.indexOf('\r\n\r\n');
+        if (end < 0) {
+          if (pending.length > 16_384) throw new MultipartError('multipart headers too large');
+          return false;
+        }
+        const headers = pending.subarray(0, end).toString('utf8');
+        pending = pending.subarray(end + 4);
+        part = { ...dispositionOf(headers), chunks: [], bytes: 0 };
+        phase = 'body';
+        return true;
+      }
+      case 'done':
+        return false;
+    }
+  };
+
+  for await (const chunk of stream) {
+    if (phase === 'done') continue; // the epilogue is read and dropped
+    pending = pending.length === 0 ? Buffer.from(chunk) : Buffer.concat([pending, chunk]);
+    while (consume()) {}
+  }
+  if (phase !== 'done') throw new MultipartError('multipart body ended early');
+  return form;
+}
+
+function dispositionOf(headers: string): { name: string; filename: string | null } {
+  const disposition = headers.split('\r\n').find((line) => /^content-disposition:/i.test(line));
+  const name = disposition && /;\s*name="([^"]*)"/i.exec(disposition)?.[1];
+  if (!disposition || name === undefined || name === null) {
+    throw new MultipartError('a multipart part has no content-disposition name');
+  }
+  const filename = /;\s*filename="([^"]*)"/i.exec(disposition)?.[1] ?? null;
+  return { name, filename };
+}
