@@ -1,0 +1,124 @@
+import { estimateTextTokens } from '@fairgate/openai';
+import { sha256Hex, TEST_KEYS } from '@fairgate/testkit';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  expectConserved,
+  metricSum,
+  type Pool,
+  SIM_MODEL,
+  startPool,
+  sumByLabels,
+  tenantTotal,
+} from './support/pool.js';
+
+/**
+ * vLLM's other endpoints through the same stages as a chat (docs/gateway.md, *The endpoint
+ * table*): two replicas on one Redis, two sims. Embeddings with the official OpenAI SDK,
+ * rerank and score by plain HTTP: each takes a slot, is counted in the scheduler's flow
+ * counters and metered by its input tokens. Tokenize and detokenize take none.
+ */
+const TEXTS = ['What is the capital of France?', 'Paris is the capital.', 'Cats purr.'];
+
+async function post(url: string, path: string, body: unknown): Promise<Response> {
+  return fetch(`${url}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TEST_KEYS.paying}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+}
+
+/** Input tokens the replicas metered (fairgate_tokens_total, direction input). */
+async function meteredInput(pool: Pool): Promise<number> {
+  let total = 0;
+  for (const gateway of pool.gateways) {
+    const text = await (await fetch(`${gateway.url}/metrics`)).text();
+    total += sumByLabels(text, 'fairgate_tokens_total', ['direction']).get('input') ?? 0;
+  }
+  return total;
+}
+
+/** Requests each sim's engine has served. */
+function engineRequests(pool: Pool): Promise<number[]> {
+  return Promise.all(pool.sims.map((sim) => metricSum(sim.url, 'vllm:request_success_total')));
+}
+
+describe('every endpoint vLLM serves, under the same flow control', () => {
+  let pool: Pool;
+  const admitted = async () =>
+    tenantTotal(await pool.state(), 'paying', (row) => row.outcomes.completed);
+
+  beforeAll(async () => {
+    pool = await startPool({
+      tenants: [{ id: 'paying', api_key_sha256: [sha256Hex(TEST_KEYS.paying)], queue_max: 100 }],
+    });
+  }, 60_000);
+
+  afterAll(async () => pool?.stop());
+
+  it('embeddings.create (OpenAI SDK), rerank and score through both replicas: one slot each, metered', async () => {
+    const before = { completed: await admitted(), input: await meteredInput(pool) };
+    let usage = 0;
+    for (const [i, gateway] of pool.gateways.entries()) {
+      const client = new OpenAI({ baseURL: `${gateway.url}/v1`, apiKey: TEST_KEYS.paying });
+      const embedded = await client.embeddings.create({ model: SIM_MODEL, input: TEXTS });
+      expect(embedded.data.map((d) => d.index)).toEqual([0, 1, 2]);
+      expect(embedded.data.every((d) => d.embedding.length > 0)).toBe(true);
+      const expected = TEXTS.reduce((n, t) => n + estimateTextTokens(t), 0);
+      expect(embedded.usage.prompt_tokens, `replica ${i}`).toBe(expected);
+      usage += embedded.usage.prompt_tokens;
+
+      const reranked = await post(gateway.url, '/v1/rerank', {
+        model: SIM_MODEL,
+        query: TEXTS[0],
+        documents: TEXTS.slice(1),
+      });
+      expect(reranked.status).toBe(200);
+      const rerank = (await reranked.json()) as {
+        results: { index: number; relevance_score: number }[];
+        usage: { total_tokens: number };
+      };
+      expect(rerank.results.map((r) => r.index).sort()).toEqual([0, 1]);
+      usage += rerank.usage.total_tokens;
+
+      const scored = await post(gateway.url, '/v1/score', {
+        model: SIM_MODEL,
+        text_1: TEXTS[0],
+        text_2: TEXTS.slice(1),
+      });
+      expect(scored.status).toBe(200);
+      const score = (await scored.json()) as {
+        data: { index: number; score: number }[];
+        usage: { prompt_tokens: number };
+      };
+      expect(score.data.map((d) => d.index)).toEqual([0, 1]);
+      usage += score.usage.prompt_tokens;
+    }
+    await expectConserved(pool);
+    // Six requests (three per replica), each admitted and completed once; the input tokens
+    // the pods reported are metered, once.
+    expect((await admitted()) - before.completed).toBe(6);
+    await expect.poll(async () => (await meteredInput(pool)) - before.input).toBe(usage);
+  }, 30_000);
+
+  it('tokenize and detokenize need no slot', async () => {
+    const before = await pool.state();
+    const servedBefore = await engineRequests(pool);
+    const [gateway] = pool.gateways;
+    const tokenized = await post(gateway!.url, '/tokenize', { model: SIM_MODEL, prompt: TEXTS[0] });
+    expect(tokenized.status).toBe(200);
+    const tokens = (await tokenized.json()) as { count: number; tokens: number[] };
+    expect(tokens.count).toBe(estimateTextTokens(TEXTS[0] as string));
+    const detokenized = await post(gateway!.url, '/detokenize', {
+      model: SIM_MODEL,
+      tokens: tokens.tokens,
+    });
+    expect(detokenized.status).toBe(200);
+    expect(((await detokenized.json()) as { prompt: string }).prompt).toBe(TEXTS[0]);
+    // Nothing offered to the scheduler, nothing sent to a pod's engine.
+    const after = await pool.state();
+    const offered = (state: typeof before) => tenantTotal(state, 'paying', (row) => row.offered);
+    expect(offered(after)).toBe(offered(before));
+    expect(await engineRequests(pool)).toEqual(servedBefore);
+  }, 30_000);
+});
