@@ -1,13 +1,12 @@
 import type { ServerResponse } from 'node:http';
 
 /**
- * HTTP-level record of generation requests, for tests and benchmarks that
- * check what a pod actually saw: how many requests arrived, how many were open
- * at once, and the [start, end] of each, stamped with process.hrtime (Linux
- * CLOCK_MONOTONIC, one clock for every process on the machine), so intervals
- * from several sims can be merged exactly to get pool-wide concurrency.
- * A request is open from its handler's start until its response finished or
- * its connection closed.
+ * HTTP-level record of the requests of every endpoint that runs on the engine, for tests
+ * and benchmarks that check what a pod actually saw: how many requests arrived, how many
+ * were open at once, and the [start, end] of each, stamped with process.hrtime (Linux
+ * CLOCK_MONOTONIC, one clock for every process on the machine), so intervals from several
+ * sims can be merged exactly to get pool-wide concurrency. A request is open from its
+ * arrival until its response finished or its connection closed.
  */
 export class RequestActivity {
   received = 0;

@@ -8,6 +8,8 @@ export interface SimEndpoint {
   paths: readonly string[];
   answers: string;
   cost: string;
+  /** Its requests run on the engine: each counts in /debug/stats and /debug/requests. */
+  engine?: true;
 }
 
 const PREFILL = 'one prefill-only sequence per input: alpha + (beta+gamma) * its tokens alone';
@@ -18,42 +20,49 @@ export const SIM_ENDPOINTS: readonly SimEndpoint[] = [
     paths: ['/v1/chat/completions', '/v1/completions'],
     answers: 'chat / text completions, streaming or not',
     cost: 'prefill of the prompt, then one decode step per token',
+    engine: true,
   },
   {
     method: 'POST',
     paths: ['/v1/responses'],
     answers: "Responses API, streaming (vLLM's events) or not",
     cost: 'as chat: the input rendered as a chat prompt',
+    engine: true,
   },
   {
     method: 'POST',
     paths: ['/v1/embeddings'],
     answers: 'one hashed unit vector per input (float or base64)',
     cost: PREFILL,
+    engine: true,
   },
   {
     method: 'POST',
     paths: ['/pooling'],
     answers: 'the same vectors as `data`',
     cost: PREFILL,
+    engine: true,
   },
   {
     method: 'POST',
     paths: ['/score', '/v1/score'],
     answers: 'a score in [0, 1] per (text_1, text_2) pair',
     cost: 'one prefill-only sequence per pair, of both texts',
+    engine: true,
   },
   {
     method: 'POST',
     paths: ['/rerank', '/v1/rerank', '/v2/rerank'],
     answers: 'documents by relevance to the query, top_n kept',
     cost: 'one prefill-only sequence per (query, document)',
+    engine: true,
   },
   {
     method: 'POST',
     paths: ['/v1/audio/transcriptions', '/v1/audio/translations'],
     answers: 'pseudo-text for a multipart audio upload',
     cost: 'per 30 s window: prefill of its audio tokens, one text token per 16',
+    engine: true,
   },
   {
     method: 'POST',

@@ -17,6 +17,7 @@ import { readBodyText } from './body.js';
 import { DEFAULT_CONFIG, type SimConfig, validateConfig } from './config.js';
 import { overloaded } from './context.js';
 import { EngineDriver, type TimerHost } from './driver.js';
+import { SIM_ENDPOINTS } from './endpoints.js';
 import { Engine, QueueFullError } from './engine.js';
 import { drawFailure, failureError, stall } from './faults.js';
 import { responseMeta } from './format.js';
@@ -94,6 +95,7 @@ export function createSimServer(
   };
   const app = new Hono<{ Bindings: HttpBindings }>();
   handleErrors(app, log);
+  countEngineRequests(app, sim.activity);
   addInfoRoutes(app, sim);
   if (adapters) addLoraRoutes(app, adapters);
   app.post('/v1/chat/completions', generationHandler('chat', sim));
@@ -150,6 +152,24 @@ function handleErrors(app: SimApp, log: (line: string) => void): void {
       404,
     ),
   );
+}
+
+/**
+ * Every request of an engine endpoint (SIM_ENDPOINTS' `engine`), whatever its answer,
+ * counts in /debug/stats and /debug/requests from its arrival to its response's end.
+ */
+function countEngineRequests(app: SimApp, activity: RequestActivity): void {
+  for (const endpoint of SIM_ENDPOINTS) {
+    if (!endpoint.engine) continue;
+    for (const path of endpoint.paths) {
+      app.use(path, async (c, next) => {
+        if (c.req.method === 'POST') {
+          activity.begin((c.env as Partial<HttpBindings> | undefined)?.outgoing);
+        }
+        await next();
+      });
+    }
+  }
 }
 
 /** /health, /v1/models, /metrics and the debug endpoints. */
@@ -228,12 +248,11 @@ function addLoraRoutes(app: SimApp, adapters: LoraAdapters): void {
 
 /** The handler of one generation endpoint: faults, then the plan run on the engine. */
 function generationHandler(endpoint: Endpoint, sim: SimState) {
-  const { config, driver, metrics: simMetrics, activity } = sim;
+  const { config, driver, metrics: simMetrics } = sim;
   return async (c: SimContext) => {
     // The Node request and response; absent when served without a socket (app.request()).
     const node = c.env as Partial<HttpBindings> | undefined;
     const outgoing = node?.outgoing ?? null;
-    activity.begin(node?.outgoing);
     const requestIndex = sim.requestCount++;
     sim.lastTrace = traceContextOf(c, node);
     const client = outgoing
