@@ -101,6 +101,50 @@ describe('every endpoint vLLM serves, under the same flow control', () => {
     await expect.poll(async () => (await meteredInput(pool)) - before.input).toBe(usage);
   }, 30_000);
 
+  it('responses.create (OpenAI SDK), streaming and not, through both replicas: a slot each, metered', async () => {
+    const before = { completed: await admitted(), input: await meteredInput(pool) };
+    let input = 0;
+    for (const gateway of pool.gateways) {
+      const client = new OpenAI({ baseURL: `${gateway.url}/v1`, apiKey: TEST_KEYS.paying });
+      const answer = await client.responses.create({
+        model: SIM_MODEL,
+        instructions: 'Answer briefly.',
+        input: TEXTS[0] as string,
+        max_output_tokens: 8,
+      });
+      expect(answer.output_text.length).toBeGreaterThan(0);
+      expect(answer.usage?.output_tokens).toBe(8);
+      input += answer.usage?.input_tokens ?? 0;
+
+      const stream = await client.responses.create({
+        model: SIM_MODEL,
+        input: [{ role: 'user', content: TEXTS[1] as string }],
+        max_output_tokens: 6,
+        stream: true,
+      });
+      const types: string[] = [];
+      let deltas = '';
+      let usage: { input_tokens: number; output_tokens: number } | undefined;
+      for await (const event of stream) {
+        types.push(event.type);
+        if (event.type === 'response.output_text.delta') deltas += event.delta;
+        if (event.type === 'response.completed' || event.type === 'response.incomplete') {
+          usage = event.response.usage ?? undefined;
+        }
+      }
+      // vLLM's events, in order, kept by the relay: opened, 6 deltas, closed.
+      expect(types[0]).toBe('response.created');
+      expect(types.filter((t) => t === 'response.output_text.delta')).toHaveLength(6);
+      expect(types.at(-1)).toMatch(/^response\.(completed|incomplete)$/);
+      expect(deltas.length).toBeGreaterThan(0);
+      expect(usage?.output_tokens).toBe(6);
+      input += usage?.input_tokens ?? 0;
+    }
+    await expectConserved(pool);
+    expect((await admitted()) - before.completed).toBe(4);
+    await expect.poll(async () => (await meteredInput(pool)) - before.input).toBe(input);
+  }, 30_000);
+
   it('tokenize and detokenize need no slot', async () => {
     const before = await pool.state();
     const servedBefore = await engineRequests(pool);

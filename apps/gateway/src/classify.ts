@@ -2,7 +2,6 @@ import type { TenantConfig } from '@fairgate/config';
 import {
   type ApiRequest,
   type EndpointSpec,
-  type GenerationRequest,
   kvBlocksFor,
   requestedMaxTokens,
 } from '@fairgate/openai';
@@ -115,10 +114,8 @@ export function classify(input: ClassifyInput): Classification {
   }
   const { spec, request } = input;
   const inputTokens = spec.inputTokens(request);
-  const maxTokens =
-    spec.kind === 'generation'
-      ? (requestedMaxTokens(request as unknown as GenerationRequest) ?? input.defaultMaxTokens)
-      : 0;
+  const generation = spec.asGeneration?.(request);
+  const maxTokens = generation ? (requestedMaxTokens(generation) ?? input.defaultMaxTokens) : 0;
   return {
     sloClass,
     priority: sloClasses[sloClass] ?? 0,

@@ -14,11 +14,13 @@ import {
   type Endpoint,
   type GenerationRequest,
 } from './requests.js';
+import { type ResponsesRequest, responsesAsChat, responsesRequestSchema } from './responses-api.js';
 import { estimatePromptTokens } from './tokens.js';
 
 /** Every endpoint of vLLM's OpenAI-compatible server the gateway serves. */
 export type ApiEndpoint =
   | Endpoint
+  | 'responses'
   | 'embeddings'
   | 'pooling'
   | 'rerank'
@@ -38,9 +40,19 @@ export type EndpointKind = 'generation' | 'prefill' | 'direct';
 /** A validated request body: the fields the gateway reads, every other field kept. */
 export type ApiRequest = { model: string } & Record<string, unknown>;
 
+/** How a generation's stream is framed: chat chunks ending in `[DONE]`, or Responses events. */
+export type StreamDialect = 'chat' | 'responses';
+
 export interface EndpointSpec {
   readonly endpoint: ApiEndpoint;
   readonly kind: EndpointKind;
+  /** A generation: its stream's dialect. */
+  readonly dialect?: StreamDialect;
+  /**
+   * A generation: the chat or text completion request it amounts to (its prompt, output
+   * limit and `stream`), which the gateway estimates, routes by prefix and reads.
+   */
+  asGeneration?(request: ApiRequest): GenerationRequest;
   /** The path the pod serves it at (the request is forwarded there). */
   readonly path: string;
   /** Other paths vLLM serves the same endpoint at; the gateway serves them too. */
@@ -52,8 +64,9 @@ export interface EndpointSpec {
   inputTokens(request: ApiRequest): number;
 }
 
-const generationTokens = (request: ApiRequest) =>
-  estimatePromptTokens(request as unknown as GenerationRequest);
+const asItself = (request: ApiRequest) => request as unknown as GenerationRequest;
+
+const generationTokens = (request: ApiRequest) => estimatePromptTokens(asItself(request));
 
 /** Input tokens of a prefill-only request: its `input` or `messages`. */
 const pooledTokens = (request: ApiRequest) =>
@@ -78,6 +91,8 @@ export const ENDPOINTS: Readonly<Record<ApiEndpoint, EndpointSpec>> = {
   chat: {
     endpoint: 'chat',
     kind: 'generation',
+    dialect: 'chat',
+    asGeneration: asItself,
     path: '/v1/chat/completions',
     aliases: [],
     operation: 'chat',
@@ -87,11 +102,24 @@ export const ENDPOINTS: Readonly<Record<ApiEndpoint, EndpointSpec>> = {
   completions: {
     endpoint: 'completions',
     kind: 'generation',
+    dialect: 'chat',
+    asGeneration: asItself,
     path: '/v1/completions',
     aliases: [],
     operation: 'text_completion',
     schema: schema(completionRequestSchema),
     inputTokens: generationTokens,
+  },
+  responses: {
+    endpoint: 'responses',
+    kind: 'generation',
+    dialect: 'responses',
+    asGeneration: (r) => responsesAsChat(r as unknown as ResponsesRequest),
+    path: '/v1/responses',
+    aliases: [],
+    operation: 'chat',
+    schema: schema(responsesRequestSchema),
+    inputTokens: (r) => estimatePromptTokens(responsesAsChat(r as unknown as ResponsesRequest)),
   },
   embeddings: {
     endpoint: 'embeddings',
@@ -149,8 +177,13 @@ export const ENDPOINTS: Readonly<Record<ApiEndpoint, EndpointSpec>> = {
   },
 };
 
-/** The paths a Batch API batch may run (OpenAI's `endpoint`: chat, completions, embeddings). */
-export const BATCH_PATHS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings'] as const;
+/** The paths a Batch API batch may run (OpenAI's `endpoint`). */
+export const BATCH_PATHS = [
+  '/v1/chat/completions',
+  '/v1/completions',
+  '/v1/embeddings',
+  '/v1/responses',
+] as const;
 export type BatchPath = (typeof BATCH_PATHS)[number];
 
 /** The endpoint of a path of the table (its own path or an alias), undefined for none. */

@@ -3,6 +3,7 @@ export * from './errors.js';
 export * from './pooling.js';
 export * from './requests.js';
 export * from './responses.js';
+export * from './responses-api.js';
 export * from './sse.js';
 export * from './tokens.js';
 export * from './validate.js';

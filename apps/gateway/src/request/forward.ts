@@ -92,6 +92,7 @@ async function attempts(
         path: call.route,
         text: call.body,
         stream: forwarding.stream,
+        dialect: forwarding.dialect,
         hasStreamOptions: forwarding.hasStreamOptions,
         headers: traceHeaders(client.ctx),
         signal: held.abort,

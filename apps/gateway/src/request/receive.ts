@@ -3,10 +3,10 @@ import { isValidName } from '@fairgate/core';
 import {
   type ApiEndpoint,
   ENDPOINTS,
-  type GenerationRequest,
   parseApiRequest,
   parseJsonBody,
   promptBlockKeys,
+  type StreamDialect,
 } from '@fairgate/openai';
 import { ClientLink } from '@fairgate/runtime';
 import { Attr, type RequestSeries } from '@fairgate/telemetry';
@@ -67,6 +67,8 @@ export interface Forwarding {
   /** The model's own name (a requested alias resolved). */
   readonly model: string;
   readonly stream: boolean;
+  /** How the pod frames the stream: chat chunks and `[DONE]`, or Responses events. */
+  readonly dialect: StreamDialect;
   /** The client's `stream_options.include_usage`. */
   readonly clientWantsUsage: boolean;
   /**
@@ -100,9 +102,10 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
   const body = await readBodyText(node.incoming, config.limits.max_body_bytes);
   const spec = ENDPOINTS[arrival.endpoint];
   const request = parseApiRequest(spec, parseJsonBody(body));
-  // Streams, stream options, prefix keys: a generation's only.
-  const generation =
-    spec.kind === 'generation' ? (request as unknown as GenerationRequest) : undefined;
+  // Streams, stream options, prefix keys: a generation's only (a Responses request's as the
+  // chat request it amounts to).
+  const generation = spec.asGeneration?.(request);
+  const chatDialect = spec.dialect === 'chat';
   const route = deps.pools.route(request.model, tenant);
   if (!route) throw modelNotFound(request.model);
   const pool = route.pool.config();
@@ -139,11 +142,13 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
     forwarding: {
       model: route.model,
       stream: generation?.stream === true,
-      clientWantsUsage: generation?.stream_options?.include_usage === true,
+      dialect: spec.dialect ?? 'chat',
+      clientWantsUsage: chatDialect && generation?.stream_options?.include_usage === true,
       clientWantsContinuousUsage:
+        chatDialect &&
         generation?.stream_options?.include_usage === true &&
         generation.stream_options.continuous_usage_stats === true,
-      hasStreamOptions: generation?.stream_options !== undefined,
+      hasStreamOptions: chatDialect && generation?.stream_options !== undefined,
     },
     prefix:
       generation && pool.routing.prefix === 'on'

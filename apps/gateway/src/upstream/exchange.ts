@@ -1,8 +1,9 @@
-import type { Usage } from '@fairgate/openai';
+import { type StreamDialect, type Usage, usageOfResponse } from '@fairgate/openai';
 import { type Dispatcher, errors as undiciErrors } from 'undici';
 import type { PodState } from './pods.js';
+import { ResponsesSseFilter } from './responses-sse-filter.js';
 import type { SlotAbort } from './slot-abort.js';
-import { SseFilter } from './sse-filter.js';
+import { SseFilter, type StreamFilter } from './sse-filter.js';
 
 /**
  * One HTTP exchange with a pod, on undici's `dispatch()` with a handler of our own: no
@@ -26,6 +27,8 @@ export interface ExchangeRequest {
   /** The client's request body as it came (validated; the schemas are loose, no transforms). */
   text: string;
   stream: boolean;
+  /** How the pod frames a stream: chat chunks and `[DONE]` (default), or Responses events. */
+  dialect?: StreamDialect;
   /** Whether the body has a `stream_options` member. */
   hasStreamOptions: boolean;
   headers: Record<string, string>;
@@ -79,7 +82,7 @@ export class UpstreamStream {
   #endError: Error | undefined;
   #controller: Dispatcher.DispatchController | undefined;
 
-  constructor(readonly filter: SseFilter) {}
+  constructor(readonly filter: StreamFilter) {}
 
   /** True while bytes wait for attach() (the first event is in). */
   get hasHead(): boolean {
@@ -188,11 +191,13 @@ export function exchange(pod: PodState, request: ExchangeRequest): Promise<Upstr
         request.onHeaders?.(statusCode);
         if (request.stream && status === 200 && contentType.includes('text/event-stream')) {
           stream = new UpstreamStream(
-            new SseFilter(
-              request.clientWantsUsage,
-              request.onFirstToken ?? noop,
-              request.clientWantsContinuousUsage,
-            ),
+            request.dialect === 'responses'
+              ? new ResponsesSseFilter(request.onFirstToken ?? noop)
+              : new SseFilter(
+                  request.clientWantsUsage,
+                  request.onFirstToken ?? noop,
+                  request.clientWantsContinuousUsage,
+                ),
           );
           stream.started(started);
         }
@@ -255,7 +260,8 @@ function noop(): void {}
  * stream_options is rebuilt.
  */
 export function upstreamBody(request: ExchangeRequest): string {
-  if (!request.stream) return request.text;
+  // A Responses stream reports its usage at its end anyway.
+  if (!request.stream || request.dialect === 'responses') return request.text;
   if (!request.hasStreamOptions) {
     const close = request.text.lastIndexOf('}');
     return `${request.text.slice(0, close)},${FORCED_STREAM_OPTIONS}}`;
@@ -303,6 +309,8 @@ function decodeUtf8(chunks: Buffer[], size: number): string {
 export function usageOf(text: string): Usage | undefined {
   const usage = topLevelUsage(text);
   if (typeof usage !== 'object' || usage === null) return undefined;
+  // A Responses API answer: input_tokens and output_tokens.
+  if ('input_tokens' in usage) return usageOfResponse(usage);
   // A prefill-only answer may leave out completion_tokens (embeddings: none) and even
   // prompt_tokens (vLLM's rerank: total_tokens alone, all of them input).
   if (typeof usage.completion_tokens !== 'number') usage.completion_tokens = 0;

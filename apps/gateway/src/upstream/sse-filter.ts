@@ -28,7 +28,19 @@ import { createSseDecoder, SSE_DONE, SSE_DONE_DATA, type Usage } from '@fairgate
  * OpenAI-compatible server) is decoded event by event from then on and re-encoded as
  * `data: ...\n\n`.
  */
-export class SseFilter {
+/** What the gateway reads of a pod's stream, whatever its dialect (chat or Responses). */
+export interface StreamFilter {
+  /** The stream's final usage, once its last event passed. */
+  readonly usage: Usage | undefined;
+  /** True once the stream's last event was passed on: nothing after it is. */
+  readonly done: boolean;
+  /** The usage the pod reported last (for a stream that ended early). */
+  readonly usageSoFar: Usage | undefined;
+  /** The bytes to send the client for this chunk of the pod's body (possibly none). */
+  push(chunk: Buffer): Buffer[];
+}
+
+export class SseFilter implements StreamFilter {
   /** The usage of the stream, from the final chunk (`choices: []`) carrying a `usage` object. */
   usage: Usage | undefined;
   /** True once `[DONE]` was passed on: nothing after it is. */
