@@ -1,6 +1,8 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { estimateTextTokens } from '@fairgate/openai';
-import { sha256Hex, TEST_KEYS } from '@fairgate/testkit';
-import OpenAI from 'openai';
+import { type AppHandle, sha256Hex, TEST_KEYS } from '@fairgate/testkit';
+import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   expectConserved,
@@ -36,6 +38,14 @@ async function meteredInput(pool: Pool): Promise<number> {
     total += sumByLabels(text, 'fairgate_tokens_total', ['direction']).get('input') ?? 0;
   }
   return total;
+}
+
+/** A process's resident set in kB (/proc/<pid>/status VmRSS). */
+function rssKb(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('VmRSS:'));
+  return Number(line?.replace(/\D+/g, '') ?? Number.NaN);
 }
 
 /** Requests each sim's engine has served. */
@@ -144,6 +154,49 @@ describe('every endpoint vLLM serves, under the same flow control', () => {
     expect((await admitted()) - before.completed).toBe(4);
     await expect.poll(async () => (await meteredInput(pool)) - before.input).toBe(input);
   }, 30_000);
+
+  it('audio.transcriptions.create (OpenAI SDK) of a 5 MB file: written to a file, not held; a slot, metered', async () => {
+    const [gateway] = pool.gateways as [AppHandle];
+    const client = new OpenAI({ baseURL: `${gateway.url}/v1`, apiKey: TEST_KEYS.paying });
+    const audio = Buffer.alloc(5 * 1024 * 1024, 7);
+    const transcribe = async () =>
+      client.audio.transcriptions.create({
+        model: SIM_MODEL,
+        file: await toFile(audio, 'speech.wav', { type: 'audio/wav' }),
+      });
+    // One upload first: what a replica allocates once (its first upload's code paths, the
+    // heap's young generation at its working size) is not what an upload holds.
+    await transcribe();
+    const before = { completed: await admitted(), input: await meteredInput(pool) };
+    const baseline = rssKb(gateway.pid);
+    let peak = baseline;
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, rssKb(gateway.pid));
+    }, 2);
+    let answer: Awaited<ReturnType<typeof transcribe>>;
+    try {
+      answer = await transcribe();
+    } finally {
+      clearInterval(sampler);
+    }
+    expect(answer.text.length).toBeGreaterThan(0);
+    // The upload is written to a file, not held: what the replica's RSS gains meanwhile is
+    // the socket's and the file's read buffers waiting for a GC (V8 collects them once its
+    // external memory grew by its threshold, 64 MB), whatever the upload's size.
+    console.log(`audio upload of ${audio.length} bytes: RSS ${baseline} kB, peak ${peak} kB`);
+    expect(peak - baseline, `RSS ${baseline} kB, peak ${peak} kB`).toBeLessThan(64 * 1024);
+    await expectConserved(pool);
+    expect((await admitted()) - before.completed).toBe(1);
+    // The pod's usage is seconds of audio, metered as the encoder tokens they amount to.
+    const { seconds } = (answer as unknown as { usage: { seconds: number } }).usage;
+    await expect
+      .poll(async () => (await meteredInput(pool)) - before.input)
+      .toBe(Math.ceil(seconds * 50));
+    // The file the upload was written to is gone with its answer.
+    await expect
+      .poll(() => readdirSync(tmpdir()).filter((name) => name.startsWith('fairgate-upload-')))
+      .toEqual([]);
+  }, 60_000);
 
   it('tokenize and detokenize need no slot', async () => {
     const before = await pool.state();

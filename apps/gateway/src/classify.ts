@@ -115,7 +115,9 @@ export function classify(input: ClassifyInput): Classification {
   const { spec, request } = input;
   const inputTokens = spec.inputTokens(request);
   const generation = spec.asGeneration?.(request);
-  const maxTokens = generation ? (requestedMaxTokens(generation) ?? input.defaultMaxTokens) : 0;
+  const maxTokens = generation
+    ? (requestedMaxTokens(generation) ?? input.defaultMaxTokens)
+    : (spec.outputTokens?.(request) ?? 0);
   return {
     sloClass,
     priority: sloClasses[sloClass] ?? 0,

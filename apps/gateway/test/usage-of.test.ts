@@ -23,6 +23,21 @@ describe('usageOf: the usage of a JSON answer, as the gateway meters it', () => 
       '{"id":"r","results":[],"usage":{"total_tokens":12}}',
       { prompt_tokens: 12, completion_tokens: 0, total_tokens: 12 },
     ],
+    [
+      'a Responses answer',
+      '{"id":"r","usage":{"input_tokens":7,"input_tokens_details":{"cached_tokens":4},"output_tokens":3,"total_tokens":10}}',
+      {
+        prompt_tokens: 7,
+        completion_tokens: 3,
+        total_tokens: 10,
+        prompt_tokens_details: { cached_tokens: 4 },
+      },
+    ],
+    [
+      "a transcription's seconds of audio (50 tokens a second)",
+      '{"text":"hi","usage":{"type":"duration","seconds":2.5}}',
+      { prompt_tokens: 125, completion_tokens: 0, total_tokens: 125 },
+    ],
     ['no usage', '{"id":"c","choices":[]}', undefined],
     ['usage null', '{"id":"c","usage":null}', undefined],
     ['usage without counts', '{"id":"c","usage":{}}', undefined],

@@ -1,3 +1,4 @@
+import { boundaryOf, MultipartError, type MultipartForm, readMultipart } from '@fairgate/openai';
 import { deriveSeed } from '@fairgate/runtime';
 import type { HttpBindings } from '@hono/node-server';
 import { VllmError, validationError } from './adapters.js';
@@ -13,7 +14,6 @@ import {
   type SimContext,
 } from './context.js';
 import type { SequenceSpec } from './engine.js';
-import { boundaryOf, MultipartError, type MultipartForm, readMultipart } from './multipart.js';
 import { PseudoText } from './text.js';
 
 /**

@@ -595,8 +595,14 @@ const configObject = z.strictObject({
         .int()
         .positive()
         .default(4 * 1024 * 1024),
+      /** An upload's (audio's) limit: it is written to a file, never held in memory. */
+      max_upload_bytes: z
+        .number()
+        .int()
+        .positive()
+        .default(25 * 1024 * 1024),
     })
-    .default({ max_body_bytes: 4 * 1024 * 1024 }),
+    .default({ max_body_bytes: 4 * 1024 * 1024, max_upload_bytes: 25 * 1024 * 1024 }),
   slo_classes: z
     .record(identifier('class'), z.number().int().min(-100).max(100))
     .default(DEFAULT_SLO_CLASSES),

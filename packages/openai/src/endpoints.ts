@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import {
+  audioRequestSchema,
   detokenizeRequestSchema,
   embeddingRequestSchema,
   estimateInputTokens,
@@ -25,6 +26,8 @@ export type ApiEndpoint =
   | 'pooling'
   | 'rerank'
   | 'score'
+  | 'transcriptions'
+  | 'translations'
   | 'tokenize'
   | 'detokenize';
 
@@ -32,10 +35,12 @@ export type ApiEndpoint =
  * How the gateway serves an endpoint:
  * - `generation`: scheduled (a slot), streamed or not, prefix keys, `max_tokens` of output;
  * - `prefill`: scheduled (a slot), one JSON answer, input tokens only (no output);
+ * - `upload`: a slot, as a prefill; the body is a multipart upload (audio), written to a
+ *   file as it arrives and sent to the pod from there, never held in memory;
  * - `direct`: no slot: the tokenizer's answer, forwarded at once to a healthy pod of the
  *   model's pool, after authentication.
  */
-export type EndpointKind = 'generation' | 'prefill' | 'direct';
+export type EndpointKind = 'generation' | 'prefill' | 'upload' | 'direct';
 
 /** A validated request body: the fields the gateway reads, every other field kept. */
 export type ApiRequest = { model: string } & Record<string, unknown>;
@@ -62,6 +67,8 @@ export interface EndpointSpec {
   readonly schema: z.ZodType<ApiRequest>;
   /** Estimated input tokens of a validated request. */
   inputTokens(request: ApiRequest): number;
+  /** Estimated output tokens of a request that is not a generation (absent: none). */
+  outputTokens?(request: ApiRequest): number;
 }
 
 const asItself = (request: ApiRequest) => request as unknown as GenerationRequest;
@@ -82,6 +89,16 @@ const pairedTokens = (one: unknown, many: unknown) =>
   estimateInputTokens(many);
 
 const schema = (s: z.ZodType) => s as z.ZodType<ApiRequest>;
+
+/** Encoder tokens a second of audio makes (Whisper). */
+export const AUDIO_TOKENS_PER_SECOND = 50;
+/** Audio bytes per encoder token: a second of 16 kHz 16-bit mono audio is 32,000 bytes. */
+export const AUDIO_BYTES_PER_TOKEN = 32_000 / AUDIO_TOKENS_PER_SECOND;
+/** Text tokens a transcription makes per audio token, roughly. */
+const AUDIO_TOKENS_PER_TEXT_TOKEN = 16;
+
+const audioTokens = (r: ApiRequest) =>
+  Math.ceil((r.file as { bytes: number }).bytes / AUDIO_BYTES_PER_TOKEN);
 
 /**
  * The endpoint table (docs/gateway.md, *Endpoints*): the one place that says how each
@@ -156,6 +173,26 @@ export const ENDPOINTS: Readonly<Record<ApiEndpoint, EndpointSpec>> = {
     operation: 'score',
     schema: schema(scoreRequestSchema),
     inputTokens: (r) => pairedTokens(r.text_1, r.text_2),
+  },
+  transcriptions: {
+    endpoint: 'transcriptions',
+    kind: 'upload',
+    path: '/v1/audio/transcriptions',
+    aliases: [],
+    operation: 'transcription',
+    schema: schema(audioRequestSchema),
+    inputTokens: (r) => audioTokens(r),
+    outputTokens: (r) => Math.ceil(audioTokens(r) / AUDIO_TOKENS_PER_TEXT_TOKEN),
+  },
+  translations: {
+    endpoint: 'translations',
+    kind: 'upload',
+    path: '/v1/audio/translations',
+    aliases: [],
+    operation: 'translation',
+    schema: schema(audioRequestSchema),
+    inputTokens: (r) => audioTokens(r),
+    outputTokens: (r) => Math.ceil(audioTokens(r) / AUDIO_TOKENS_PER_TEXT_TOKEN),
   },
   tokenize: {
     endpoint: 'tokenize',

@@ -1,5 +1,6 @@
 export * from './endpoints.js';
 export * from './errors.js';
+export * from './multipart.js';
 export * from './pooling.js';
 export * from './requests.js';
 export * from './responses.js';

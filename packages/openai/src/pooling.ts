@@ -84,3 +84,21 @@ export function estimateInputTokens(value: unknown): number {
   }
   return 0;
 }
+
+/**
+ * An audio upload's form (`/v1/audio/transcriptions`, `/translations`): its text fields and
+ * its `file` part as its name and size (the bytes go to the pod as they were sent).
+ */
+export const audioRequestSchema = z.looseObject({
+  model,
+  file: z.object(
+    { filename: z.string(), bytes: z.number().int().min(0) },
+    {
+      error: 'file is required (a multipart file part)',
+    },
+  ),
+  language: z.string().optional(),
+  prompt: z.string().optional(),
+  response_format: z.string().optional(),
+  temperature: z.string().optional(),
+});

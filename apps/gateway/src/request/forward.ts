@@ -93,6 +93,7 @@ async function attempts(
         text: call.body,
         stream: forwarding.stream,
         dialect: forwarding.dialect,
+        ...(call.upload ? { upload: call.upload } : {}),
         hasStreamOptions: forwarding.hasStreamOptions,
         headers: traceHeaders(client.ctx),
         signal: held.abort,

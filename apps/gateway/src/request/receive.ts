@@ -19,6 +19,7 @@ import { modelNotFound, unauthorized } from '../errors.js';
 import type { PoolRuntime } from '../pool-runtime.js';
 import { authenticateTenant } from '../tenants.js';
 import { isAdapterEntry } from '../upstream/pod-models.js';
+import { formFields, type SpooledUpload, spoolUpload } from './upload.js';
 
 /**
  * Stage 1 of the request path (request/pipeline.ts): who is asking, for what, at which
@@ -56,6 +57,8 @@ export interface Call extends Arrival {
   readonly batch: string | undefined;
   /** The body as the client sent it (forwarded as is when nothing in it changes). */
   readonly body: string;
+  /** An upload endpoint's body, in a file: sent to the pod from there (request/upload.ts). */
+  readonly upload: SpooledUpload | undefined;
   readonly cls: Classification;
   /** The metric series of this request's tenant and class (labels bound once). */
   readonly series: RequestSeries;
@@ -99,9 +102,15 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
   const onBehalfOf = nodeHeader(node.incoming, BATCH_TENANT_HEADER);
   const tenant = await authenticate(deps, node, onBehalfOf);
   span.setAttribute(Attr.tenant, tenant.id);
-  const body = await readBodyText(node.incoming, config.limits.max_body_bytes);
   const spec = ENDPOINTS[arrival.endpoint];
-  const request = parseApiRequest(spec, parseJsonBody(body));
+  // An upload is written to a file as it comes (its fields parsed on the way); any other
+  // body is JSON, read whole.
+  const upload =
+    spec.kind === 'upload'
+      ? await spoolUpload(node.incoming, node.outgoing, config.limits.max_upload_bytes)
+      : undefined;
+  const body = upload ? '' : await readBodyText(node.incoming, config.limits.max_body_bytes);
+  const request = parseApiRequest(spec, upload ? formFields(upload.form) : parseJsonBody(body));
   // Streams, stream options, prefix keys: a generation's only (a Responses request's as the
   // chat request it amounts to).
   const generation = spec.asGeneration?.(request);
@@ -155,8 +164,12 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
         ? promptBlockKeys(generation, pool.scheduler.kv_block_size, pool.routing.max_blocks)
         : undefined,
     adapter: adapterOf(route.pool, pool.routing.lora_paths, route.model),
-    // A requested alias goes to the pod as the model's own name.
-    body: route.model === request.model ? body : JSON.stringify({ ...request, model: route.model }),
+    // A requested alias goes to the pod as the model's own name (an upload as it was sent).
+    body:
+      upload || route.model === request.model
+        ? body
+        : JSON.stringify({ ...request, model: route.model }),
+    upload,
     batch: onBehalfOf === undefined ? undefined : nodeHeader(node.incoming, BATCH_ID_HEADER),
     cls,
     series: route.pool.metrics.series(tenant.id, cls.sloClass),

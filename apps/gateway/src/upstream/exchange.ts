@@ -1,4 +1,10 @@
-import { type StreamDialect, type Usage, usageOfResponse } from '@fairgate/openai';
+import { createReadStream } from 'node:fs';
+import {
+  AUDIO_TOKENS_PER_SECOND,
+  type StreamDialect,
+  type Usage,
+  usageOfResponse,
+} from '@fairgate/openai';
 import { type Dispatcher, errors as undiciErrors } from 'undici';
 import type { PodState } from './pods.js';
 import { ResponsesSseFilter } from './responses-sse-filter.js';
@@ -31,6 +37,8 @@ export interface ExchangeRequest {
   dialect?: StreamDialect;
   /** Whether the body has a `stream_options` member. */
   hasStreamOptions: boolean;
+  /** An upload's body: the file it was written to, sent instead of `text`. */
+  upload?: { path: string; contentType: string; bytes: number };
   headers: Record<string, string>;
   /** Aborted when the client goes away, the scheduler evicts the request or the drain ends. */
   signal: SlotAbort;
@@ -239,12 +247,24 @@ export function exchange(pod: PodState, request: ExchangeRequest): Promise<Upstr
       },
     };
     pod.pool.dispatch(
-      {
-        method: 'POST',
-        path: request.path,
-        headers: { 'content-type': 'application/json', ...request.headers },
-        body: upstreamBody(request),
-      },
+      request.upload
+        ? {
+            method: 'POST',
+            path: request.path,
+            headers: {
+              'content-type': request.upload.contentType,
+              'content-length': String(request.upload.bytes),
+              ...request.headers,
+            },
+            // Read from the file as the pod takes it (a retry opens it again).
+            body: createReadStream(request.upload.path),
+          }
+        : {
+            method: 'POST',
+            path: request.path,
+            headers: { 'content-type': 'application/json', ...request.headers },
+            body: upstreamBody(request),
+          },
       handler,
     );
   });
@@ -311,6 +331,12 @@ export function usageOf(text: string): Usage | undefined {
   if (typeof usage !== 'object' || usage === null) return undefined;
   // A Responses API answer: input_tokens and output_tokens.
   if ('input_tokens' in usage) return usageOfResponse(usage);
+  // A transcription's: seconds of audio, as the encoder tokens they amount to.
+  const { seconds } = usage as { seconds?: unknown };
+  if (typeof seconds === 'number' && !('prompt_tokens' in usage)) {
+    const tokens = Math.ceil(seconds * AUDIO_TOKENS_PER_SECOND);
+    return { prompt_tokens: tokens, completion_tokens: 0, total_tokens: tokens };
+  }
   // A prefill-only answer may leave out completion_tokens (embeddings: none) and even
   // prompt_tokens (vLLM's rerank: total_tokens alone, all of them input).
   if (typeof usage.completion_tokens !== 'number') usage.completion_tokens = 0;

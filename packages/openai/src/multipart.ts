@@ -28,7 +28,7 @@ export async function readMultipart(
   const form: MultipartForm = { fields: new Map(), files: new Map() };
   // Every delimiter but the first follows a CRLF; a CRLF put in front makes them all alike.
   const delimiter = Buffer.from(`\r\n--${boundary}`);
-  let pending = Buffer.from('\r\n');
+  let pending: Buffer = Buffer.from('\r\n');
   let phase = 'preamble' as Phase;
   let part: { name: string; filename: string | null; chunks: Buffer[]; bytes: number } | null =
     null;
@@ -46,6 +46,18 @@ export async function readMultipart(
       form.fields.set(part.name, Buffer.concat(part.chunks).toString('utf8'));
     else form.files.set(part.name, { filename: part.filename, bytes: part.bytes });
     part = null;
+  };
+
+  /**
+   * Whether a delimiter may start in `tail` and go on in `next` (when `next` is shorter than
+   * a delimiter, it may: that is only known with the chunks after it).
+   */
+  const straddles = (tail: Buffer, next: Buffer): boolean => {
+    if (tail.length === 0) return false;
+    if (next.length < delimiter.length - 1) return true;
+    const joined = Buffer.concat([tail, next.subarray(0, delimiter.length - 1)]);
+    const at = joined.indexOf(delimiter);
+    return at >= 0 && at < tail.length;
   };
 
   const consume = (): boolean => {
@@ -99,7 +111,17 @@ export async function readMultipart(
 
   for await (const chunk of stream) {
     if (phase === 'done') continue; // the epilogue is read and dropped
-    pending = pending.length === 0 ? Buffer.from(chunk) : Buffer.concat([pending, chunk]);
+    const bytes: Buffer = Buffer.isBuffer(chunk)
+      ? chunk
+      : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    if (phase === 'body' && pending.length < delimiter.length && !straddles(pending, bytes)) {
+      // A file's bytes are read in place, never copied: what is left of the previous chunk
+      // (shorter than a delimiter, and no delimiter starts in it) is body.
+      take(pending);
+      pending = bytes;
+    } else {
+      pending = pending.length === 0 ? bytes : Buffer.concat([pending, bytes]);
+    }
     while (consume()) {}
   }
   if (phase !== 'done') throw new MultipartError('multipart body ended early');

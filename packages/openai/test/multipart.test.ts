@@ -22,7 +22,19 @@ describe('readMultipart', () => {
     form.set('language', 'en');
     const { bytes, contentType } = await encoded(form);
     const boundary = boundaryOf(contentType)!;
-    for (const size of [1, 7, 64, 4096, bytes.length]) {
+    // Chunks around a delimiter's length (`\r\n--` + boundary) too: one may straddle two.
+    const delimiter = boundary.length + 4;
+    for (const size of [
+      1,
+      7,
+      64,
+      delimiter - 2,
+      delimiter - 1,
+      delimiter,
+      delimiter + 1,
+      4096,
+      bytes.length,
+    ]) {
       const parsed = await readMultipart(chunked(bytes, size), boundary);
       expect(Object.fromEntries(parsed.fields)).toEqual({ model: 'whisper', language: 'en' });
       expect(parsed.files.get('file')).toEqual({ filename: 'a.wav', bytes: 100_000 });

@@ -1,0 +1,84 @@
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { createWriteStream } from 'node:fs';
+import { unlink } from 'node:fs/promises';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { finished } from 'node:stream/promises';
+import {
+  boundaryOf,
+  MultipartError,
+  type MultipartForm,
+  OpenAIHttpError,
+  readMultipart,
+} from '@fairgate/openai';
+import { badRequest, payloadTooLarge } from '../errors.js';
+
+/** A multipart upload written to a file as it arrived, to be sent to the pod from there. */
+export interface SpooledUpload {
+  readonly path: string;
+  /** The client's content-type (its boundary), sent to the pod with the same bytes. */
+  readonly contentType: string;
+  readonly bytes: number;
+  /** Its text fields, and its files' names and sizes. */
+  readonly form: MultipartForm;
+}
+
+/**
+ * Reads a multipart/form-data upload (an audio file, docs/gateway.md) within `limit` bytes,
+ * writing it to a file in the OS's temp directory as it comes and parsing its fields on the
+ * way: the file's bytes are never held in memory, only a chunk at a time. The file goes
+ * when `outgoing` closes (the answer sent, or the connection gone), whatever happened; the
+ * pod's read of it, if still open, goes on from the unlinked file. A body that is not a
+ * well-formed multipart form is a 400, one over the limit a 413; either leaves no file.
+ */
+export async function spoolUpload(
+  incoming: IncomingMessage,
+  outgoing: ServerResponse,
+  limit: number,
+): Promise<SpooledUpload> {
+  const contentType = incoming.headers['content-type'] ?? '';
+  const boundary = boundaryOf(contentType);
+  if (!boundary) {
+    incoming.resume();
+    throw badRequest('Expected a multipart/form-data body', 'file');
+  }
+  const declared = incoming.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limit) {
+    incoming.resume();
+    throw payloadTooLarge(limit);
+  }
+  const path = join(tmpdir(), `fairgate-upload-${randomUUID()}`);
+  const file = createWriteStream(path);
+  outgoing.once('close', () => {
+    file.destroy();
+    void unlink(path).catch(() => {});
+  });
+  let bytes = 0;
+  async function* written(): AsyncGenerator<Buffer> {
+    for await (const chunk of incoming as AsyncIterable<Buffer>) {
+      bytes += chunk.length;
+      if (bytes > limit) throw payloadTooLarge(limit);
+      if (!file.write(chunk)) await once(file, 'drain');
+      yield chunk;
+    }
+  }
+  try {
+    const form = await readMultipart(written(), boundary);
+    file.end();
+    await finished(file);
+    return { path, contentType, bytes, form };
+  } catch (error) {
+    incoming.resume();
+    if (error instanceof OpenAIHttpError) throw error;
+    if (error instanceof MultipartError) throw badRequest(error.message, 'file');
+    // The connection closed mid-body: nobody reads the answer (as readBodyText says).
+    throw badRequest('The request body was not received completely', null, 'request_aborted');
+  }
+}
+
+/** The form as the endpoint's schema reads it: each text field, and each file's name and size. */
+export function formFields(form: MultipartForm): Record<string, unknown> {
+  return { ...Object.fromEntries(form.fields), ...Object.fromEntries(form.files) };
+}
