@@ -38,6 +38,12 @@ interface Case {
 
 const roleChunk = chunk({ role: 'assistant', content: '' });
 const cut = (d: string) => d.replace(',"usage":null}', '}');
+const toolCall = chunk({
+  tool_calls: [
+    { index: 0, id: 't1', type: 'function', function: { name: 'weather', arguments: '' } },
+  ],
+});
+const toolArguments = chunk({ tool_calls: [{ index: 0, function: { arguments: '{"city"' } }] });
 const CASES: Case[] = [
   {
     name: 'a chat stream with usage (vLLM)',
@@ -61,6 +67,15 @@ const CASES: Case[] = [
       cut(chunk({ content: 'lo é 🚀' })),
       '[DONE]',
     ],
+    firstToken: 1,
+    usage,
+    done: true,
+  },
+  {
+    name: 'a tool-call stream (vLLM): t5 at the call, which has no content',
+    stream: sse(roleChunk, toolCall, toolArguments, usageChunk, '[DONE]'),
+    wantsUsage: [roleChunk, toolCall, toolArguments, usageChunk, '[DONE]'],
+    hidesUsage: [cut(roleChunk), cut(toolCall), cut(toolArguments), '[DONE]'],
     firstToken: 1,
     usage,
     done: true,

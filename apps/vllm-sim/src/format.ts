@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type {
   ChatCompletion,
   ChatCompletionChunk,
+  ChatToolCall,
+  ChatToolCallDelta,
   Completion,
   Endpoint,
   FinishReason,
@@ -116,6 +118,51 @@ export function textChunk(
   return chunk;
 }
 
+/** A tool call's id, in vLLM's form. */
+export function toolCallId(): string {
+  return `chatcmpl-tool-${randomUUID().replaceAll('-', '')}`;
+}
+
+/**
+ * The delta of a tool call's `generated`-th token: the first names the call with empty
+ * arguments, each next one carries a fragment of the arguments.
+ */
+export function toolCallDelta(
+  call: ChatToolCall,
+  fragments: readonly string[],
+  generated: number,
+): ChatToolCallDelta {
+  if (generated === 1) {
+    return {
+      index: 0,
+      id: call.id,
+      type: 'function',
+      function: { name: call.function.name, arguments: '' },
+    };
+  }
+  return { index: 0, function: { arguments: fragments[generated - 2] ?? '' } };
+}
+
+/** One chunk of a streamed tool call; the last one carries the finish reason. */
+export function toolCallChunk(
+  meta: ResponseMeta,
+  delta: ChatToolCallDelta,
+  finishReason: FinishReason,
+  usage: UsageSoFar | null = null,
+): ChatCompletionChunk {
+  const chunk: ChatCompletionChunk = {
+    id: meta.id,
+    object: 'chat.completion.chunk',
+    created: meta.created,
+    model: meta.model,
+    choices: [
+      { index: 0, delta: { tool_calls: [delta] }, logprobs: null, finish_reason: finishReason },
+    ],
+  };
+  if (meta.includeUsage) chunk.usage = meta.continuousUsage ? usage : null;
+  return chunk;
+}
+
 /** The usage-only chunk vLLM sends last with include_usage: `choices: []`. */
 export function usageChunk(meta: ResponseMeta, usage: Usage): StreamChunk {
   const object = meta.endpoint === 'chat' ? 'chat.completion.chunk' : 'text_completion';
@@ -127,8 +174,14 @@ export function fullResponse(
   text: string,
   finishReason: FinishReason,
   usage: Usage,
+  toolCall: ChatToolCall | null = null,
 ): ChatCompletion | Completion {
   if (meta.endpoint === 'chat') {
+    // vLLM's answer with a tool call: no content, the call, finish reason 'tool_calls'.
+    const message: ChatCompletion['choices'][number]['message'] =
+      toolCall === null
+        ? { role: 'assistant', content: text }
+        : { role: 'assistant', content: null, tool_calls: [toolCall] };
     return {
       id: meta.id,
       object: 'chat.completion',
@@ -137,7 +190,7 @@ export function fullResponse(
       choices: [
         {
           index: 0,
-          message: { role: 'assistant', content: text },
+          message,
           logprobs: null,
           finish_reason: finishReason,
         },

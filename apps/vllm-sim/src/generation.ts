@@ -10,6 +10,8 @@ import {
 } from '@fairgate/openai';
 import { createRng, deriveSeed, uniformInt } from '@fairgate/runtime';
 import type { SimConfig } from './config.js';
+import { PseudoText } from './text.js';
+import { type PlannedToolCall, planToolCall, toolCallTokens } from './tools.js';
 
 /**
  * Turns a validated request into what the engine runs: prompt tokens (the shared token
@@ -22,6 +24,9 @@ import type { SimConfig } from './config.js';
  * if the model stopped at EOS, and --eos-after N stops every answer after at most N tokens
  * (at least min_tokens); ignore_eos forces the limit. Draws are seeded from --seed and
  * the request's `seed` when given, else its arrival index, so runs are reproducible.
+ *
+ * A chat request offering tools is answered with a tool call (see tools.ts) that generates
+ * exactly the call's tokens, unless they do not fit the limit: then it gets a text answer.
  *
  * With a LoRA adapter the prompt's block hashes include the adapter's name, as vLLM's
  * include the LoRA in every block's hash: the same prompt under another adapter (or the
@@ -42,8 +47,13 @@ export interface GenerationPlan {
   lora: string | null;
   maxTokens: number;
   outputTokens: number;
-  /** 'length' when the limit is reached, 'stop' when the simulated EOS comes first. */
+  /**
+   * The engine's: 'length' when the limit is reached, 'stop' when the simulated EOS (or the
+   * end of a tool call) comes first.
+   */
   finishReason: 'stop' | 'length';
+  /** The call the answer carries instead of text (its finish reason is 'tool_calls'). */
+  toolCall: PlannedToolCall | null;
   textSeed: number;
 }
 
@@ -90,6 +100,11 @@ export function planGeneration(
   if (config.eosAfter > 0 && request.ignore_eos !== true) {
     outputTokens = Math.min(outputTokens, Math.max(config.eosAfter, minTokens));
   }
+  const textSeed = deriveSeed(config.seed, 'text', streamKey);
+  const word = new PseudoText(textSeed).next().trim();
+  const planned = isChatRequest(request) ? planToolCall(request, word) : null;
+  const toolCall = planned !== null && toolCallTokens(planned) <= maxTokens ? planned : null;
+  if (toolCall !== null) outputTokens = toolCallTokens(toolCall);
   return {
     endpoint,
     stream: request.stream === true,
@@ -100,8 +115,9 @@ export function planGeneration(
     lora,
     maxTokens,
     outputTokens,
-    finishReason: outputTokens === maxTokens ? 'length' : 'stop',
-    textSeed: deriveSeed(config.seed, 'text', streamKey),
+    finishReason: toolCall === null && outputTokens === maxTokens ? 'length' : 'stop',
+    toolCall,
+    textSeed,
   };
 }
 

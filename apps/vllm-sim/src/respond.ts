@@ -1,5 +1,12 @@
 import type { ServerResponse } from 'node:http';
-import { encodeSseData, makeUsage, SSE_DONE, type Usage } from '@fairgate/openai';
+import {
+  type ChatToolCall,
+  encodeSseData,
+  type FinishReason,
+  makeUsage,
+  SSE_DONE,
+  type Usage,
+} from '@fairgate/openai';
 import type { ClientLink } from '@fairgate/runtime';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { EngineDriver } from './driver.js';
@@ -9,6 +16,9 @@ import {
   type ResponseMeta,
   roleChunk,
   textChunk,
+  toolCallChunk,
+  toolCallDelta,
+  toolCallId,
   usageChunk,
   usageSoFar,
 } from './format.js';
@@ -62,6 +72,17 @@ function sequenceSpec(plan: GenerationPlan, id: string): SequenceSpec {
   };
 }
 
+/** The call the answer carries (a fresh id per request), or null for a text answer. */
+function toolCallOf(plan: GenerationPlan): ChatToolCall | null {
+  if (plan.toolCall === null) return null;
+  const { name, arguments: args } = plan.toolCall;
+  return { id: toolCallId(), type: 'function', function: { name, arguments: args } };
+}
+
+function finishReasonOf(plan: GenerationPlan): FinishReason {
+  return plan.toolCall === null ? plan.finishReason : 'tool_calls';
+}
+
 function usageOf(seq: SequenceView): Usage {
   return makeUsage(seq.spec.promptTokens, seq.generated, seq.cachedTokens ?? 0);
 }
@@ -75,6 +96,8 @@ function abortOnDisconnect(job: GenerationJob, seq: SequenceView): void {
 export function streamResponse(job: GenerationJob): Response {
   const { driver, plan, meta } = job;
   const text = new PseudoText(plan.textSeed);
+  const toolCall = toolCallOf(plan);
+  const finishReason = finishReasonOf(plan);
   const encoder = new TextEncoder();
   let controller!: ReadableStreamDefaultController<Uint8Array>;
   let open = true;
@@ -105,7 +128,17 @@ export function streamResponse(job: GenerationJob): Response {
         job.onReset();
       }
       const usage = continuous ? usageSoFar(plan.promptTokens, s.generated) : null;
-      send(encodeSseData(textChunk(meta, text.next(), last ? plan.finishReason : null, usage)));
+      const finish = last ? finishReason : null;
+      const chunk =
+        toolCall === null || plan.toolCall === null
+          ? textChunk(meta, text.next(), finish, usage)
+          : toolCallChunk(
+              meta,
+              toolCallDelta(toolCall, plan.toolCall.fragments, s.generated),
+              finish,
+              usage,
+            );
+      send(encodeSseData(chunk));
     },
     onFinish(s) {
       if (!open) return;
@@ -158,7 +191,14 @@ export function completeResponse(job: GenerationJob): Promise<Response> {
         resolve(RESPONSE_ALREADY_SENT);
       },
       onFinish(s) {
-        const json = JSON.stringify(fullResponse(meta, output, plan.finishReason, usageOf(s)));
+        const answer = fullResponse(
+          meta,
+          output,
+          finishReasonOf(plan),
+          usageOf(s),
+          toolCallOf(plan),
+        );
+        const json = JSON.stringify(answer);
         const { outgoing } = job;
         if (outgoing && !outgoing.headersSent) {
           outgoing.writeHead(200, {

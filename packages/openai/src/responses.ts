@@ -9,6 +9,21 @@ export interface Usage {
 
 export type FinishReason = 'stop' | 'length' | 'abort' | 'tool_calls' | null;
 
+/** A call in an assistant message: `arguments` is JSON text. */
+export interface ChatToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+/** A streamed piece of a call: the first names it (id, type, name), the next extend its arguments. */
+export interface ChatToolCallDelta {
+  index: number;
+  id?: string;
+  type?: 'function';
+  function: { name?: string; arguments: string };
+}
+
 export interface ChatCompletion {
   id: string;
   object: 'chat.completion';
@@ -16,7 +31,7 @@ export interface ChatCompletion {
   model: string;
   choices: Array<{
     index: number;
-    message: { role: 'assistant'; content: string | null };
+    message: { role: 'assistant'; content: string | null; tool_calls?: ChatToolCall[] };
     logprobs: null;
     finish_reason: FinishReason;
   }>;
@@ -30,7 +45,7 @@ export interface ChatCompletionChunk {
   model: string;
   choices: Array<{
     index: number;
-    delta: { role?: 'assistant'; content?: string };
+    delta: { role?: 'assistant'; content?: string; tool_calls?: ChatToolCallDelta[] };
     logprobs: null;
     finish_reason: FinishReason;
   }>;

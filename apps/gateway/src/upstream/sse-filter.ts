@@ -400,14 +400,21 @@ function encodeData(data: string): string {
 }
 
 /**
- * True when a chunk carries generated text: a `"content"` (chat delta) or `"text"`
- * (completion) string member that is not empty. In a chunk those keys hold only the
- * generated text (logprobs' `"content"` is an array), and a quote inside a JSON string is
- * escaped, so the raw text tells without parsing.
+ * True when a chunk carries generated output: a `"content"` (chat delta) or `"text"`
+ * (completion) string member that is not empty, or a tool call (a chat delta's non-empty
+ * `"tool_calls"`: a tool-call answer has no content at all). In a chunk those keys hold only
+ * the generated output (logprobs' `"content"` is an array), and a quote inside a JSON string
+ * is escaped, so the raw text tells without parsing.
  */
 function hasContent(data: string): boolean {
-  return hasNonEmptyString(data, '"content":"') || hasNonEmptyString(data, '"text":"');
+  return (
+    hasNonEmptyString(data, '"content":"') ||
+    hasNonEmptyString(data, '"text":"') ||
+    data.includes(TOOL_CALL_DELTA)
+  );
 }
+
+const TOOL_CALL_DELTA = '"tool_calls":[{';
 
 function hasNonEmptyString(data: string, key: string): boolean {
   for (let at = data.indexOf(key); at >= 0; at = data.indexOf(key, at + key.length)) {
