@@ -167,6 +167,7 @@ describe('every endpoint vLLM serves, under the same flow control', () => {
     // One upload first: what a replica allocates once (its first upload's code paths, the
     // heap's young generation at its working size) is not what an upload holds.
     await transcribe();
+    await expectConserved(pool); // the first one's release counted
     const before = { completed: await admitted(), input: await meteredInput(pool) };
     const baseline = rssKb(gateway.pid);
     let peak = baseline;
