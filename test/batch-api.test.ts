@@ -107,6 +107,34 @@ describe('the Batch API through the official SDK (Redis, 1 sim, 2 replicas)', ()
     await waitForBatch(client, second.id, 30_000);
   });
 
+  it.each([
+    [
+      '/v1/embeddings',
+      (i: number) => ({ model: SIM_MODEL, input: [`line ${i}`, 'and more'] }),
+      'list',
+    ],
+    [
+      '/v1/responses',
+      (i: number) => ({ model: SIM_MODEL, input: `line ${i}`, max_output_tokens: 4 }),
+      'response',
+    ],
+  ] as const)(
+    'a batch of %s runs, each line answered as the live endpoint answers',
+    async (url, body, object) => {
+      const client = sdk(pool.gateways[0]!, TEST_KEYS.paying);
+      const jsonl = Array.from({ length: 6 }, (_, i) =>
+        JSON.stringify({ custom_id: `line-${i}`, method: 'POST', url, body: body(i) }),
+      ).join('\n');
+      const batch = await waitForBatch(client, (await submitBatch(client, jsonl, url)).id, 30_000);
+      expect(batch.status).toBe('completed');
+      expect(batch.request_counts).toEqual({ total: 6, completed: 6, failed: 0 });
+      const output = await fileLines(client, batch.output_file_id);
+      expect(output.map((line) => line.response?.status_code)).toEqual(Array(6).fill(200));
+      for (const line of output) expect(line.response?.body).toMatchObject({ object });
+      await expectConserved(pool);
+    },
+  );
+
   it('a bad JSONL line is a 400 naming its line number, and nothing is stored', async () => {
     const client = sdk(pool.gateways[0]!, TEST_KEYS.free);
     const lines = batchInput(5).split('\n');

@@ -1,6 +1,6 @@
 import type { AppHandle } from '@fairgate/testkit';
 import OpenAI, { toFile } from 'openai';
-import type { Batch } from 'openai/resources/batches';
+import type { Batch, BatchCreateParams } from 'openai/resources/batches';
 import { SIM_MODEL, sleep } from './pool.js';
 
 /**
@@ -24,17 +24,17 @@ export function batchInput(lines: number, maxTokens = 4, model = SIM_MODEL): str
   ).join('\n');
 }
 
-/** Uploads `jsonl` and creates a batch of it. */
-export async function submitBatch(client: OpenAI, jsonl: string): Promise<Batch> {
+/** Uploads `jsonl` and creates a batch of it (of chat lines unless `endpoint` says). */
+export async function submitBatch(
+  client: OpenAI,
+  jsonl: string,
+  endpoint: BatchCreateParams['endpoint'] = '/v1/chat/completions',
+): Promise<Batch> {
   const file = await client.files.create({
     file: await toFile(Buffer.from(jsonl), 'input.jsonl'),
     purpose: 'batch',
   });
-  return client.batches.create({
-    input_file_id: file.id,
-    endpoint: '/v1/chat/completions',
-    completion_window: '24h',
-  });
+  return client.batches.create({ input_file_id: file.id, endpoint, completion_window: '24h' });
 }
 
 const ENDED = new Set(['completed', 'failed', 'expired', 'cancelled']);
