@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { estimateTextTokens } from '@fairgate/openai';
@@ -46,6 +48,32 @@ function rssKb(pid: number): number {
     .split('\n')
     .find((l) => l.startsWith('VmRSS:'));
   return Number(line?.replace(/\D+/g, '') ?? Number.NaN);
+}
+
+/**
+ * The RSS a bare Node HTTP server gains while it reads `body` and drops it (its second
+ * upload, as the replica's is measured): the floor of any Node process reading an upload.
+ */
+async function bareServerRssGrowthKb(body: Buffer): Promise<number> {
+  const script =
+    "require('node:http').createServer(async (q, s) => { for await (const _ of q); s.end(); })" +
+    ".listen(0, '127.0.0.1', function () { console.log(this.address().port); });";
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    const [line] = (await once(child.stdout, 'data')) as [Buffer];
+    const send = () => fetch(`http://127.0.0.1:${String(line).trim()}/`, { method: 'POST', body });
+    await (await send()).arrayBuffer();
+    const baseline = rssKb(child.pid as number);
+    let peak = baseline;
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, rssKb(child.pid as number));
+    }, 2);
+    await (await send()).arrayBuffer();
+    clearInterval(sampler);
+    return peak - baseline;
+  } finally {
+    child.kill();
+  }
 }
 
 /** Requests each sim's engine has served. */
@@ -184,7 +212,10 @@ describe('every endpoint vLLM serves, under the same flow control', () => {
     // The upload is written to a file, not held: what the replica's RSS gains meanwhile is
     // the socket's and the file's read buffers waiting for a GC (V8 collects them once its
     // external memory grew by its threshold, 64 MB), whatever the upload's size.
-    console.log(`audio upload of ${audio.length} bytes: RSS ${baseline} kB, peak ${peak} kB`);
+    const floor = await bareServerRssGrowthKb(audio);
+    console.log(
+      `audio upload of ${audio.length} bytes: the replica's RSS ${baseline} kB, peak ${peak} kB (+${peak - baseline} kB); a bare Node server that only reads the same upload: +${floor} kB`,
+    );
     expect(peak - baseline, `RSS ${baseline} kB, peak ${peak} kB`).toBeLessThan(64 * 1024);
     await expectConserved(pool);
     expect((await admitted()) - before.completed).toBe(1);
