@@ -22,10 +22,10 @@ export async function readBodyText(c: Context<{ Bindings: HttpBindings }>): Prom
   return Buffer.concat(chunks).toString('utf8');
 }
 
-export async function readJsonObject(c: Context<{ Bindings: HttpBindings }>): Promise<JsonObject> {
-  let body: unknown;
+/** The body as JSON, or vLLM's 400 for a body that is not. */
+export async function readJson(c: Context<{ Bindings: HttpBindings }>): Promise<unknown> {
   try {
-    body = JSON.parse(await readBodyText(c));
+    return JSON.parse(await readBodyText(c));
   } catch {
     throw new VllmError(
       400,
@@ -34,6 +34,10 @@ export async function readJsonObject(c: Context<{ Bindings: HttpBindings }>): Pr
       'body',
     );
   }
+}
+
+export async function readJsonObject(c: Context<{ Bindings: HttpBindings }>): Promise<JsonObject> {
+  const body = await readJson(c);
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw validationError('body', 'Input should be a valid dictionary or object');
   }

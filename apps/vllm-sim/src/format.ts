@@ -73,14 +73,25 @@ export function roleChunk(
   meta: ResponseMeta,
   usage: UsageSoFar | null = null,
 ): ChatCompletionChunk {
+  return chatChunk(meta, { role: 'assistant', content: '' }, null, usage);
+}
+
+/**
+ * A chat stream's chunk of one delta, with the usage so far when the client asked for it
+ * (continuous_usage_stats; else `usage: null` with include_usage, none without).
+ */
+function chatChunk(
+  meta: ResponseMeta,
+  delta: ChatCompletionChunk['choices'][number]['delta'],
+  finishReason: FinishReason,
+  usage: UsageSoFar | null,
+): ChatCompletionChunk {
   const chunk: ChatCompletionChunk = {
     id: meta.id,
     object: 'chat.completion.chunk',
     created: meta.created,
     model: meta.model,
-    choices: [
-      { index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null },
-    ],
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
   };
   if (meta.includeUsage) chunk.usage = meta.continuousUsage ? usage : null;
   return chunk;
@@ -96,24 +107,14 @@ export function textChunk(
   finishReason: FinishReason,
   usage: UsageSoFar | null = null,
 ): StreamChunk {
-  const chunk: StreamChunk =
-    meta.endpoint === 'chat'
-      ? {
-          id: meta.id,
-          object: 'chat.completion.chunk',
-          created: meta.created,
-          model: meta.model,
-          choices: [
-            { index: 0, delta: { content: text }, logprobs: null, finish_reason: finishReason },
-          ],
-        }
-      : {
-          id: meta.id,
-          object: 'text_completion',
-          created: meta.created,
-          model: meta.model,
-          choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason }],
-        };
+  if (meta.endpoint === 'chat') return chatChunk(meta, { content: text }, finishReason, usage);
+  const chunk: StreamChunk = {
+    id: meta.id,
+    object: 'text_completion',
+    created: meta.created,
+    model: meta.model,
+    choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason }],
+  };
   if (meta.includeUsage) chunk.usage = meta.continuousUsage ? usage : null;
   return chunk;
 }
@@ -150,17 +151,7 @@ export function toolCallChunk(
   finishReason: FinishReason,
   usage: UsageSoFar | null = null,
 ): ChatCompletionChunk {
-  const chunk: ChatCompletionChunk = {
-    id: meta.id,
-    object: 'chat.completion.chunk',
-    created: meta.created,
-    model: meta.model,
-    choices: [
-      { index: 0, delta: { tool_calls: [delta] }, logprobs: null, finish_reason: finishReason },
-    ],
-  };
-  if (meta.includeUsage) chunk.usage = meta.continuousUsage ? usage : null;
-  return chunk;
+  return chatChunk(meta, { tool_calls: [delta] }, finishReason, usage);
 }
 
 /** The usage-only chunk vLLM sends last with include_usage: `choices: []`. */

@@ -13,7 +13,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { RequestActivity } from './activity.js';
 import { adapterOf, LoraAdapters, modelPermission, VllmError } from './adapters.js';
 import { addAudioRoutes } from './audio.js';
-import { readBodyText } from './body.js';
+import { readBodyText, readJson } from './body.js';
 import { DEFAULT_CONFIG, type SimConfig, validateConfig } from './config.js';
 import { overloaded } from './context.js';
 import { EngineDriver, type TimerHost } from './driver.js';
@@ -230,20 +230,10 @@ function addLoraRoutes(app: SimApp, adapters: LoraAdapters): void {
     outgoing.end(body);
     return RESPONSE_ALREADY_SENT;
   };
-  const jsonOf = async (c: SimContext): Promise<unknown> => {
-    try {
-      return JSON.parse(await readBodyText(c));
-    } catch {
-      throw new VllmError(
-        400,
-        'Bad Request',
-        '1 validation error:\n  body: JSON decode error',
-        'body',
-      );
-    }
-  };
-  app.post('/v1/load_lora_adapter', async (c) => text(c, await adapters.load(await jsonOf(c))));
-  app.post('/v1/unload_lora_adapter', async (c) => text(c, await adapters.unload(await jsonOf(c))));
+  app.post('/v1/load_lora_adapter', async (c) => text(c, await adapters.load(await readJson(c))));
+  app.post('/v1/unload_lora_adapter', async (c) =>
+    text(c, await adapters.unload(await readJson(c))),
+  );
 }
 
 /** The handler of one generation endpoint: faults, then the plan run on the engine. */
