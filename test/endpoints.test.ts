@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { estimateTextTokens } from '@fairgate/openai';
 import { type AppHandle, sha256Hex, TEST_KEYS } from '@fairgate/testkit';
@@ -15,6 +15,7 @@ import {
   sumByLabels,
   tenantTotal,
 } from './support/pool.js';
+import { rssGrowthDuring } from './support/proc.js';
 
 /**
  * vLLM's other endpoints through the same stages as a chat (docs/gateway.md, *The endpoint
@@ -42,14 +43,6 @@ async function meteredInput(pool: Pool): Promise<number> {
   return total;
 }
 
-/** A process's resident set in kB (/proc/<pid>/status VmRSS). */
-function rssKb(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
-    .split('\n')
-    .find((l) => l.startsWith('VmRSS:'));
-  return Number(line?.replace(/\D+/g, '') ?? Number.NaN);
-}
-
 /**
  * The RSS a bare Node HTTP server gains while it reads `body` and drops it (its second
  * upload, as the replica's is measured): the floor of any Node process reading an upload.
@@ -63,14 +56,10 @@ async function bareServerRssGrowthKb(body: Buffer): Promise<number> {
     const [line] = (await once(child.stdout, 'data')) as [Buffer];
     const send = () => fetch(`http://127.0.0.1:${String(line).trim()}/`, { method: 'POST', body });
     await (await send()).arrayBuffer();
-    const baseline = rssKb(child.pid as number);
-    let peak = baseline;
-    const sampler = setInterval(() => {
-      peak = Math.max(peak, rssKb(child.pid as number));
-    }, 2);
-    await (await send()).arrayBuffer();
-    clearInterval(sampler);
-    return peak - baseline;
+    const { growthKb } = await rssGrowthDuring(child.pid as number, async () =>
+      (await send()).arrayBuffer(),
+    );
+    return growthKb;
   } finally {
     child.kill();
   }
@@ -197,26 +186,16 @@ describe('every endpoint vLLM serves, under the same flow control', () => {
     await transcribe();
     await expectConserved(pool); // the first one's release counted
     const before = { completed: await admitted(), input: await meteredInput(pool) };
-    const baseline = rssKb(gateway.pid);
-    let peak = baseline;
-    const sampler = setInterval(() => {
-      peak = Math.max(peak, rssKb(gateway.pid));
-    }, 2);
-    let answer: Awaited<ReturnType<typeof transcribe>>;
-    try {
-      answer = await transcribe();
-    } finally {
-      clearInterval(sampler);
-    }
+    const { result: answer, baselineKb, growthKb } = await rssGrowthDuring(gateway.pid, transcribe);
     expect(answer.text.length).toBeGreaterThan(0);
     // The upload is written to a file, not held: what the replica's RSS gains meanwhile is
     // the socket's and the file's read buffers waiting for a GC (V8 collects them once its
     // external memory grew by its threshold, 64 MB), whatever the upload's size.
     const floor = await bareServerRssGrowthKb(audio);
     console.log(
-      `audio upload of ${audio.length} bytes: the replica's RSS ${baseline} kB, peak ${peak} kB (+${peak - baseline} kB); a bare Node server that only reads the same upload: +${floor} kB`,
+      `audio upload of ${audio.length} bytes: the replica's RSS ${baselineKb} kB, +${growthKb} kB at its peak; a bare Node server that only reads the same upload: +${floor} kB`,
     );
-    expect(peak - baseline, `RSS ${baseline} kB, peak ${peak} kB`).toBeLessThan(64 * 1024);
+    expect(growthKb, `RSS ${baselineKb} kB, +${growthKb} kB`).toBeLessThan(64 * 1024);
     await expectConserved(pool);
     expect((await admitted()) - before.completed).toBe(1);
     // The pod's usage is seconds of audio, metered as the encoder tokens they amount to.

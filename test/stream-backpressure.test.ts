@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import {
   createServer,
   request as httpRequest,
@@ -15,6 +14,7 @@ import {
   writeGatewayConfig,
 } from '@fairgate/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rssKb } from './support/proc.js';
 
 /**
  * Backpressure through the gateway's stream relay (request/relay.ts), end to end with real
@@ -62,13 +62,6 @@ function writeWhole(res: ServerResponse): void {
   const body = Buffer.from(`${text('a')}${text('b')}${usage}data: [DONE]\n\n`);
   res.writeHead(200, { 'content-type': 'text/event-stream', 'content-length': body.length });
   res.end(body);
-}
-
-function rssKb(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
-    .split('\n')
-    .find((l) => l.startsWith('VmRSS:'));
-  return Number(line?.replace(/\D+/g, '') ?? Number.NaN);
 }
 
 beforeAll(async () => {

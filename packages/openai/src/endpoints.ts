@@ -100,6 +100,20 @@ const AUDIO_TOKENS_PER_TEXT_TOKEN = 16;
 const audioTokens = (r: ApiRequest) =>
   Math.ceil((r.file as { bytes: number }).bytes / AUDIO_BYTES_PER_TOKEN);
 
+/** `/v1/audio/<endpoint>`: an audio upload, its tokens from the file's size. */
+function audioUpload(endpoint: 'transcriptions' | 'translations', operation: string): EndpointSpec {
+  return {
+    endpoint,
+    kind: 'upload',
+    path: `/v1/audio/${endpoint}`,
+    aliases: [],
+    operation,
+    schema: schema(audioRequestSchema),
+    inputTokens: audioTokens,
+    outputTokens: (r) => Math.ceil(audioTokens(r) / AUDIO_TOKENS_PER_TEXT_TOKEN),
+  };
+}
+
 /**
  * The endpoint table (docs/gateway.md, *Endpoints*): the one place that says how each
  * endpoint is validated, estimated and scheduled.
@@ -174,26 +188,8 @@ export const ENDPOINTS: Readonly<Record<ApiEndpoint, EndpointSpec>> = {
     schema: schema(scoreRequestSchema),
     inputTokens: (r) => pairedTokens(r.text_1, r.text_2),
   },
-  transcriptions: {
-    endpoint: 'transcriptions',
-    kind: 'upload',
-    path: '/v1/audio/transcriptions',
-    aliases: [],
-    operation: 'transcription',
-    schema: schema(audioRequestSchema),
-    inputTokens: (r) => audioTokens(r),
-    outputTokens: (r) => Math.ceil(audioTokens(r) / AUDIO_TOKENS_PER_TEXT_TOKEN),
-  },
-  translations: {
-    endpoint: 'translations',
-    kind: 'upload',
-    path: '/v1/audio/translations',
-    aliases: [],
-    operation: 'translation',
-    schema: schema(audioRequestSchema),
-    inputTokens: (r) => audioTokens(r),
-    outputTokens: (r) => Math.ceil(audioTokens(r) / AUDIO_TOKENS_PER_TEXT_TOKEN),
-  },
+  transcriptions: audioUpload('transcriptions', 'transcription'),
+  translations: audioUpload('translations', 'translation'),
   tokenize: {
     endpoint: 'tokenize',
     kind: 'direct',
