@@ -13,6 +13,7 @@ import {
   OpenAIHttpError,
   readMultipart,
 } from '@fairgate/openai';
+import { collectingBuffers } from '../buffer-collection.js';
 import { badRequest, payloadTooLarge } from '../errors.js';
 
 /** A multipart upload written to a file as it arrived, to be sent to the pod from there. */
@@ -28,7 +29,8 @@ export interface SpooledUpload {
 /**
  * Reads a multipart/form-data upload (an audio file, docs/gateway.md) within `limit` bytes,
  * writing it to a file in the OS's temp directory as it comes and parsing its fields on the
- * way: the file's bytes are never held in memory, only a chunk at a time. The file goes
+ * way: the file's bytes are never held in memory, only a chunk at a time, and the chunks
+ * read are collected as they go (buffer-collection.ts). The file goes
  * when `outgoing` closes (the answer sent, or the connection gone), whatever happened; the
  * pod's read of it, if still open, goes on from the unlinked file. A body that is not a
  * well-formed multipart form is a 400, one over the limit a 413; either leaves no file.
@@ -57,7 +59,7 @@ export async function spoolUpload(
   });
   let bytes = 0;
   async function* written(): AsyncGenerator<Buffer> {
-    for await (const chunk of incoming as AsyncIterable<Buffer>) {
+    for await (const chunk of collectingBuffers(incoming as AsyncIterable<Buffer>)) {
       bytes += chunk.length;
       if (bytes > limit) throw payloadTooLarge(limit);
       if (!file.write(chunk)) await once(file, 'drain');

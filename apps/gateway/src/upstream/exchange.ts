@@ -1,4 +1,5 @@
 import { createReadStream } from 'node:fs';
+import type { Readable } from 'node:stream';
 import {
   AUDIO_TOKENS_PER_SECOND,
   type StreamDialect,
@@ -6,6 +7,7 @@ import {
   usageOfResponse,
 } from '@fairgate/openai';
 import { type Dispatcher, errors as undiciErrors } from 'undici';
+import { collectingBuffers } from '../buffer-collection.js';
 import type { PodState } from './pods.js';
 import { ResponsesSseFilter } from './responses-sse-filter.js';
 import type { SlotAbort } from './slot-abort.js';
@@ -256,8 +258,10 @@ export function exchange(pod: PodState, request: ExchangeRequest): Promise<Upstr
               'content-length': String(request.upload.bytes),
               ...request.headers,
             },
-            // Read from the file as the pod takes it (a retry opens it again).
-            body: createReadStream(request.upload.path),
+            // Read from the file as the pod takes it (a retry opens it again), its read
+            // buffers collected as they go. undici takes an async iterable body as it is
+            // (a Readable around it would read ahead); its types name only Readable.
+            body: collectingBuffers(createReadStream(request.upload.path)) as unknown as Readable,
           }
         : {
             method: 'POST',
