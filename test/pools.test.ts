@@ -9,7 +9,7 @@ import {
   TEST_KEYS,
   writeGatewayConfig,
 } from '@fairgate/testkit';
-import OpenAI from 'openai';
+import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
@@ -128,6 +128,22 @@ describe('pools of their own models, discovered models, per-tenant allow-lists',
     const models = new Set<string>();
     for await (const chunk of stream) models.add(chunk.model);
     expect([...models]).toEqual(['model-b']);
+  });
+
+  it("an alias reaches its model on every endpoint: an upload's model field is rewritten on the way", async () => {
+    const both = client(gateways[1] as AppHandle, TEST_KEYS.paying);
+    const embedded = await both.embeddings.create({ model: 'a-latest', input: 'hello' });
+    expect(embedded.model).toBe('model-a');
+    // The pod knows no `a-latest` (it answers 404): the field reaches it as `model-a`, the
+    // fields after the file as they were sent.
+    const transcription = await both.audio.transcriptions.create({
+      model: 'a-latest',
+      file: await toFile(Buffer.alloc(64_000, 3), 'speech.wav', { type: 'audio/wav' }),
+      response_format: 'verbose_json',
+      language: 'de',
+    });
+    expect(transcription.text.length).toBeGreaterThan(0);
+    expect((transcription as { language?: string }).language).toBe('de');
   });
 
   it('a model the tenant may not use, or no pool serves, is 404 model_not_found', async () => {

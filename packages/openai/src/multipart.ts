@@ -5,6 +5,8 @@
  */
 export interface MultipartForm {
   fields: Map<string, string>;
+  /** Where each text field's value lies in the body: byte offsets, `end` exclusive. */
+  fieldSpans: Map<string, { start: number; end: number }>;
   /** File parts by field name: their filename and size in bytes. */
   files: Map<string, { filename: string; bytes: number }>;
 }
@@ -25,13 +27,25 @@ export async function readMultipart(
   boundary: string,
   maxFieldBytes = 1 << 20,
 ): Promise<MultipartForm> {
-  const form: MultipartForm = { fields: new Map(), files: new Map() };
+  const form: MultipartForm = { fields: new Map(), fieldSpans: new Map(), files: new Map() };
   // Every delimiter but the first follows a CRLF; a CRLF put in front makes them all alike.
   const delimiter = Buffer.from(`\r\n--${boundary}`);
   let pending: Buffer = Buffer.from('\r\n');
+  /** The body offset of `pending`'s first byte (the CRLF put in front is not the body's). */
+  let offset = -2;
+  /** Drops `n` bytes from the front of `pending`. */
+  const advance = (n: number) => {
+    pending = pending.subarray(n);
+    offset += n;
+  };
   let phase = 'preamble' as Phase;
-  let part: { name: string; filename: string | null; chunks: Buffer[]; bytes: number } | null =
-    null;
+  let part: {
+    name: string;
+    filename: string | null;
+    start: number;
+    chunks: Buffer[];
+    bytes: number;
+  } | null = null;
 
   const take = (data: Buffer) => {
     if (!part) return;
@@ -42,9 +56,10 @@ export async function readMultipart(
   };
   const finishPart = () => {
     if (!part) return;
-    if (part.filename === null)
+    if (part.filename === null) {
       form.fields.set(part.name, Buffer.concat(part.chunks).toString('utf8'));
-    else form.files.set(part.name, { filename: part.filename, bytes: part.bytes });
+      form.fieldSpans.set(part.name, { start: part.start, end: part.start + part.bytes });
+    } else form.files.set(part.name, { filename: part.filename, bytes: part.bytes });
     part = null;
   };
 
@@ -69,14 +84,14 @@ export async function readMultipart(
           // Keep a tail that could be the start of a delimiter split across chunks.
           const safe = Math.max(0, pending.length - delimiter.length + 1);
           if (phase === 'body') take(pending.subarray(0, safe));
-          pending = pending.subarray(safe);
+          advance(safe);
           return false;
         }
         if (phase === 'body') {
           take(pending.subarray(0, at));
           finishPart();
         }
-        pending = pending.subarray(at + delimiter.length);
+        advance(at + delimiter.length);
         phase = 'afterDelimiter';
         return true;
       }
@@ -88,7 +103,7 @@ export async function readMultipart(
           return false;
         }
         if (marker !== '\r\n') throw new MultipartError('malformed multipart delimiter');
-        pending = pending.subarray(2);
+        advance(2);
         phase = 'headers';
         return true;
       }
@@ -99,8 +114,8 @@ export async function readMultipart(
           return false;
         }
         const headers = pending.subarray(0, end).toString('utf8');
-        pending = pending.subarray(end + 4);
-        part = { ...dispositionOf(headers), chunks: [], bytes: 0 };
+        advance(end + 4);
+        part = { ...dispositionOf(headers), start: offset, chunks: [], bytes: 0 };
         phase = 'body';
         return true;
       }
@@ -118,6 +133,7 @@ export async function readMultipart(
       // A file's bytes are read in place, never copied: what is left of the previous chunk
       // (shorter than a delimiter, and no delimiter starts in it) is body.
       take(pending);
+      offset += pending.length;
       pending = bytes;
     } else {
       pending = pending.length === 0 ? bytes : Buffer.concat([pending, bytes]);

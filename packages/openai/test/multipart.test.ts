@@ -15,7 +15,7 @@ async function* chunked(bytes: Uint8Array, size: number): AsyncGenerator<Uint8Ar
 }
 
 describe('readMultipart', () => {
-  it('keeps fields and counts file bytes, for any chunking (boundaries split across chunks)', async () => {
+  it('keeps fields and where they lie, and counts file bytes, for any chunking (boundaries split across chunks)', async () => {
     const form = new FormData();
     form.set('model', 'whisper');
     form.set('file', new Blob([new Uint8Array(100_000).fill(45)]), 'a.wav');
@@ -38,6 +38,11 @@ describe('readMultipart', () => {
       const parsed = await readMultipart(chunked(bytes, size), boundary);
       expect(Object.fromEntries(parsed.fields)).toEqual({ model: 'whisper', language: 'en' });
       expect(parsed.files.get('file')).toEqual({ filename: 'a.wav', bytes: 100_000 });
+      // Each field's span is where its value lies in the body, before the file or after it.
+      for (const [name, value] of parsed.fields) {
+        const span = parsed.fieldSpans.get(name)!;
+        expect(Buffer.from(bytes.subarray(span.start, span.end)).toString(), name).toBe(value);
+      }
     }
   });
 

@@ -19,7 +19,7 @@ import { modelNotFound, unauthorized } from '../errors.js';
 import type { PoolRuntime } from '../pool-runtime.js';
 import { authenticateTenant } from '../tenants.js';
 import { isAdapterEntry } from '../upstream/pod-models.js';
-import { formFields, type SpooledUpload, spoolUpload } from './upload.js';
+import { formFields, type SpooledUpload, spoolUpload, withModel } from './upload.js';
 
 /**
  * Stage 1 of the request path (request/pipeline.ts): who is asking, for what, at which
@@ -164,12 +164,12 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
         ? promptBlockKeys(generation, pool.scheduler.kv_block_size, pool.routing.max_blocks)
         : undefined,
     adapter: adapterOf(route.pool, pool.routing.lora_paths, route.model),
-    // A requested alias goes to the pod as the model's own name (an upload as it was sent).
+    // A requested alias goes to the pod as the model's own name.
     body:
       upload || route.model === request.model
         ? body
         : JSON.stringify({ ...request, model: route.model }),
-    upload,
+    upload: upload && route.model !== request.model ? withModel(upload, route.model) : upload,
     batch: onBehalfOf === undefined ? undefined : nodeHeader(node.incoming, BATCH_ID_HEADER),
     cls,
     series: route.pool.metrics.series(tenant.id, cls.sloClass),

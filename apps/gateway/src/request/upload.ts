@@ -15,14 +15,11 @@ import {
 } from '@fairgate/openai';
 import { collectingBuffers } from '../buffer-collection.js';
 import { badRequest, payloadTooLarge } from '../errors.js';
+import type { UploadBody } from '../upstream/upload-body.js';
 
 /** A multipart upload written to a file as it arrived, to be sent to the pod from there. */
-export interface SpooledUpload {
-  readonly path: string;
-  /** The client's content-type (its boundary), sent to the pod with the same bytes. */
-  readonly contentType: string;
-  readonly bytes: number;
-  /** Its text fields, and its files' names and sizes. */
+export interface SpooledUpload extends UploadBody {
+  /** Its text fields (and where they lie in the file), and its files' names and sizes. */
   readonly form: MultipartForm;
 }
 
@@ -83,4 +80,14 @@ export async function spoolUpload(
 /** The form as the endpoint's schema reads it: each text field, and each file's name and size. */
 export function formFields(form: MultipartForm): Record<string, unknown> {
   return { ...Object.fromEntries(form.fields), ...Object.fromEntries(form.files) };
+}
+
+/**
+ * The upload with its `model` field's value replaced by `model` on the way to the pod (an
+ * alias requested, the model's own name sent). The file stays as it came.
+ */
+export function withModel(upload: SpooledUpload, model: string): SpooledUpload {
+  const span = upload.form.fieldSpans.get('model');
+  if (!span) return upload;
+  return { ...upload, splice: { ...span, text: model } };
 }

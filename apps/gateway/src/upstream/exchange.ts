@@ -1,4 +1,3 @@
-import { createReadStream } from 'node:fs';
 import type { Readable } from 'node:stream';
 import {
   AUDIO_TOKENS_PER_SECOND,
@@ -7,11 +6,11 @@ import {
   usageOfResponse,
 } from '@fairgate/openai';
 import { type Dispatcher, errors as undiciErrors } from 'undici';
-import { collectingBuffers } from '../buffer-collection.js';
 import type { PodState } from './pods.js';
 import { ResponsesSseFilter } from './responses-sse-filter.js';
 import type { SlotAbort } from './slot-abort.js';
 import { SseFilter, type StreamFilter } from './sse-filter.js';
+import { type UploadBody, uploadLength, uploadStream } from './upload-body.js';
 
 /**
  * One HTTP exchange with a pod, on undici's `dispatch()` with a handler of our own: no
@@ -40,7 +39,7 @@ export interface ExchangeRequest {
   /** Whether the body has a `stream_options` member. */
   hasStreamOptions: boolean;
   /** An upload's body: the file it was written to, sent instead of `text`. */
-  upload?: { path: string; contentType: string; bytes: number };
+  upload?: UploadBody;
   headers: Record<string, string>;
   /** Aborted when the client goes away, the scheduler evicts the request or the drain ends. */
   signal: SlotAbort;
@@ -255,13 +254,12 @@ export function exchange(pod: PodState, request: ExchangeRequest): Promise<Upstr
             path: request.path,
             headers: {
               'content-type': request.upload.contentType,
-              'content-length': String(request.upload.bytes),
+              'content-length': String(uploadLength(request.upload)),
               ...request.headers,
             },
-            // Read from the file as the pod takes it (a retry opens it again), its read
-            // buffers collected as they go. undici takes an async iterable body as it is
-            // (a Readable around it would read ahead); its types name only Readable.
-            body: collectingBuffers(createReadStream(request.upload.path)) as unknown as Readable,
+            // undici takes an async iterable body as it is (a Readable around it would read
+            // ahead); its types name only Readable.
+            body: uploadStream(request.upload) as unknown as Readable,
           }
         : {
             method: 'POST',
