@@ -1,3 +1,4 @@
+import { errorBody } from '@fairgate/openai';
 import { describe, expect, it } from 'vitest';
 import { ResponsesSseFilter } from '../src/upstream/responses-sse-filter.js';
 
@@ -60,5 +61,30 @@ describe('ResponsesSseFilter', () => {
     filter.push(Buffer.from(event('response.incomplete', { response: { usage: USAGE } })));
     expect(filter.done).toBe(true);
     expect(filter.push(Buffer.from(event('response.created', {})))).toEqual([]);
+  });
+
+  it("frames an error as the Responses API's error event, numbered after the last event read", () => {
+    const filter = new ResponsesSseFilter(() => {});
+    const body = errorBody(
+      'upstream stream failed: reset',
+      'upstream_error',
+      null,
+      'upstream_reset',
+    );
+    const parse = (text: string) => {
+      expect(text.startsWith('event: error\ndata: ')).toBe(true);
+      expect(text.endsWith('\n\n')).toBe(true);
+      return JSON.parse(text.slice('event: error\ndata: '.length));
+    };
+    expect(parse(filter.errorEvent(body)).sequence_number).toBe(0);
+    filter.push(Buffer.from(event('response.created', { sequence_number: 0 })));
+    filter.push(Buffer.from(event('response.in_progress', { sequence_number: 1 })));
+    expect(parse(filter.errorEvent(body))).toEqual({
+      type: 'error',
+      code: 'upstream_reset',
+      message: 'upstream stream failed: reset',
+      param: null,
+      sequence_number: 2,
+    });
   });
 });

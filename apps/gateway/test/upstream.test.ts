@@ -16,8 +16,12 @@ const chat = (extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
-function post(gateway: RunningGateway, body: unknown): Promise<Response> {
-  return fetch(`${gateway.url}/v1/chat/completions`, {
+function post(
+  gateway: RunningGateway,
+  body: unknown,
+  path = '/v1/chat/completions',
+): Promise<Response> {
+  return fetch(`${gateway.url}${path}`, {
     method: 'POST',
     headers: { authorization: `Bearer ${TEST_KEYS.paying}`, 'content-type': 'application/json' },
     body: JSON.stringify(body),
@@ -143,6 +147,30 @@ describe('upstream failures', () => {
     expect(error).toBeDefined();
     expect(JSON.parse(error!).error.type).toBe('upstream_error');
     expect(events.at(-1)).toBe('[DONE]');
+    await expect.poll(async () => (await outcomes(gateway)).upstream_error).toBe(1);
+    expect((await gateway.deps.pools.first.scheduler.snapshot()).inflight).toBe(0);
+  });
+
+  it('ends a Responses stream that breaks with the Responses error event (no [DONE])', async () => {
+    const resetting = await startSim({
+      args: { 'reset-after-tokens': 3, 'alpha-ms': 2, model: 'sim-model' },
+    });
+    const gateway = await gatewayWith([resetting]);
+    gateways.push(gateway);
+    const body = { model: 'sim-model', input: 'hi', max_output_tokens: 20, stream: true };
+    const response = await post(gateway, body, '/v1/responses');
+    expect(response.status).toBe(200);
+    const events: Array<{ event?: string | undefined; data: string }> = [];
+    for await (const event of decodeSseStream(response.body!)) events.push(event);
+    const last = events.at(-1)!;
+    expect(last.event).toBe('error');
+    const error = JSON.parse(last.data);
+    expect(error).toMatchObject({ type: 'error', code: 'upstream_reset', param: null });
+    expect(error.message).toMatch(/^upstream stream failed/);
+    // Its sequence number follows the last event the pod sent.
+    const before = JSON.parse(events.at(-2)!.data) as { sequence_number: number };
+    expect(error.sequence_number).toBe(before.sequence_number + 1);
+    expect(events.some((e) => e.data === '[DONE]')).toBe(false);
     await expect.poll(async () => (await outcomes(gateway)).upstream_error).toBe(1);
     expect((await gateway.deps.pools.first.scheduler.snapshot()).inflight).toBe(0);
   });

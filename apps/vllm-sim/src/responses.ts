@@ -30,7 +30,7 @@ import { PseudoText } from './text.js';
  * first token, one response.output_text.delta per token, then the closing events and
  * response.completed with the usage. Every event has its sequence_number.
  */
-export function addResponsesRoute(app: SimApp, deps: EndpointDeps): void {
+export function addResponsesRoute(app: SimApp, deps: EndpointDeps, onReset: () => void): void {
   let requestIndex = 0;
   app.post('/v1/responses', async (c) => {
     const body = await readJsonObject(c);
@@ -54,7 +54,7 @@ export function addResponsesRoute(app: SimApp, deps: EndpointDeps): void {
       maxOutputTokens: plan.maxTokens,
       user: fields.optionalString(body, 'user') ?? null,
     };
-    const job = { deps, plan, who, echo, client: clientOf(c) };
+    const job = { deps, plan, who, echo, client: clientOf(c), onReset };
     try {
       return plan.stream ? streamResponse(job) : await completeResponse(job);
     } catch (error) {
@@ -70,6 +70,8 @@ interface ResponseJob {
   who: ResponseIdentity;
   echo: ResponseEcho;
   client: ReturnType<typeof clientOf>;
+  /** Counts a stream broken by --reset-after-tokens. */
+  onReset: () => void;
 }
 
 /** The request as a chat request, planned as chat; errors name the Responses fields. */
@@ -176,6 +178,8 @@ function completeResponse(job: ResponseJob): Promise<Response> {
   });
 }
 
+const RESET_MESSAGE = 'connection reset (fairgate-sim --reset-after-tokens)';
+
 function streamResponse(job: ResponseJob): Response {
   const { driver } = job.deps;
   const { who, echo } = job;
@@ -194,6 +198,13 @@ function streamResponse(job: ResponseJob): Response {
       const delta = text.next();
       output += delta;
       send(events.delta(delta));
+      if (seq.generated === job.deps.config.resetAfterTokens) {
+        // --reset-after-tokens: the stream breaks here, before its closing events.
+        open = false;
+        driver.abort(seq);
+        job.onReset();
+        setImmediate(() => controller.error(new Error(RESET_MESSAGE)));
+      }
     },
     onFinish(seq) {
       if (!open) return;

@@ -102,7 +102,7 @@ export function createSimServer(
   app.post('/v1/completions', generationHandler('completions', sim));
   addPoolingRoutes(app, sim);
   addTokenizeRoutes(app, sim);
-  addResponsesRoute(app, sim);
+  addResponsesRoute(app, sim, () => simMetrics.fault('reset'));
   addAudioRoutes(app, sim);
 
   return {

@@ -76,24 +76,28 @@ describe('--stall-ms', () => {
   });
 });
 
+/** A response's body as far as it came, and the error that ended it (null: it ended well). */
+async function readUntilDropped(response: Response): Promise<{ text: string; error: unknown }> {
+  const reader = response.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return { text, error: null };
+      text += decoder.decode(value, { stream: true });
+    }
+  } catch (error) {
+    return { text, error };
+  }
+}
+
 describe('--reset-after-tokens', () => {
   it('drops a stream after N tokens (no [DONE]) and frees the sequence', async () => {
     const handle = await sim({ 'alpha-ms': 5, 'reset-after-tokens': 3 });
     const response = await fetch(`${handle.url}/v1/chat/completions`, jsonPost(chat(50, true)));
     expect(response.status).toBe(200);
-    const reader = response.body!.getReader();
-    const decoder = new TextDecoder();
-    let text = '';
-    let error: unknown = null;
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        text += decoder.decode(value, { stream: true });
-      }
-    } catch (caught) {
-      error = caught;
-    }
+    const { text, error } = await readUntilDropped(response);
     expect(error).not.toBeNull(); // the connection ended without the chunked terminator
     expect(text).not.toContain('[DONE]');
     const received = text
@@ -107,6 +111,23 @@ describe('--reset-after-tokens', () => {
     expect(metricValue(after, 'vllm:num_requests_running')).toBe(0);
     expect(metricValue(after, 'vllm:kv_cache_usage_perc')).toBe(0);
     expect(metricValue(after, 'vllm:generation_tokens_total')).toBe(3);
+    expect(
+      metricValues(after, 'fairgate_sim_faults_total').get(
+        '{model_name="fairgate-sim",fault="reset"}',
+      ),
+    ).toBe(1);
+  });
+
+  it('drops a Responses stream after N deltas, before its closing events', async () => {
+    const handle = await sim({ 'alpha-ms': 5, 'reset-after-tokens': 3 });
+    const body = { model: 'fairgate-sim', input: 'hi', max_output_tokens: 50, stream: true };
+    const response = await fetch(`${handle.url}/v1/responses`, jsonPost(body));
+    expect(response.status).toBe(200);
+    const { text, error } = await readUntilDropped(response);
+    expect(error).not.toBeNull();
+    expect(text.match(/^event: response\.output_text\.delta$/gm)).toHaveLength(3);
+    expect(text).not.toContain('response.completed');
+    const after = await metrics(handle);
     expect(
       metricValues(after, 'fairgate_sim_faults_total').get(
         '{model_name="fairgate-sim",fault="reset"}',

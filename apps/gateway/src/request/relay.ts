@@ -1,13 +1,14 @@
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ReleaseOutcome } from '@fairgate/core';
-import { encodeSseError, type Usage } from '@fairgate/openai';
+import type { Usage } from '@fairgate/openai';
 import { endSpan } from '@fairgate/telemetry';
 import type { GatewayDeps } from '../context.js';
 import { DrainAborted } from '../drain.js';
 import { draining, noticeDrop, upstreamFailure } from '../errors.js';
 import { QUEUE_MS_HEADER, REQUEST_ID_HEADER } from '../middleware/request-context.js';
 import type { HeldSlot } from '../slot/held-slot.js';
+import type { StreamFilter } from '../upstream/sse-filter.js';
 import type { Forwarded } from './forward.js';
 import type { Call } from './receive.js';
 
@@ -17,8 +18,8 @@ import type { Call } from './receive.js';
  * own buffers, through the SseFilter: upstream/sse-filter.ts), with backpressure both ways:
  * when the client's socket takes no more, the pod is not read until it drains, so a slow
  * client slows its upstream read and nothing buffers without bound. A stream that fails
- * after its first byte ends with an SSE error event and `[DONE]`: the client already has
- * its 200. The slot is released (HeldSlot.release) as soon as the pod's answer is complete
+ * after its first byte ends with the error event of its dialect (chat: an error data event
+ * and `[DONE]`; Responses: an `error` event): the client already has its 200. The slot is released (HeldSlot.release) as soon as the pod's answer is complete
  * and its last bytes are on the client's socket; resolves when the response is written, with
  * the outcome `finish` counts.
  */
@@ -75,7 +76,7 @@ export function relay(
       write: (chunks) => write(outgoing, chunks),
       end(error) {
         outgoing.off('drain', onDrain);
-        const ended = streamEnd(stream.filter.done, held, error);
+        const ended = streamEnd(stream.filter, held, error);
         if (ended.event) outgoing.write(ended.event);
         // end() uncorks the socket fully (Node 20, 22 and 24): this tick's writes and the
         // end leave now, in one writev.
@@ -136,20 +137,20 @@ function uncork(socket: Socket): void {
 
 /** How a stream ended: its outcome, and the SSE error event to send (if any). */
 function streamEnd(
-  done: boolean,
+  filter: StreamFilter,
   held: HeldSlot,
   error: Error | undefined,
 ): { outcome: ReleaseOutcome; event?: string; error?: Error } {
-  if (done) return { outcome: 'completed' };
+  if (filter.done) return { outcome: 'completed' };
   if (held.abort.aborted) {
     const reason = held.abort.reason;
     // Flow control took the slot back (in-flight eviction): tell the client why.
     if (held.evicted)
-      return { outcome: 'cancelled', event: encodeSseError(noticeDrop('evict').toBody()) };
+      return { outcome: 'cancelled', event: filter.errorEvent(noticeDrop('evict').toBody()) };
     if (reason instanceof DrainAborted) {
       // The replica's drain timeout ended before the stream did.
       const message = 'This gateway replica shut down before the stream finished';
-      return { outcome: 'cancelled', event: encodeSseError(draining(message).toBody()) };
+      return { outcome: 'cancelled', event: filter.errorEvent(draining(message).toBody()) };
     }
     return { outcome: 'cancelled' }; // the client left: nobody reads
   }
@@ -157,14 +158,14 @@ function streamEnd(
     const message = `upstream stream failed: ${error.message}`;
     return {
       outcome: 'upstream_error',
-      event: encodeSseError(upstreamFailure(message, 'upstream_reset').toBody()),
+      event: filter.errorEvent(upstreamFailure(message, 'upstream_reset').toBody()),
       error: new Error(message),
     };
   }
-  const message = 'upstream stream ended without [DONE]';
+  const message = 'upstream stream ended before its last event';
   return {
     outcome: 'upstream_error',
-    event: encodeSseError(upstreamFailure(message, 'upstream_truncated').toBody()),
+    event: filter.errorEvent(upstreamFailure(message, 'upstream_truncated').toBody()),
     error: new Error(message),
   };
 }

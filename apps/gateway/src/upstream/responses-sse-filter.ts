@@ -1,5 +1,5 @@
 import { StringDecoder } from 'node:string_decoder';
-import { type Usage, usageOfResponse } from '@fairgate/openai';
+import { type OpenAIErrorBody, type Usage, usageOfResponse } from '@fairgate/openai';
 import type { StreamFilter } from './sse-filter.js';
 
 /** The events that end a Responses stream (it has no `[DONE]`), each with the final usage. */
@@ -10,7 +10,8 @@ const TERMINAL_EVENTS = new Set(['response.completed', 'response.incomplete', 'r
  * events, as vLLM frames them), which passes through byte for byte: the first
  * `response.output_text.delta` (t5), and the terminal event (`response.completed`,
  * `.incomplete` or `.failed`), whose `response.usage` is the usage and which ends the stream.
- * A Responses stream carries no usage before its end: one that stops early has none.
+ * A Responses stream carries no usage before its end: one that stops early has none. One
+ * that fails after it started ends with the dialect's own `error` event.
  */
 export class ResponsesSseFilter implements StreamFilter {
   usage: Usage | undefined;
@@ -19,11 +20,28 @@ export class ResponsesSseFilter implements StreamFilter {
   readonly #decoder = new StringDecoder('utf8');
   /** The text of the event being received. */
   #pending = '';
+  /** The `sequence_number` of the last event read. */
+  #sequence = -1;
 
   constructor(private readonly onFirstToken: () => void) {}
 
   get usageSoFar(): Usage | undefined {
     return this.usage;
+  }
+
+  /**
+   * The Responses API's `error` event (type, code, message, param and the next sequence
+   * number): a stream of this dialect has no `[DONE]`.
+   */
+  errorEvent({ error }: OpenAIErrorBody): string {
+    const event = {
+      type: 'error',
+      code: error.code,
+      message: error.message,
+      param: error.param,
+      sequence_number: this.#sequence + 1,
+    };
+    return `event: error\ndata: ${JSON.stringify(event)}\n\n`;
   }
 
   push(chunk: Buffer): Buffer[] {
@@ -38,6 +56,8 @@ export class ResponsesSseFilter implements StreamFilter {
   }
 
   #read(event: string): void {
+    const sequence = /"sequence_number": ?(\d+)/.exec(event)?.[1];
+    if (sequence !== undefined) this.#sequence = Number(sequence);
     const type = /^event: ?(.*)$/m.exec(event)?.[1]?.trim();
     if (type === 'response.output_text.delta' && !this.#sawFirstToken) {
       this.#sawFirstToken = true;

@@ -1,4 +1,11 @@
-import { createSseDecoder, SSE_DONE, SSE_DONE_DATA, type Usage } from '@fairgate/openai';
+import {
+  createSseDecoder,
+  encodeSseError,
+  type OpenAIErrorBody,
+  SSE_DONE,
+  SSE_DONE_DATA,
+  type Usage,
+} from '@fairgate/openai';
 
 /**
  * The gateway's whole interest in a pod's SSE stream, done on the raw bytes as they
@@ -38,6 +45,8 @@ export interface StreamFilter {
   readonly usageSoFar: Usage | undefined;
   /** The bytes to send the client for this chunk of the pod's body (possibly none). */
   push(chunk: Buffer): Buffer[];
+  /** The event that tells the client the stream failed after it started, and ends it. */
+  errorEvent(body: OpenAIErrorBody): string;
 }
 
 export class SseFilter implements StreamFilter {
@@ -69,6 +78,11 @@ export class SseFilter implements StreamFilter {
   }
 
   /** The bytes to send the client for this chunk of the pod's body (possibly none). */
+  /** The error object as a data event, then `[DONE]`, as vLLM and OpenAI end such a stream. */
+  errorEvent(body: OpenAIErrorBody): string {
+    return encodeSseError(body);
+  }
+
   push(chunk: Buffer): Buffer[] {
     if (this.done) return [];
     if (this.#generic) return this.#pushGeneric(chunk);
