@@ -237,6 +237,44 @@ describe('every endpoint vLLM serves, under the same flow control', () => {
       .toEqual([]);
   }, 60_000);
 
+  it('an upload over the limit without a Content-Length: 413 once the limit is passed, the connection closed, no file left', async () => {
+    const [gateway] = pool.gateways as [AppHandle];
+    const before = await admitted();
+    const boundary = 'fairgate-test-boundary';
+    const head = Buffer.from(
+      `--${boundary}\r\ncontent-disposition: form-data; name="model"\r\n\r\n${SIM_MODEL}\r\n` +
+        `--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="a.wav"\r\n\r\n`,
+    );
+    // 1 MiB pieces, at most 40 (the limit is 25 MiB): a chunked body, its size unknown ahead.
+    let pieces = 0;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (pieces === 0) controller.enqueue(head);
+        if (pieces === 40) controller.close();
+        else controller.enqueue(Buffer.alloc(1 << 20, pieces++));
+      },
+    });
+    const response = await fetch(`${gateway.url}/v1/audio/transcriptions`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_KEYS.paying}`,
+        'content-type': `multipart/form-data; boundary=${boundary}`,
+      },
+      body,
+      duplex: 'half',
+    } as RequestInit);
+    expect(response.status).toBe(413);
+    expect(response.headers.get('connection')).toBe('close');
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe(
+      'payload_too_large',
+    );
+    expect(pieces).toBeLessThan(40); // the client stopped when the answer came
+    expect(await admitted()).toBe(before);
+    await expect
+      .poll(() => readdirSync(tmpdir()).filter((name) => name.startsWith('fairgate-upload-')))
+      .toEqual([]);
+  });
+
   it('tokenize and detokenize need no slot', async () => {
     const before = await pool.state();
     const servedBefore = await engineRequests(pool);

@@ -45,7 +45,7 @@ export async function spoolUpload(
   }
   const declared = incoming.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
-    incoming.resume();
+    refuseRest(incoming, outgoing);
     throw payloadTooLarge(limit);
   }
   const path = join(tmpdir(), `fairgate-upload-${randomUUID()}`);
@@ -69,12 +69,21 @@ export async function spoolUpload(
     await finished(file);
     return { path, contentType, bytes, form };
   } catch (error) {
-    incoming.resume();
+    refuseRest(incoming, outgoing);
     if (error instanceof OpenAIHttpError) throw error;
     if (error instanceof MultipartError) throw badRequest(error.message, 'file');
     // The connection closed mid-body: nobody reads the answer (as readBodyText says).
     throw badRequest('The request body was not received completely', null, 'request_aborted');
   }
+}
+
+/**
+ * An upload refused before its end: what the client still sends is read and dropped until
+ * the answer is written, and the connection then closes, so a client cannot keep it busy.
+ */
+function refuseRest(incoming: IncomingMessage, outgoing: ServerResponse): void {
+  outgoing.shouldKeepAlive = false;
+  incoming.resume();
 }
 
 /** The form as the endpoint's schema reads it: each text field, and each file's name and size. */
