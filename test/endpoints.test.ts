@@ -237,6 +237,42 @@ describe('every endpoint vLLM serves, under the same flow control', () => {
       .toEqual([]);
   }, 60_000);
 
+  it('a streamed transcription (OpenAI SDK, stream: true): chunks as the pod sends them, metered from the usage the gateway asks for', async () => {
+    const [, gateway] = pool.gateways as [AppHandle, AppHandle];
+    const client = new OpenAI({ baseURL: `${gateway.url}/v1`, apiKey: TEST_KEYS.paying });
+    // 64,000 bytes: 100 audio tokens (640 bytes each), 7 text tokens.
+    const audio = Buffer.alloc(64_000, 5);
+    const transcribe = async (extra: Record<string, unknown>) => {
+      const stream = await client.audio.transcriptions.create({
+        model: SIM_MODEL,
+        file: await toFile(audio, 'speech.wav', { type: 'audio/wav' }),
+        stream: true,
+        ...extra,
+      } as OpenAI.Audio.TranscriptionCreateParamsStreaming);
+      const chunks: Array<{ choices: Array<{ delta: { content: string } }>; usage?: unknown }> = [];
+      for await (const chunk of stream) chunks.push(chunk as unknown as (typeof chunks)[number]);
+      return chunks;
+    };
+    const before = { completed: await admitted(), input: await meteredInput(pool) };
+    // The client did not ask for the usage: the gateway asked the pod, metered it, and kept
+    // the usage chunk from the client.
+    const chunks = await transcribe({});
+    expect(chunks.map((c) => c.choices[0]?.delta.content).join('').length).toBeGreaterThan(0);
+    expect(chunks).toHaveLength(7);
+    expect(chunks.filter((c) => c.usage !== undefined)).toEqual([]);
+    await expect.poll(async () => (await meteredInput(pool)) - before.input).toBe(100);
+    // Asked for (vLLM's form field), it reaches the client.
+    const withUsage = await transcribe({ stream_include_usage: true });
+    expect(withUsage.at(-1)?.usage).toEqual({
+      prompt_tokens: 100,
+      completion_tokens: 7,
+      total_tokens: 107,
+    });
+    await expectConserved(pool);
+    expect((await admitted()) - before.completed).toBe(2);
+    await expect.poll(async () => (await meteredInput(pool)) - before.input).toBe(200);
+  });
+
   it('an upload over the limit without a Content-Length: 413 once the limit is passed, the connection closed, no file left', async () => {
     const [gateway] = pool.gateways as [AppHandle];
     const before = await admitted();

@@ -1,7 +1,14 @@
-import { boundaryOf, MultipartError, type MultipartForm, readMultipart } from '@fairgate/openai';
+import {
+  boundaryOf,
+  formBoolean,
+  MultipartError,
+  type MultipartForm,
+  readMultipart,
+} from '@fairgate/openai';
 import { deriveSeed } from '@fairgate/runtime';
 import type { HttpBindings } from '@hono/node-server';
 import { VllmError, validationError } from './adapters.js';
+import { streamAudio } from './audio-stream.js';
 import { badRequest } from './body.js';
 import {
   CLIENT_GONE,
@@ -67,10 +74,26 @@ async function answer(c: SimContext, deps: EndpointDeps, task: Task, index: numb
     finishReason: 'stop',
     ...(lora === null ? {} : { lora }),
   }));
+  const words = new PseudoText(deriveSeed(deps.config.seed, 'audio', file.bytes, index));
+  if (formBoolean(field('stream'))) {
+    return streamAudio(
+      deps,
+      specs,
+      clientOf(c),
+      {
+        id: requestId(prefix),
+        object: task === 'transcribe' ? 'transcription.chunk' : 'translation.chunk',
+        model: field('model') ?? deps.config.model,
+        promptTokens: audioTokens,
+        includeUsage: formBoolean(field('stream_include_usage')),
+        continuousUsage: formBoolean(field('stream_continuous_usage_stats')),
+      },
+      words,
+    );
+  }
   const done = await runSequences(deps, specs, clientOf(c));
   if (!done) return CLIENT_GONE();
 
-  const words = new PseudoText(deriveSeed(deps.config.seed, 'audio', file.bytes, index));
   const texts = done.map((seq) =>
     Array.from({ length: seq.generated }, () => words.next()).join(''),
   );

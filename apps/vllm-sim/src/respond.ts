@@ -56,7 +56,7 @@ export interface GenerationJob {
   onReset(): void;
 }
 
-const SSE_HEADERS = {
+export const SSE_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-cache',
 };

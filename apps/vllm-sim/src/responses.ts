@@ -11,6 +11,7 @@ import {
 } from './context.js';
 import { QueueFullError, type SequenceListener, type SequenceView } from './engine.js';
 import { type GenerationPlan, planGeneration } from './generation.js';
+import { SSE_HEADERS } from './respond.js';
 import {
   type ResponseEcho,
   ResponseEvents,
@@ -228,8 +229,5 @@ function streamResponse(job: ResponseJob): Response {
   send(events.created(started) + events.inProgress(started));
   const submitted = seq;
   job.client.onLeave(() => driver.abort(submitted));
-  return new Response(body, {
-    status: 200,
-    headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' },
-  });
+  return new Response(body, { status: 200, headers: SSE_HEADERS });
 }

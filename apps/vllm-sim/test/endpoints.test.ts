@@ -174,4 +174,52 @@ describe('engine time', () => {
     expect(metricValue(metrics, 'vllm:prompt_tokens_total')).toBe(100);
     expect(metricValue(metrics, 'vllm:generation_tokens_total')).toBe(7);
   });
+
+  it('a streamed transcription sends its windows in order, the usage when asked, then [DONE]', async () => {
+    // 2,000 audio tokens: a window of 1,500 and one of 500, run at once.
+    const form = () => audioForm('fairgate-sim', 2_000 * 640);
+    // Two sims alike: each one's first request draws the same text.
+    const whole = (await (
+      await sim({ audioBytesPerToken: 640 }).app.request('/v1/audio/transcriptions', {
+        method: 'POST',
+        body: form(),
+      })
+    ).json()) as { text: string };
+    const server = sim({ audioBytesPerToken: 640 });
+    const streamed = form();
+    streamed.set('stream', 'true');
+    streamed.set('stream_include_usage', 'true');
+    const response = await server.app.request('/v1/audio/transcriptions', {
+      method: 'POST',
+      body: streamed,
+    });
+    expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const data = (await response.text())
+      .split('\n\n')
+      .filter((event) => event.startsWith('data: '))
+      .map((event) => event.slice(6));
+    expect(data.at(-1)).toBe('[DONE]');
+    const chunks = data.slice(0, -1).map((d) => JSON.parse(d));
+    const usage = chunks.at(-1);
+    expect(usage).toMatchObject({ object: 'transcription.chunk', choices: [] });
+    const deltas = chunks.slice(0, -1);
+    // One chunk per token, each window's last with its finish_reason; the same text as the
+    // answer that is not streamed.
+    expect(deltas).toHaveLength(Math.ceil(1_500 / 16) + Math.ceil(500 / 16));
+    expect(deltas.filter((c) => c.choices[0].finish_reason === 'stop')).toHaveLength(2);
+    expect(deltas.map((c) => c.choices[0].delta.content).join('')).toBe(whole.text);
+    expect(usage.usage).toEqual({
+      prompt_tokens: 2_000,
+      completion_tokens: deltas.length,
+      total_tokens: 2_000 + deltas.length,
+    });
+    // Without stream_include_usage, no usage chunk.
+    const plain = form();
+    plain.set('stream', 'true');
+    const text = await (
+      await server.app.request('/v1/audio/transcriptions', { method: 'POST', body: plain })
+    ).text();
+    expect(text).not.toContain('"usage"');
+    expect(text.endsWith('data: [DONE]\n\n')).toBe(true);
+  });
 });

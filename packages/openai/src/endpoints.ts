@@ -69,6 +69,30 @@ export interface EndpointSpec {
   inputTokens(request: ApiRequest): number;
   /** Estimated output tokens of a request that is not a generation (absent: none). */
   outputTokens?(request: ApiRequest): number;
+  /** Whether the pod answers the request as a stream (SSE). */
+  streams(request: ApiRequest): boolean;
+  /**
+   * What usage the client asked of a stream (chat and completions: `stream_options`; audio:
+   * vLLM's form fields); absent where the stream always carries it (Responses).
+   */
+  streamUsage?(request: ApiRequest): { include: boolean; continuous: boolean };
+}
+
+const bodyStreams = (request: ApiRequest) => request.stream === true;
+const never = () => false;
+
+/** `stream_options` of a chat or completion request. */
+function streamOptionsUsage(request: ApiRequest): { include: boolean; continuous: boolean } {
+  const options = (request as unknown as GenerationRequest).stream_options;
+  return {
+    include: options?.include_usage === true,
+    continuous: options?.continuous_usage_stats === true,
+  };
+}
+
+/** A boolean form field as vLLM (pydantic) reads one: true, 1, yes or on. */
+export function formBoolean(value: unknown): boolean {
+  return typeof value === 'string' && /^(true|1|yes|on)$/i.test(value.trim());
 }
 
 const asItself = (request: ApiRequest) => request as unknown as GenerationRequest;
@@ -111,6 +135,12 @@ function audioUpload(endpoint: 'transcriptions' | 'translations', operation: str
     schema: schema(audioRequestSchema),
     inputTokens: audioTokens,
     outputTokens: (r) => Math.ceil(audioTokens(r) / AUDIO_TOKENS_PER_TEXT_TOKEN),
+    // vLLM's form fields: `stream`, `stream_include_usage`, `stream_continuous_usage_stats`.
+    streams: (r) => formBoolean(r.stream),
+    streamUsage: (r) => ({
+      include: formBoolean(r.stream_include_usage),
+      continuous: formBoolean(r.stream_continuous_usage_stats),
+    }),
   };
 }
 
@@ -124,6 +154,8 @@ export const ENDPOINTS: Readonly<Record<ApiEndpoint, EndpointSpec>> = {
     kind: 'generation',
     dialect: 'chat',
     asGeneration: asItself,
+    streams: bodyStreams,
+    streamUsage: streamOptionsUsage,
     path: '/v1/chat/completions',
     aliases: [],
     operation: 'chat',
@@ -135,6 +167,8 @@ export const ENDPOINTS: Readonly<Record<ApiEndpoint, EndpointSpec>> = {
     kind: 'generation',
     dialect: 'chat',
     asGeneration: asItself,
+    streams: bodyStreams,
+    streamUsage: streamOptionsUsage,
     path: '/v1/completions',
     aliases: [],
     operation: 'text_completion',
@@ -146,6 +180,7 @@ export const ENDPOINTS: Readonly<Record<ApiEndpoint, EndpointSpec>> = {
     kind: 'generation',
     dialect: 'responses',
     asGeneration: (r) => responsesAsChat(r as unknown as ResponsesRequest),
+    streams: bodyStreams,
     path: '/v1/responses',
     aliases: [],
     operation: 'chat',
@@ -159,6 +194,7 @@ export const ENDPOINTS: Readonly<Record<ApiEndpoint, EndpointSpec>> = {
     aliases: [],
     operation: 'embeddings',
     schema: schema(embeddingRequestSchema),
+    streams: never,
     inputTokens: pooledTokens,
   },
   pooling: {
@@ -168,6 +204,7 @@ export const ENDPOINTS: Readonly<Record<ApiEndpoint, EndpointSpec>> = {
     aliases: [],
     operation: 'pooling',
     schema: schema(poolingRequestSchema),
+    streams: never,
     inputTokens: pooledTokens,
   },
   rerank: {
@@ -177,6 +214,7 @@ export const ENDPOINTS: Readonly<Record<ApiEndpoint, EndpointSpec>> = {
     aliases: ['/rerank', '/v2/rerank'],
     operation: 'rerank',
     schema: schema(rerankRequestSchema),
+    streams: never,
     inputTokens: (r) => pairedTokens(r.query, r.documents),
   },
   score: {
@@ -186,6 +224,7 @@ export const ENDPOINTS: Readonly<Record<ApiEndpoint, EndpointSpec>> = {
     aliases: ['/score'],
     operation: 'score',
     schema: schema(scoreRequestSchema),
+    streams: never,
     inputTokens: (r) => pairedTokens(r.text_1, r.text_2),
   },
   transcriptions: audioUpload('transcriptions', 'transcription'),
@@ -197,6 +236,7 @@ export const ENDPOINTS: Readonly<Record<ApiEndpoint, EndpointSpec>> = {
     aliases: [],
     operation: 'tokenize',
     schema: schema(tokenizeRequestSchema),
+    streams: never,
     inputTokens: (r) => estimateInputTokens(r.prompt ?? r.messages),
   },
   detokenize: {
@@ -206,6 +246,7 @@ export const ENDPOINTS: Readonly<Record<ApiEndpoint, EndpointSpec>> = {
     aliases: [],
     operation: 'detokenize',
     schema: schema(detokenizeRequestSchema),
+    streams: never,
     inputTokens: (r) => (r.tokens as unknown[]).length,
   },
 };

@@ -7,6 +7,11 @@ export interface MultipartForm {
   fields: Map<string, string>;
   /** Where each text field's value lies in the body: byte offsets, `end` exclusive. */
   fieldSpans: Map<string, { start: number; end: number }>;
+  /**
+   * Where the closing delimiter (`\r\n--boundary--`, its CRLF first) starts: a part put
+   * there is the form's last.
+   */
+  closingAt: number;
   /** File parts by field name: their filename and size in bytes. */
   files: Map<string, { filename: string; bytes: number }>;
 }
@@ -27,7 +32,14 @@ export async function readMultipart(
   boundary: string,
   maxFieldBytes = 1 << 20,
 ): Promise<MultipartForm> {
-  const form: MultipartForm = { fields: new Map(), fieldSpans: new Map(), files: new Map() };
+  const form: MultipartForm = {
+    fields: new Map(),
+    fieldSpans: new Map(),
+    files: new Map(),
+    closingAt: -1,
+  };
+  /** Where the last delimiter read starts. */
+  let delimiterAt = -1;
   // Every delimiter but the first follows a CRLF; a CRLF put in front makes them all alike.
   const delimiter = Buffer.from(`\r\n--${boundary}`);
   let pending: Buffer = Buffer.from('\r\n');
@@ -91,6 +103,7 @@ export async function readMultipart(
           take(pending.subarray(0, at));
           finishPart();
         }
+        delimiterAt = offset + at;
         advance(at + delimiter.length);
         phase = 'afterDelimiter';
         return true;
@@ -99,6 +112,7 @@ export async function readMultipart(
         if (pending.length < 2) return false;
         const marker = pending.subarray(0, 2).toString('latin1');
         if (marker === '--') {
+          form.closingAt = delimiterAt;
           phase = 'done';
           return false;
         }

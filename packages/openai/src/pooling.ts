@@ -101,4 +101,7 @@ export const audioRequestSchema = z.looseObject({
   prompt: z.string().optional(),
   response_format: z.string().optional(),
   temperature: z.string().optional(),
+  stream: z.string().optional(),
+  stream_include_usage: z.string().optional(),
+  stream_continuous_usage_stats: z.string().optional(),
 });

@@ -43,6 +43,9 @@ describe('readMultipart', () => {
         const span = parsed.fieldSpans.get(name)!;
         expect(Buffer.from(bytes.subarray(span.start, span.end)).toString(), name).toBe(value);
       }
+      expect(Buffer.from(bytes.subarray(parsed.closingAt)).toString()).toBe(
+        `\r\n--${boundary}--\r\n`,
+      );
     }
   });
 

@@ -19,7 +19,7 @@ import { modelNotFound, unauthorized } from '../errors.js';
 import type { PoolRuntime } from '../pool-runtime.js';
 import { authenticateTenant } from '../tenants.js';
 import { isAdapterEntry } from '../upstream/pod-models.js';
-import { formFields, type SpooledUpload, spoolUpload, withModel } from './upload.js';
+import { formFields, type SpooledUpload, spoolUpload, withFields } from './upload.js';
 
 /**
  * Stage 1 of the request path (request/pipeline.ts): who is asking, for what, at which
@@ -137,6 +137,8 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
     [Attr.requestModel]: request.model,
     [Attr.operationName]: spec.operation,
   });
+  const stream = spec.streams(request);
+  const usageAsked = stream ? spec.streamUsage?.(request) : undefined;
   // Every member listed (no spread of `arrival`): one object shape, built without a copy loop.
   return {
     endpoint: arrival.endpoint,
@@ -150,13 +152,10 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
     pool: route.pool,
     forwarding: {
       model: route.model,
-      stream: generation?.stream === true,
+      stream,
       dialect: spec.dialect ?? 'chat',
-      clientWantsUsage: chatDialect && generation?.stream_options?.include_usage === true,
-      clientWantsContinuousUsage:
-        chatDialect &&
-        generation?.stream_options?.include_usage === true &&
-        generation.stream_options.continuous_usage_stats === true,
+      clientWantsUsage: usageAsked?.include === true,
+      clientWantsContinuousUsage: usageAsked?.include === true && usageAsked.continuous,
       hasStreamOptions: chatDialect && generation?.stream_options !== undefined,
     },
     prefix:
@@ -169,7 +168,13 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
       upload || route.model === request.model
         ? body
         : JSON.stringify({ ...request, model: route.model }),
-    upload: upload && route.model !== request.model ? withModel(upload, route.model) : upload,
+    upload:
+      upload &&
+      uploadAsSent(
+        upload,
+        route.model !== request.model ? route.model : null,
+        stream && !usageAsked?.include,
+      ),
     batch: onBehalfOf === undefined ? undefined : nodeHeader(node.incoming, BATCH_ID_HEADER),
     cls,
     series: route.pool.metrics.series(tenant.id, cls.sloClass),
@@ -204,4 +209,20 @@ function authenticate(
     return deps.batches.credential.tenantOf(deps.tenants(), onBehalfOf, authorization);
   }
   return authenticateTenant(deps, authorization);
+}
+
+/**
+ * An upload as the pod gets it: an alias in its `model` field as the model's own name, and a
+ * stream's usage asked for when the client did not ask (the gateway meters it; the client
+ * does not see it), as chat's `stream_options` are.
+ */
+function uploadAsSent(
+  upload: SpooledUpload,
+  model: string | null,
+  askUsage: boolean,
+): SpooledUpload {
+  const fields: Record<string, string> = {};
+  if (model !== null) fields.model = model;
+  if (askUsage) fields.stream_include_usage = 'true';
+  return Object.keys(fields).length === 0 ? upload : withFields(upload, fields);
 }

@@ -15,7 +15,7 @@ import {
 } from '@fairgate/openai';
 import { collectingBuffers } from '../buffer-collection.js';
 import { badRequest, payloadTooLarge } from '../errors.js';
-import type { UploadBody } from '../upstream/upload-body.js';
+import type { Splice, UploadBody } from '../upstream/upload-body.js';
 
 /** A multipart upload written to a file as it arrived, to be sent to the pod from there. */
 export interface SpooledUpload extends UploadBody {
@@ -92,11 +92,22 @@ export function formFields(form: MultipartForm): Record<string, unknown> {
 }
 
 /**
- * The upload with its `model` field's value replaced by `model` on the way to the pod (an
- * alias requested, the model's own name sent). The file stays as it came.
+ * The upload with these text fields set on the way to the pod: a field it has gets the new
+ * value in place of its own, any other is added as the form's last part. The file stays as
+ * it came.
  */
-export function withModel(upload: SpooledUpload, model: string): SpooledUpload {
-  const span = upload.form.fieldSpans.get('model');
-  if (!span) return upload;
-  return { ...upload, splice: { ...span, text: model } };
+export function withFields(upload: SpooledUpload, fields: Record<string, string>): SpooledUpload {
+  const { fieldSpans, closingAt } = upload.form;
+  const boundary = boundaryOf(upload.contentType);
+  const splices: Splice[] = [...(upload.splices ?? [])];
+  for (const [name, value] of Object.entries(fields)) {
+    const span = fieldSpans.get(name);
+    if (span) splices.push({ ...span, text: value });
+    else {
+      const part = `\r\n--${boundary}\r\ncontent-disposition: form-data; name="${name}"\r\n\r\n${value}`;
+      splices.push({ start: closingAt, end: closingAt, text: part });
+    }
+  }
+  splices.sort((a, b) => a.start - b.start);
+  return { ...upload, splices };
 }

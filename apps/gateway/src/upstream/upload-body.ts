@@ -1,10 +1,17 @@
 import { createReadStream } from 'node:fs';
 import { collectingBuffers } from '../buffer-collection.js';
 
+/** Bytes `[start, end)` of a file replaced by `text` (an insertion when they are equal). */
+export interface Splice {
+  readonly start: number;
+  readonly end: number;
+  readonly text: string;
+}
+
 /**
  * An upload as the pod gets it: the file it was written to as it came (request/upload.ts),
- * with at most one span of it replaced (an alias in its `model` field, by the model's own
- * name).
+ * with spans of it replaced or text put in (its `model` field's alias by the model's own
+ * name, a field the gateway adds).
  */
 export interface UploadBody {
   readonly path: string;
@@ -12,14 +19,16 @@ export interface UploadBody {
   readonly contentType: string;
   /** The file's size. */
   readonly bytes: number;
-  readonly splice?: { readonly start: number; readonly end: number; readonly text: string };
+  /** In order of `start`, none overlapping. */
+  readonly splices?: readonly Splice[];
 }
 
 /** The bytes the pod gets. */
-export function uploadLength(upload: UploadBody): number {
-  const { splice } = upload;
-  if (!splice) return upload.bytes;
-  return upload.bytes - (splice.end - splice.start) + Buffer.byteLength(splice.text);
+export function uploadLength({ bytes, splices = [] }: UploadBody): number {
+  return splices.reduce(
+    (total, splice) => total - (splice.end - splice.start) + Buffer.byteLength(splice.text),
+    bytes,
+  );
 }
 
 /**
@@ -30,13 +39,13 @@ export function uploadStream(upload: UploadBody): AsyncGenerator<Buffer> {
   return collectingBuffers(spliced(upload));
 }
 
-async function* spliced({ path, splice }: UploadBody): AsyncGenerator<Buffer> {
-  if (!splice) {
-    yield* createReadStream(path);
-    return;
+async function* spliced({ path, splices = [] }: UploadBody): AsyncGenerator<Buffer> {
+  let at = 0;
+  for (const splice of splices) {
+    // createReadStream's `end` is inclusive.
+    if (splice.start > at) yield* createReadStream(path, { start: at, end: splice.start - 1 });
+    yield Buffer.from(splice.text);
+    at = splice.end;
   }
-  // createReadStream's `end` is inclusive.
-  if (splice.start > 0) yield* createReadStream(path, { start: 0, end: splice.start - 1 });
-  yield Buffer.from(splice.text);
-  yield* createReadStream(path, { start: splice.end });
+  yield* createReadStream(path, { start: at });
 }
