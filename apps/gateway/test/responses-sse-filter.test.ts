@@ -55,11 +55,21 @@ describe('ResponsesSseFilter', () => {
   );
 
   it('is not done, and has no usage, before its terminal event; nothing passes after it', () => {
-    const filter = new ResponsesSseFilter(() => {});
+    const filter = new ResponsesSseFilter(() => {}, 40);
     filter.push(Buffer.from(event('response.created', { sequence_number: 0 })));
     expect([filter.done, filter.usage, filter.usageSoFar]).toEqual([false, undefined, undefined]);
+    // Cut short after output: the prompt as estimated, a token per delta.
+    for (const delta of ['a', 'b', 'c']) {
+      filter.push(Buffer.from(event('response.output_text.delta', { delta })));
+    }
+    expect(filter.usageSoFar).toEqual({
+      prompt_tokens: 40,
+      completion_tokens: 3,
+      total_tokens: 43,
+    });
     filter.push(Buffer.from(event('response.incomplete', { response: { usage: USAGE } })));
     expect(filter.done).toBe(true);
+    expect(filter.usageSoFar).toBe(filter.usage);
     expect(filter.push(Buffer.from(event('response.created', {})))).toEqual([]);
   });
 

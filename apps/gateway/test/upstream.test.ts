@@ -172,6 +172,9 @@ describe('upstream failures', () => {
     expect(error.sequence_number).toBe(before.sequence_number + 1);
     expect(events.some((e) => e.data === '[DONE]')).toBe(false);
     await expect.poll(async () => (await outcomes(gateway)).upstream_error).toBe(1);
+    // Metered without its usage event: a token per delta the pod sent (3).
+    const metrics = await (await fetch(`${gateway.url}/metrics`)).text();
+    expect(metrics).toMatch(/^fairgate_tokens_total\{[^}]*direction="output"[^}]*\} 3$/m);
     expect((await gateway.deps.pools.first.scheduler.snapshot()).inflight).toBe(0);
   });
 

@@ -102,6 +102,7 @@ async function attempts(
         onHeaders: (status) =>
           addSpanEvent(client.span, SpanEvents.upstreamHeaders, { [Attr.httpStatus]: status }),
         onFirstToken: () => recordFirstToken(call, held, client.span),
+        inputTokens: call.cls.inputTokens,
       });
       pods.recordHealth(current.config.name, true);
       return { ok: true, upstream, span: client.span, pod: current };

@@ -170,11 +170,7 @@ export async function receive(deps: GatewayDeps, arrival: Arrival): Promise<Call
         : JSON.stringify({ ...request, model: route.model }),
     upload:
       upload &&
-      uploadAsSent(
-        upload,
-        route.model !== request.model ? route.model : null,
-        stream && !usageAsked?.include,
-      ),
+      uploadAsSent(upload, route.model !== request.model ? route.model : null, usageAsked),
     batch: onBehalfOf === undefined ? undefined : nodeHeader(node.incoming, BATCH_ID_HEADER),
     cls,
     series: route.pool.metrics.series(tenant.id, cls.sloClass),
@@ -213,16 +209,17 @@ function authenticate(
 
 /**
  * An upload as the pod gets it: an alias in its `model` field as the model's own name, and a
- * stream's usage asked for when the client did not ask (the gateway meters it; the client
- * does not see it), as chat's `stream_options` are.
+ * stream's usage asked for in every chunk, as chat's `stream_options` are forced (the gateway
+ * meters it, a stream the client abandons too; the client sees what it asked for).
  */
 function uploadAsSent(
   upload: SpooledUpload,
   model: string | null,
-  askUsage: boolean,
+  usageAsked: { include: boolean; continuous: boolean } | undefined,
 ): SpooledUpload {
   const fields: Record<string, string> = {};
   if (model !== null) fields.model = model;
-  if (askUsage) fields.stream_include_usage = 'true';
+  if (usageAsked && !usageAsked.include) fields.stream_include_usage = 'true';
+  if (usageAsked && !usageAsked.continuous) fields.stream_continuous_usage_stats = 'true';
   return Object.keys(fields).length === 0 ? upload : withFields(upload, fields);
 }

@@ -54,6 +54,11 @@ export interface ExchangeRequest {
   onHeaders?: (status: number) => void;
   /** t5: the first content token arrived (for a collected body: the body). */
   onFirstToken?: () => void;
+  /**
+   * The gateway's estimate of the prompt's tokens: a Responses stream that ends before its
+   * usage is metered with it (and with its deltas as the output).
+   */
+  inputTokens?: number;
 }
 
 export type UpstreamResponse =
@@ -201,7 +206,7 @@ export function exchange(pod: PodState, request: ExchangeRequest): Promise<Upstr
         if (request.stream && status === 200 && contentType.includes('text/event-stream')) {
           stream = new UpstreamStream(
             request.dialect === 'responses'
-              ? new ResponsesSseFilter(request.onFirstToken ?? noop)
+              ? new ResponsesSseFilter(request.onFirstToken ?? noop, request.inputTokens)
               : new SseFilter(
                   request.clientWantsUsage,
                   request.onFirstToken ?? noop,

@@ -10,8 +10,11 @@ const TERMINAL_EVENTS = new Set(['response.completed', 'response.incomplete', 'r
  * events, as vLLM frames them), which passes through byte for byte: the first
  * `response.output_text.delta` (t5), and the terminal event (`response.completed`,
  * `.incomplete` or `.failed`), whose `response.usage` is the usage and which ends the stream.
- * A Responses stream carries no usage before its end: one that stops early has none. One
- * that fails after it started ends with the dialect's own `error` event.
+ * A Responses stream carries no usage before its end: one that stops early after some output
+ * (the client left, the pod failed) counts as its usage the gateway's estimate of its prompt
+ * and one token per output delta (vLLM sends one per engine step, a token without
+ * speculative decoding), so it is still metered. One that fails after it started ends with
+ * the dialect's own `error` event.
  */
 export class ResponsesSseFilter implements StreamFilter {
   usage: Usage | undefined;
@@ -23,10 +26,21 @@ export class ResponsesSseFilter implements StreamFilter {
   /** The `sequence_number` of the last event read. */
   #sequence = -1;
 
-  constructor(private readonly onFirstToken: () => void) {}
+  /** Output deltas read. */
+  #deltas = 0;
+
+  constructor(
+    private readonly onFirstToken: () => void,
+    private readonly promptEstimate = 0,
+  ) {}
 
   get usageSoFar(): Usage | undefined {
-    return this.usage;
+    if (this.usage || this.#deltas === 0) return this.usage;
+    return {
+      prompt_tokens: this.promptEstimate,
+      completion_tokens: this.#deltas,
+      total_tokens: this.promptEstimate + this.#deltas,
+    };
   }
 
   /**
@@ -59,9 +73,12 @@ export class ResponsesSseFilter implements StreamFilter {
     const sequence = /"sequence_number": ?(\d+)/.exec(event)?.[1];
     if (sequence !== undefined) this.#sequence = Number(sequence);
     const type = /^event: ?(.*)$/m.exec(event)?.[1]?.trim();
-    if (type === 'response.output_text.delta' && !this.#sawFirstToken) {
-      this.#sawFirstToken = true;
-      this.onFirstToken();
+    if (type === 'response.output_text.delta') {
+      this.#deltas++;
+      if (!this.#sawFirstToken) {
+        this.#sawFirstToken = true;
+        this.onFirstToken();
+      }
     }
     if (type === undefined || !TERMINAL_EVENTS.has(type)) return;
     const data = event
