@@ -19,9 +19,10 @@ import type { Call } from './receive.js';
  * when the client's socket takes no more, the pod is not read until it drains, so a slow
  * client slows its upstream read and nothing buffers without bound. A stream that fails
  * after its first byte ends with the error event of its dialect (chat: an error data event
- * and `[DONE]`; Responses: an `error` event): the client already has its 200. The slot is released (HeldSlot.release) as soon as the pod's answer is complete
- * and its last bytes are on the client's socket; resolves when the response is written, with
- * the outcome `finish` counts.
+ * and `[DONE]`; Responses: an `error` event): the client already has its 200. The slot is
+ * released (HeldSlot.release) as soon as the pod's answer is complete and its last bytes are
+ * on the client's socket; resolves when the response is written, with the outcome `finish`
+ * counts.
  */
 export interface Relayed {
   readonly outcome: ReleaseOutcome;

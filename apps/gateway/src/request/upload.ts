@@ -27,10 +27,10 @@ export interface SpooledUpload extends UploadBody {
  * Reads a multipart/form-data upload (an audio file, docs/gateway.md) within `limit` bytes,
  * writing it to a file in the OS's temp directory as it comes and parsing its fields on the
  * way: the file's bytes are never held in memory, only a chunk at a time, and the chunks
- * read are collected as they go (buffer-collection.ts). The file goes
- * when `outgoing` closes (the answer sent, or the connection gone), whatever happened; the
- * pod's read of it, if still open, goes on from the unlinked file. A body that is not a
- * well-formed multipart form is a 400, one over the limit a 413; either leaves no file.
+ * read are collected as they go (buffer-collection.ts). The file goes when `outgoing`
+ * closes (the answer sent, or the connection gone), whatever happened; the pod's read of it,
+ * if still open, goes on from the unlinked file. A body that is not a well-formed multipart
+ * form is a 400, one over the limit a 413; either leaves no file.
  */
 export async function spoolUpload(
   incoming: IncomingMessage,
