@@ -217,7 +217,7 @@ describe('every endpoint vLLM serves, under the same flow control', () => {
     const answer = await (transcription as ReturnType<typeof transcribe>);
     expect(answer.text.length).toBeGreaterThan(0);
     // The upload is written to a file as it comes and read from it as the pod takes it, its
-    // read buffers collected every 512 KiB (buffer-collection.ts). A bare Node server that
+    // read buffers collected every 256 KiB (buffer-collection.ts). A bare Node server that
     // leaves them to V8 holds most of the upload in dead buffers until its next collection.
     const bare = await bareServerRssGrowthKb(audio);
     console.log(

@@ -2,7 +2,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
 /** Bytes read between two collections of an upload's read buffers. */
-const COLLECT_EVERY_BYTES = 512 * 1024;
+const COLLECT_EVERY_BYTES = 256 * 1024;
 
 type MinorCollection = () => void;
 
