@@ -9,7 +9,7 @@ type MinorCollection = () => void;
 let collection: MinorCollection | null | undefined;
 
 /**
- * V8's minor collection (a scavenge of the young generation: well under a millisecond on a
+ * V8's minor collection (a scavenge of the young generation: about half a millisecond on a
  * gateway's heap), or null where the runtime refuses to expose it. It is taken from a
  * context of its own, so the gateway's global scope gets no `gc`.
  */
