@@ -304,6 +304,8 @@ export interface PodSnapshot {
   prefixCapacity: number | null;
   /** Its LoRA adapter slots, as the last adapter report that said reported (else null). */
   loraSlots: number | null;
+  /** The LoRA adapters it holds (reportPodAdapters, and claims a grant made), by name. */
+  adapters: string[];
 }
 
 export interface SchedulerSnapshot {

@@ -609,7 +609,11 @@ export class LocalScheduler implements Scheduler {
     const waitingByBand: Record<string, number> = {};
     for (const [band, count] of e.waitingByBand)
       if (count !== 0) waitingByBand[String(band)] = count;
-    const pods = e.podsByName().map((pod) => ({ ...pod, load: pod.load && { ...pod.load } }));
+    const pods = e.podsByName().map((pod) => ({
+      ...pod,
+      load: pod.load && { ...pod.load },
+      adapters: [...(e.podAdapters(pod.name, false)?.keys() ?? [])].sort(compareBytes),
+    }));
     return {
       nowMs: now,
       settings: e.settings && structuredClone(e.settings),

@@ -438,7 +438,7 @@ export class RedisScheduler implements Scheduler {
 
   async snapshot(): Promise<SchedulerSnapshot> {
     const k = this.keys;
-    // FCALL lua/snapshot-12.lua
+    // FCALL lua/snapshot-13.lua
     const reply = await this.run(
       'snapshot',
       [
@@ -454,6 +454,7 @@ export class RedisScheduler implements Scheduler {
         k.bands,
         k.service,
         k.ringPrefix,
+        k.adaptersPrefix,
       ],
       [],
     );

@@ -28,9 +28,13 @@ const limit = (value: string | undefined): number | null =>
 
 /**
  * Pods hash ('cap:<pod>', 'healthy:<pod>', 'inflight:<pod>' and the scraped 'waiting:',
- * 'running:', 'kv:', 'scrapedAt:', 'pxcap:', 'lslots:') to rows sorted by name (lua/includes/pods.lua).
+ * 'running:', 'kv:', 'scrapedAt:', 'pxcap:', 'lslots:') to rows sorted by name
+ * (lua/includes/pods.lua), with each pod's adapters (pod -> names joined by ',').
  */
-export function decodePods(pods: Map<string, string>): PodSnapshot[] {
+export function decodePods(
+  pods: Map<string, string>,
+  adapters: Map<string, string> = new Map(),
+): PodSnapshot[] {
   const byName = new Map<string, PodSnapshot>();
   const scraped = new Map<string, Map<string, number>>();
   for (const [field, value] of pods) {
@@ -47,6 +51,7 @@ export function decodePods(pods: Map<string, string>): PodSnapshot[] {
       load: null,
       prefixCapacity: null,
       loraSlots: null,
+      adapters: [],
     };
     byName.set(name, pod);
     if (kind === 'cap') pod.cap = Number(value);
@@ -72,12 +77,28 @@ export function decodePods(pods: Map<string, string>): PodSnapshot[] {
       };
     }
   }
+  for (const [name, list] of adapters) {
+    const pod = byName.get(name);
+    if (pod && list !== '') pod.adapters = list.split(',').sort(compareBytes);
+  }
   return [...byName.values()].sort((a, b) => compareBytes(a.name, b.name));
 }
 
 export function decodeSnapshot(reply: unknown): SchedulerSnapshot {
-  const [now, config, ctl, pods, replicas, stats, tenants, leader, epoch, backlogged, idle] =
-    reply as unknown[];
+  const [
+    now,
+    config,
+    ctl,
+    pods,
+    replicas,
+    stats,
+    tenants,
+    leader,
+    epoch,
+    backlogged,
+    idle,
+    adapters,
+  ] = reply as unknown[];
   const nowMs = Number(now);
   const ctlMap = flatToMap(ctl);
   const settings = decodeSettings(flatToMap(config));
@@ -87,7 +108,7 @@ export function decodeSnapshot(reply: unknown): SchedulerSnapshot {
       waitingByBand[field.slice('waiting:'.length)] = Number(value);
     }
   }
-  const podRows = decodePods(flatToMap(pods));
+  const podRows = decodePods(flatToMap(pods), flatToMap(adapters ?? []));
   return {
     nowMs,
     settings,

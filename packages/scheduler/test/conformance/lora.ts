@@ -125,6 +125,14 @@ export function loraRouting(getPool: GetPool): void {
     expect(await enqueue('z1', 'z')).toBe('pod-c');
     // z is claimed on pod-c: the next z goes there too, busier or not ...
     expect(await enqueue('z2', 'z')).toBe('pod-c');
+    // The snapshot lists what each pod holds, the claim included.
+    const held = async () =>
+      (await pool.on().snapshot()).pods.map((p) => [p.name, p.adapters, p.loraSlots]);
+    expect(await held()).toEqual([
+      ['pod-a', ['x', 'y'], 2],
+      ['pod-b', ['w', 'x'], 2],
+      ['pod-c', ['v', 'z'], 2],
+    ]);
     // A report listing it (a request for it runs) and then not keeps the young claim.
     await pool.on().reportPodAdapters([{ pod: 'pod-c', adapters: ['v', 'z'] }], KEEP_CLAIMS_MS);
     await pool.on().reportPodAdapters([{ pod: 'pod-c', adapters: ['v'] }], KEEP_CLAIMS_MS);
@@ -144,6 +152,7 @@ export function loraRouting(getPool: GetPool): void {
     expect(await enqueue('busy-c2', undefined, 't', 'pod-c')).toBe('pod-c');
     expect(await enqueue('z5', 'z')).toBe('pod-c'); // claimed again: the only free slot
     await pool.on().dropPodAdapter('pod-c', 'z');
+    expect((await held())[2]).toEqual(['pod-c', ['v'], 2]);
     // Every pod's slots full now.
     await pool.on().reportPodAdapters([{ pod: 'pod-c', adapters: ['v', 'u'] }], 0);
     // No healthy pod has a free slot: the least-loaded pod with room, claimed there.

@@ -11,6 +11,7 @@
                              KEYS[9] leader epoch counter
     KEYS[10] bands zset       KEYS[11] service counters hash (idle counters)
     KEYS[12] ring prefix (band:<band>:vtc zsets of backlogged counters)
+    KEYS[13] adapters prefix (lora:<pod> hashes, includes/lora.lua)
 
   Output:
     { now ms, config, ctl, pods, replicas (member, score, ...), stats,
@@ -19,7 +20,8 @@
       tokensPerDay, tokensPerMonth, requestsPerMinute, minuteId,
       minuteRequests, dayId, dayTokens, monthId, monthTokens, outMean; '' for absent),
       leader or false, epoch or false, backlogged service counters (band, tenant, counter,
-      ...), idle service counters (the hash, flat) }
+      ...), idle service counters (the hash, flat), each pod's LoRA adapters (pod, adapters
+      joined by ',', ...) }
     where config/ctl/pods/stats are flat field, value lists.
 ]]
 local rcall = redis.call
@@ -35,6 +37,7 @@ local leaderEpochKey = KEYS[9]
 local bandsKey = KEYS[10]
 local serviceKey = KEYS[11]
 local ringPrefix = KEYS[12]
+local adaptersPrefix = KEYS[13]
 --- @include "includes/serverTime"
 
 -- The config first: it may carry the pool's test clock (includes/serverTime.lua).
@@ -65,11 +68,22 @@ for _, band in ipairs(rcall('ZRANGE', bandsKey, 0, -1)) do
   end
 end
 
+local pods = rcall('HGETALL', podsKey)
+local adapters = {}
+for i = 1, #pods, 2 do
+  local pod = string.match(pods[i], '^cap:(.*)$')
+  if pod then
+    local adaptersKey = adaptersPrefix .. pod
+    adapters[#adapters + 1] = pod
+    adapters[#adapters + 1] = table.concat(rcall('HKEYS', adaptersKey), ',')
+  end
+end
+
 return {
   serverNowMs(),
   config,
   rcall('HGETALL', ctlKey),
-  rcall('HGETALL', podsKey),
+  pods,
   rcall('ZRANGE', replicasKey, 0, -1, 'WITHSCORES'),
   rcall('HGETALL', statsKey),
   tenants,
@@ -77,4 +91,5 @@ return {
   rcall('GET', leaderEpochKey),
   backlogged,
   rcall('HGETALL', serviceKey),
+  adapters,
 }
