@@ -50,8 +50,6 @@ const LONGEST_FIRST = [
   'test/token-fairness.test.ts', // 130, four 25 s runs of 3 replicas and 4 sims
   'packages/scheduler/test/differential.test.ts', // 20-30, CPU-bound
   'loadtest/test/tuner-harness.test.ts', // 16-28, CPU-bound
-  'test/usage-exact.test.ts', // 77
-  'test/lora-routing.test.ts', // 60, 10,000 requests twice
   'test/chaos/redis-restart.test.ts', // 48
   'test/ops/prometheus.test.ts', // 45
   'packages/scheduler/test/cluster.test.ts', // 45
