@@ -29,43 +29,29 @@ interface PoolingInput {
 }
 
 export function addPoolingRoutes(app: SimApp, deps: EndpointDeps): void {
-  app.post('/v1/embeddings', async (c) => {
-    const body = await readJsonObject(c);
-    const request = parseEmbeddingRequest(body, deps);
-    const done = await runSequences(deps, specsOf(request.inputs, request.lora), clientOf(c));
-    if (!done) return CLIENT_GONE();
-    return c.json({
-      id: requestId('embd-'),
-      object: 'list',
-      created: nowSeconds(),
-      model: request.lora ?? deps.config.model,
-      data: request.inputs.map((input, index) => ({
-        index,
-        object: 'embedding',
-        embedding: encodeVector(vectorOf(input, request, deps), request.encoding),
-      })),
-      usage: usageInfo(request.inputs),
-    });
-  });
-
-  app.post('/pooling', async (c) => {
-    const body = await readJsonObject(c);
-    const request = parseEmbeddingRequest(body, deps);
-    const done = await runSequences(deps, specsOf(request.inputs, request.lora), clientOf(c));
-    if (!done) return CLIENT_GONE();
-    return c.json({
-      id: requestId('pool-'),
-      object: 'list',
-      created: nowSeconds(),
-      model: request.lora ?? deps.config.model,
-      data: request.inputs.map((input, index) => ({
-        index,
-        object: 'pooling',
-        data: encodeVector(vectorOf(input, request, deps), request.encoding),
-      })),
-      usage: usageInfo(request.inputs),
-    });
-  });
+  /** An embeddings-shaped answer: one vector per input, under `field` of each `object`. */
+  const vectors =
+    (idPrefix: string, object: 'embedding' | 'pooling', field: 'embedding' | 'data') =>
+    async (c: SimContext) => {
+      const body = await readJsonObject(c);
+      const request = parseEmbeddingRequest(body, deps);
+      const done = await runSequences(deps, specsOf(request.inputs, request.lora), clientOf(c));
+      if (!done) return CLIENT_GONE();
+      return c.json({
+        id: requestId(idPrefix),
+        object: 'list',
+        created: nowSeconds(),
+        model: request.lora ?? deps.config.model,
+        data: request.inputs.map((input, index) => ({
+          index,
+          object,
+          [field]: encodeVector(vectorOf(input, request, deps), request.encoding),
+        })),
+        usage: usageInfo(request.inputs),
+      });
+    };
+  app.post('/v1/embeddings', vectors('embd-', 'embedding', 'embedding'));
+  app.post('/pooling', vectors('pool-', 'pooling', 'data'));
 
   const score = async (c: SimContext) => {
     const body = await readJsonObject(c);

@@ -56,6 +56,9 @@ export interface GenerationJob {
   onReset(): void;
 }
 
+/** How a connection broken by --reset-after-tokens fails where it has no socket to drop. */
+export const RESET_MESSAGE = 'connection reset (fairgate-sim --reset-after-tokens)';
+
 export const SSE_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-cache',
@@ -108,7 +111,7 @@ export function streamResponse(job: GenerationJob): Response {
   const drop = () => {
     open = false;
     if (job.connection) job.connection.drop();
-    else controller.error(new Error('connection reset (fairgate-sim --reset-after-tokens)'));
+    else controller.error(new Error(RESET_MESSAGE));
   };
 
   const listener: SequenceListener = {
@@ -184,7 +187,7 @@ export function completeResponse(job: GenerationJob): Promise<Response> {
         driver.abort(s);
         job.onReset();
         if (!job.connection) {
-          reject(new Error('connection reset (fairgate-sim --reset-after-tokens)'));
+          reject(new Error(RESET_MESSAGE));
           return;
         }
         job.connection.drop();

@@ -11,7 +11,7 @@ import {
 } from './context.js';
 import { QueueFullError, type SequenceListener, type SequenceView } from './engine.js';
 import { type GenerationPlan, planGeneration } from './generation.js';
-import { SSE_HEADERS } from './respond.js';
+import { RESET_MESSAGE, SSE_HEADERS } from './respond.js';
 import {
   type ResponseEcho,
   ResponseEvents,
@@ -178,8 +178,6 @@ function completeResponse(job: ResponseJob): Promise<Response> {
     });
   });
 }
-
-const RESET_MESSAGE = 'connection reset (fairgate-sim --reset-after-tokens)';
 
 function streamResponse(job: ResponseJob): Response {
   const { driver } = job.deps;

@@ -303,32 +303,31 @@ export class Generator {
     return [randomTenant(rng, pick(rng, candidates).id)];
   }
 
+  /** Some of the pods, sometimes with one not configured: what a leader's report names. */
+  private somePods(): string[] {
+    return [...this.pods.map((p) => p.name), 'unknown'].filter(() => chance(this.rng, 0.7));
+  }
+
   /** A scrape of some pods (sometimes one not configured); some say what their cache holds. */
   private podLoads(): PodLoadReport[] {
     const rng = this.rng;
-    const names = [...this.pods.map((p) => p.name), 'unknown'];
-    return names
-      .filter(() => chance(rng, 0.7))
-      .map((pod) => ({
-        pod,
-        waiting: uniformInt(rng, 0, 6),
-        running: uniformInt(rng, 0, 6),
-        kvUtilization: pick(rng, [0, 0.25, 0.9, 1.2]),
-        ...(chance(rng, 0.6) ? { prefixCapacity: uniformInt(rng, 1, 6) } : {}),
-      }));
+    return this.somePods().map((pod) => ({
+      pod,
+      waiting: uniformInt(rng, 0, 6),
+      running: uniformInt(rng, 0, 6),
+      kvUtilization: pick(rng, [0, 0.25, 0.9, 1.2]),
+      ...(chance(rng, 0.6) ? { prefixCapacity: uniformInt(rng, 1, 6) } : {}),
+    }));
   }
 
   /** The leader's view of some pods' adapters (sometimes a pod not configured). */
   private podAdapters(): PodAdapterReport[] {
     const rng = this.rng;
-    const names = [...this.pods.map((p) => p.name), 'unknown'];
-    return names
-      .filter(() => chance(rng, 0.7))
-      .map((pod) => ({
-        pod,
-        adapters: ADAPTERS.filter(() => chance(rng, 0.3)),
-        ...(chance(rng, 0.7) ? { slots: uniformInt(rng, 0, 3) } : {}),
-      }));
+    return this.somePods().map((pod) => ({
+      pod,
+      adapters: ADAPTERS.filter(() => chance(rng, 0.3)),
+      ...(chance(rng, 0.7) ? { slots: uniformInt(rng, 0, 3) } : {}),
+    }));
   }
 
   private podChange(): PodConfig[] {
